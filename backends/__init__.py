@@ -1,0 +1,1 @@
+"""Backends, one package per target (installed as ``gluon_trace.backends``)."""

@@ -1,0 +1,421 @@
+"""Runs a traced graph with numpy: the reference semantics of every op.
+
+A graph is first compiled to a flat list of steps (one Python closure per op, operands
+resolved to slots), then run once per program of the grid. Within a program every tile
+op is one vectorized numpy call.
+
+Semantics worth stating (the GPU backends follow them):
+- integer ``//`` and ``%`` truncate toward zero (C, Triton); float ``%`` is ``fmod``;
+- integer arithmetic wraps; float16 rounds after every op; bfloat16 values are kept
+  in float32 and rounded to bfloat16 after every op;
+- ``maximum``/``minimum`` return the non-NaN operand (as PTX ``max.f32``); ``!=`` is true
+  for NaN;
+- float -> int conversion truncates toward zero;
+- a masked-off lane of a load without ``other`` reads 0;
+- reductions combine adjacent pairs in a tree, keeping operand order (so an associative,
+  non-commutative combine function gets the order it expects).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gluon_trace import dtypes as dt
+from gluon_trace.errors import InterpreterError
+from gluon_trace.ir import Block, Graph, Op
+
+from .memory import Memory
+
+RULES: dict = {}
+
+
+def rule(*names):
+    def deco(fn):
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return deco
+
+
+def fix(x, t: dt.dtype):
+    """Bring a numpy result back to the IR dtype's exact value set."""
+    x = np.asarray(x)
+    if t.name == "bfloat16":
+        return dt.round_bf16(x)
+    if x.dtype != t.np:
+        return x.astype(t.np)
+    return x
+
+
+class Program:
+    __slots__ = ("pid", "grid", "mem", "env")
+
+    def __init__(self, pid, grid, mem, env):
+        self.pid, self.grid, self.mem, self.env = pid, grid, mem, env
+
+
+# -- element-wise ----------------------------------------------------------------------------
+
+def _trunc_div(a, b):
+    q = np.floor_divide(a, b)
+    if a.dtype.kind == "i":
+        r = np.remainder(a, b)
+        q = q + ((r != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+    return q
+
+
+_BIN = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply,
+    "maximum": np.fmax, "minimum": np.fmin,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+
+
+def _binary(fn):
+    def run(p, op, a, b):
+        return fix(fn(a, b), op.results[0].type.dtype)
+    return run
+
+
+for _n, _f in _BIN.items():
+    RULES[_n] = _binary(_f)
+
+
+@rule("div")
+def _div(p, op, a, b):
+    return fix(np.true_divide(a, b), op.results[0].type.dtype)
+
+
+@rule("floordiv")
+def _floordiv(p, op, a, b):
+    return fix(_trunc_div(a, b), op.results[0].type.dtype)
+
+
+@rule("mod")
+def _mod(p, op, a, b):
+    return fix(np.fmod(a, b), op.results[0].type.dtype)
+
+
+def _shift_amount(b, bits):
+    return np.where((b < 0) | (b >= bits), bits, b)
+
+
+@rule("shl")
+def _shl(p, op, a, b):
+    t = op.results[0].type.dtype
+    s = _shift_amount(b, t.bits)
+    out = np.left_shift(a, np.minimum(s, t.bits - 1).astype(a.dtype))
+    return fix(np.where(s >= t.bits, 0, out), t)
+
+
+@rule("shr")
+def _shr(p, op, a, b):
+    t = op.results[0].type.dtype
+    s = _shift_amount(b, t.bits)
+    out = np.right_shift(a, np.minimum(s, t.bits - 1).astype(a.dtype))
+    if t.is_signed:  # arithmetic: past the width only the sign remains
+        return fix(np.where(s >= t.bits, np.right_shift(a, t.bits - 1), out), t)
+    return fix(np.where(s >= t.bits, 0, out), t)
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+_UN = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "exp2": np.exp2, "log": np.log,
+    "log2": np.log2, "sqrt": np.sqrt, "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos,
+    "floor": np.floor, "ceil": np.ceil,
+}
+
+
+def _unary(fn):
+    def run(p, op, a):
+        return fix(fn(a), op.results[0].type.dtype)
+    return run
+
+
+for _n, _f in _UN.items():
+    RULES[_n] = _unary(_f)
+
+
+@rule("not")
+def _not(p, op, a):
+    return fix(np.logical_not(a) if a.dtype == np.bool_ else np.invert(a), op.results[0].type.dtype)
+
+
+@rule("erf")
+def _erf_rule(p, op, a):
+    return fix(_erf(a.astype(np.float64)).astype(np.float64), op.results[0].type.dtype)
+
+
+@rule("fma")
+def _fma(p, op, a, b, c):
+    wide = np.float64 if a.dtype != np.float64 else np.float64
+    return fix(a.astype(wide) * b.astype(wide) + c.astype(wide), op.results[0].type.dtype)
+
+
+@rule("where")
+def _where(p, op, c, a, b):
+    return np.where(c, a, b)
+
+
+@rule("ptr_add")
+def _ptr_add(p, op, ptr, off):
+    size = op.operands[0].type.dtype.element.itemsize
+    return ptr + off.astype(np.int64) * size
+
+
+@rule("cast")
+def _cast(p, op, x):
+    src = op.operands[0].type.dtype
+    to = op.attrs["dtype"]
+    if op.attrs.get("bitcast"):
+        from .memory import from_storage, to_storage
+        raw = to_storage(x, src)
+        return from_storage(np.asarray(raw).view(to.np_storage), to)
+    if to.is_bool:
+        return x != 0
+    if src.is_floating and to.is_int:
+        return np.trunc(x).astype(to.np)
+    return fix(x, to)
+
+
+@rule("hint")
+def _hint(p, op, x):
+    n = op.attrs.get("multiple_of")
+    if n is not None and (np.asarray(x) % n).any():
+        bad = np.asarray(x).flat[int(np.argmax((np.asarray(x) % n != 0).ravel()))]
+        raise InterpreterError(f"gl.multiple_of({n}) claims a fact that is false at run time: "
+                               f"{int(bad)} is not a multiple of {n} (program {p.pid})", op.loc)
+    return x
+
+
+# -- creation, shape, layout -------------------------------------------------------------------
+
+@rule("const")
+def _const(p, op):
+    t = op.attrs["dtype"]
+    return fix(np.array(op.attrs["value"], dtype=t.np if t.name != "bfloat16" else np.float32), t)
+
+
+@rule("program_id")
+def _pid(p, op):
+    return np.int32(p.pid[op.attrs["axis"]])
+
+
+@rule("num_programs")
+def _nprog(p, op):
+    return np.int32(p.grid[op.attrs["axis"]])
+
+
+@rule("arange")
+def _arange(p, op):
+    return np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32)
+
+
+@rule("splat")
+def _splat(p, op, x):
+    return np.full(op.attrs["shape"], x, dtype=np.asarray(x).dtype)
+
+
+@rule("broadcast")
+def _broadcast(p, op, x):
+    return np.broadcast_to(x, op.attrs["shape"])
+
+
+@rule("expand_dims")
+def _expand(p, op, x):
+    return np.expand_dims(x, op.attrs["axis"])
+
+
+@rule("convert_layout")
+def _convert(p, op, x):
+    return x
+
+
+@rule("reshape")
+def _reshape(p, op, x):
+    return np.reshape(x, op.attrs["shape"])
+
+
+@rule("permute")
+def _permute(p, op, x):
+    return np.transpose(x, op.attrs["dims"])
+
+
+# -- memory --------------------------------------------------------------------------------
+
+@rule("load")
+def _load(p, op, ptr, *rest):
+    elem = op.operands[0].type.dtype.element
+    ptr = np.asarray(ptr)
+    if not op.attrs.get("mask"):
+        return p.mem.load(ptr, elem, op)
+    mask = np.broadcast_to(rest[0], ptr.shape)
+    other = rest[1] if op.attrs.get("other") else np.zeros((), elem.np)
+    out = np.array(np.broadcast_to(other, ptr.shape), dtype=elem.np)
+    if mask.any():
+        out[mask] = p.mem.load(ptr[mask], elem, op)
+    return out
+
+
+@rule("store")
+def _store(p, op, ptr, val, *rest):
+    elem = op.operands[0].type.dtype.element
+    ptr = np.asarray(ptr)
+    val = np.broadcast_to(val, ptr.shape)
+    if op.attrs.get("mask"):
+        mask = np.broadcast_to(rest[0], ptr.shape)
+        ptr, val = ptr[mask], val[mask]
+    p.mem.store(ptr, val, elem, op)
+
+
+_ATOMIC = {"add": np.add, "max": np.fmax, "min": np.fmin, "and": np.bitwise_and,
+           "or": np.bitwise_or, "xor": np.bitwise_xor, "xchg": lambda old, v: v}
+
+
+def _atomic_apply(p, op, ptr, vals, mask, update):
+    """Apply ``update(old, operand) -> new`` lane by lane in order; returns the old values."""
+    elem = op.operands[0].type.dtype.element
+    ptr = np.asarray(ptr)
+    shape = ptr.shape
+    mask = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
+    old = np.zeros(shape, elem.np)
+    sel_ptr = ptr[mask]
+    bid, idx, view_of = p.mem.target(sel_ptr, elem, op, f"atomic {op.attrs.get('kind', 'cas')}")
+    from .memory import from_storage, to_storage
+    olds = np.empty(sel_ptr.shape, elem.np)
+    ops_vals = [np.broadcast_to(v, shape)[mask] for v in vals]
+    for i in range(sel_ptr.size):
+        view = view_of(bid[i])
+        cur = from_storage(view[idx[i]:idx[i] + 1], elem)
+        olds[i] = cur[0]
+        new = update(cur, *[v[i:i + 1] for v in ops_vals])
+        view[idx[i]] = to_storage(fix(new, elem), elem)[0]
+    old[mask] = olds
+    return old
+
+
+@rule("atomic_rmw")
+def _atomic_rmw(p, op, ptr, val, *rest):
+    fn = _ATOMIC[op.attrs["kind"]]
+    mask = rest[0] if op.attrs.get("mask") else None
+    return _atomic_apply(p, op, ptr, [val], mask, fn)
+
+
+@rule("atomic_cas")
+def _atomic_cas(p, op, ptr, cmp, val):
+    return _atomic_apply(p, op, ptr, [cmp, val], None, lambda old, c, v: np.where(old == c, v, old))
+
+
+@rule("print")
+def _print(p, op, *vals):
+    shown = " ".join(np.array2string(np.asarray(v), threshold=64) for v in vals)
+    print(f"pid ({p.pid[0]}, {p.pid[1]}, {p.pid[2]}) {op.attrs['prefix']}{shown}")
+
+
+# -- regions ---------------------------------------------------------------------------------
+
+@rule("reduce")
+def _reduce(p, op, *xs):
+    axis = op.attrs["axis"]
+    body = op.regions[0]
+    xs = [np.asarray(x) for x in xs]
+    while xs[0].shape[axis] > 1:
+        even = [np.take(x, np.arange(0, x.shape[axis], 2), axis=axis) for x in xs]
+        odd = [np.take(x, np.arange(1, x.shape[axis], 2), axis=axis) for x in xs]
+        xs = [np.asarray(v) for v in run_block(p, body, even + odd)]
+    return tuple(np.squeeze(x, axis=axis) for x in xs)
+
+
+@rule("scan")
+def _scan(p, op, *xs):
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    body = op.regions[0]
+    xs = [np.asarray(x) for x in xs]
+    if reverse:
+        xs = [np.flip(x, axis) for x in xs]
+    n = xs[0].shape[axis]
+    d = 1
+    while d < n:
+        hi = [np.take(x, np.arange(d, n), axis=axis) for x in xs]
+        lo = [np.take(x, np.arange(0, n - d), axis=axis) for x in xs]
+        comb = run_block(p, body, (hi + lo) if reverse else (lo + hi))
+        new = []
+        for x, c in zip(xs, comb):
+            y = np.array(x)
+            idx = [slice(None)] * x.ndim
+            idx[axis] = slice(d, n)
+            y[tuple(idx)] = c
+            new.append(y)
+        xs = new
+        d *= 2
+    if reverse:
+        xs = [np.flip(x, axis) for x in xs]
+    return tuple(xs)
+
+
+@rule("for")
+def _for(p, op, lo, hi, step, *init):
+    body = op.regions[0]
+    lo, hi, step = int(lo), int(hi), int(step)
+    if step == 0:
+        raise InterpreterError("gl.range step is 0", op.loc)
+    carried = list(init)
+    ity = op.operands[0].type.dtype.np
+    for i in range(lo, hi, step):
+        carried = run_block(p, body, [ity.type(i)] + carried)
+    return tuple(carried)
+
+
+@rule("if")
+def _if(p, op, cond):
+    block = op.regions[0] if bool(cond) else op.regions[1]
+    return tuple(run_block(p, block, []))
+
+
+# -- execution -----------------------------------------------------------------------------
+
+def run_block(p: Program, block: Block, args) -> list:
+    # values are SSA, so one environment per program serves every nested block
+    env = p.env
+    for a, v in zip(block.args, args):
+        env[a] = v
+    return _exec(p, block, env)
+
+
+def _exec(p: Program, block: Block, env: dict) -> list:
+    for op in block.ops:
+        if op.name == "yield":
+            return [env[v] for v in op.operands]
+        fn = RULES[op.name]
+        try:
+            out = fn(p, op, *[env[v] for v in op.operands])
+        except InterpreterError:
+            raise
+        except (FloatingPointError, ValueError, IndexError, TypeError) as e:
+            raise InterpreterError(f"{op.name} failed in program {p.pid}: {e}", op.loc) from e
+        if isinstance(out, tuple):  # ops with regions give one value per result
+            for r, v in zip(op.results, out):
+                env[r] = v
+        elif op.results:
+            env[op.results[0]] = out
+    return []
+
+
+def run(graph: Graph, grid, args, mem: Memory) -> None:
+    env0 = {}
+    for v, a in zip(graph.args, args):
+        env0[v] = a
+    with np.errstate(all="ignore"):
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                for x in range(grid[0]):
+                    env = dict(env0)
+                    _exec(Program((x, y, z), grid, mem, env), graph.body, env)

@@ -1,0 +1,251 @@
+"""``@gt.jit``: specialization, the trace cache, and launch dispatch.
+
+A kernel is traced once per specialization key: the constexpr values, each
+argument's type, whether each integer is a multiple of 16 and each pointer 16-byte
+aligned (as Triton does), ``num_warps`` and the target. Traces are cached in memory
+on the :class:`JITFunction`; compiled binaries are cached by the backends.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import backend as backends
+from . import dtypes as dt
+from .errors import ArgumentError, TraceError, user_location
+from .ir import Block, Graph, Type, Value
+from .tracer import tracing
+from .verifier import verify
+
+LAUNCH_OPTIONS = ("num_warps", "backend", "target", "stream", "num_stages", "num_ctas")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What the trace knows of one run-time argument."""
+
+    dtype: dt.dtype
+    divisible_by_16: bool = False
+
+    @property
+    def attrs(self) -> dict:
+        return {"divisibility": 16} if self.divisible_by_16 else {}
+
+
+def _is_constexpr_annotation(ann) -> bool:
+    from .language.core import constexpr
+    if ann is constexpr:
+        return True
+    return isinstance(ann, str) and ann.split(".")[-1] == "constexpr"
+
+
+def arg_spec(name: str, value, loc) -> ArgSpec:
+    if isinstance(value, dt.dtype):
+        # a type spec: pointers are assumed 16-byte aligned, as allocators give them
+        return ArgSpec(value, value.is_ptr)
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return ArgSpec(dt.int1)
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if -2**31 <= v < 2**31:
+            t = dt.int32
+        elif -2**63 <= v < 2**63:
+            t = dt.int64
+        else:
+            raise ArgumentError(f"argument `{name}` = {v} does not fit in 64 bits", loc)
+        return ArgSpec(t, v % 16 == 0)
+    if isinstance(value, (float, np.floating)):
+        return ArgSpec(dt.float32)
+    if isinstance(value, np.ndarray):
+        return ArgSpec(dt.pointer(dt.from_numpy(value.dtype)), value.ctypes.data % 16 == 0)
+    mod = type(value).__module__
+    if mod.startswith("torch") and hasattr(value, "data_ptr"):
+        return ArgSpec(dt.pointer(dt.from_torch(value.dtype)), value.data_ptr() % 16 == 0)
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return ArgSpec(dt.pointer(dt.from_numpy(np.dtype(cai["typestr"]))), cai["data"][0] % 16 == 0)
+    raise ArgumentError(
+        f"argument `{name}` is a {type(value).__name__}; a kernel takes tensors/arrays, ints, floats, "
+        "bools, type specs such as gl.pointer(gl.float32), or constexprs (annotate the parameter "
+        "`: gl.constexpr`)", loc)
+
+
+class TracedKernel:
+    """One specialization of a kernel: its IR, and doors to each backend's code for it."""
+
+    def __init__(self, fn: "JITFunction", graph: Graph, bound: dict, options: dict):
+        self.fn = fn
+        self.graph = graph
+        self._bound = bound
+        self._options = options
+
+    @property
+    def ir(self) -> str:
+        return self.graph.text
+
+    @property
+    def name(self) -> str:
+        return self.graph.name
+
+    def __str__(self) -> str:
+        return self.ir
+
+    def __repr__(self) -> str:
+        return f"<TracedKernel {self.name} target={self.graph.target} hash={self.graph.hash[:12]}>"
+
+    def _repr_html_(self) -> str:
+        return self.graph._repr_html_()
+
+    def for_target(self, target: str) -> "TracedKernel":
+        if target == self.graph.target:
+            return self
+        return self.fn._trace(self._bound, {**self._options, "target": target}, user_location())
+
+    def ptx(self, target: str = "sm_90") -> str:
+        return backends.get("nvidia").emit(self.for_target(target).graph, target)
+
+    def amdgcn(self, target: str = "gfx942") -> str:
+        return backends.get("amd").emit(self.for_target(target).graph, target)
+
+    def compile(self, target: str = "sm_90"):
+        return backends.for_target(target).compile(self.for_target(target).graph, target)
+
+
+class JITFunction:
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
+        self.cache: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<gt.jit kernel {self.__name__}>"
+
+    # -- binding and specialization ---------------------------------------------------------
+    def _bind(self, args, kwargs, loc) -> tuple[dict, dict]:
+        options = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs}
+        try:
+            ba = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            missing = [p.name for p in self.params if p.name not in kwargs and
+                       p.default is inspect.Parameter.empty][len(args):]
+            hint = ""
+            if any(m in self.constexprs for m in missing):
+                hint = f" (constexprs are passed by keyword: {', '.join(m + '=...' for m in missing if m in self.constexprs)})"
+            raise ArgumentError(f"{self.__name__}{self.signature}: {e}{hint}", loc) from None
+        ba.apply_defaults()
+        return dict(ba.arguments), options
+
+    def _key(self, bound: dict, options: dict, loc) -> tuple:
+        parts = []
+        for name, v in bound.items():
+            if name in self.constexprs:
+                v = getattr(v, "value", v)
+                try:
+                    hash(v)
+                except TypeError:
+                    raise ArgumentError(f"constexpr `{name}` = {v!r} is not hashable", loc) from None
+                parts.append((name, "c", type(v).__name__, v))
+            else:
+                parts.append((name, arg_spec(name, v, loc)))
+        return (tuple(parts), options.get("num_warps", 4), options.get("target"))
+
+    def trace(self, *args, **kwargs) -> TracedKernel:
+        """Trace without launching; takes real arguments or type specs (gl.pointer(gl.float32))."""
+        loc = user_location()
+        bound, options = self._bind(args, dict(kwargs), loc)
+        if "target" not in options:
+            options["target"] = _default_target(options, list(bound.values()))
+        return self._trace(bound, options, loc)
+
+    def _trace(self, bound: dict, options: dict, loc) -> TracedKernel:
+        key = self._key(bound, options, loc)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return TracedKernel(self, hit, bound, options)
+        graph = self._build(bound, options, key, loc)
+        self.cache[key] = graph
+        return TracedKernel(self, graph, bound, options)
+
+    def _build(self, bound, options, key, loc) -> Graph:
+        target = options["target"]
+        num_warps = int(options.get("num_warps", 4))
+        if num_warps <= 0 or num_warps & (num_warps - 1):
+            raise ArgumentError(f"num_warps={num_warps} must be a power of two", loc)
+        tpw = backends.for_target(target).threads_per_warp(target)
+        body = Block()
+        graph = Graph(self.__name__, [], [], [], body, num_warps, tpw, target,
+                      {k: getattr(v, "value", v) for k, v in bound.items() if k in self.constexprs})
+        call = {}
+        from .language.tensor import tensor
+        for (name, v), part in zip(bound.items(), key[0]):
+            if name in self.constexprs:
+                call[name] = getattr(v, "value", v)
+                continue
+            spec: ArgSpec = part[1]
+            val = Value(Type(spec.dtype), None, body, name)
+            graph.args.append(val)
+            graph.arg_names.append(name)
+            graph.arg_attrs.append(spec.attrs)
+            call[name] = tensor(val)
+        with tracing(graph):
+            out = self.fn(**call)
+        if out is not None:
+            raise TraceError(f"kernel {self.__name__} returned a value; kernels write results "
+                             "through pointers with gl.store", loc)
+        verify(graph)
+        return graph
+
+    # -- launch --------------------------------------------------------------------------------
+    def __getitem__(self, grid) -> "Launcher":
+        return Launcher(self, grid)
+
+    def run(self, *args, grid, **kwargs):
+        return Launcher(self, grid)(*args, **kwargs)
+
+
+def _default_target(options: dict, args) -> str:
+    name = options.get("backend") or backends.pick(args)
+    return backends.get(name).default_target(args)
+
+
+class Launcher:
+    __slots__ = ("fn", "grid")
+
+    def __init__(self, fn: JITFunction, grid):
+        self.fn = fn
+        self.grid = grid
+
+    def __call__(self, *args, **kwargs):
+        fn = self.fn
+        loc = user_location()
+        bound, options = fn._bind(args, dict(kwargs), loc)
+        name = options.get("backend")
+        if name is None:
+            target = options.get("target")
+            name = backends.for_target(target).name if target else backends.pick(list(bound.values()))
+        be = backends.get(name)
+        options.setdefault("target", be.default_target(list(bound.values())))
+        traced = fn._trace(bound, options, loc)
+        grid = self.grid
+        if callable(grid):
+            grid = grid({**{k: getattr(v, "value", v) for k, v in bound.items()}, **options})
+        if isinstance(grid, int):
+            grid = (grid,)
+        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        if len(grid) > 3 or any(g < 0 for g in grid):
+            raise ArgumentError(f"grid {self.grid!r} must be up to 3 non-negative ints", loc)
+        runtime = [v for k, v in bound.items() if k not in fn.constexprs]
+        return be.run(traced.graph, grid, runtime, options.get("stream"), loc=loc)
+
+
+def jit(fn=None, **options):
+    """Decorate a kernel function: ``@gt.jit``."""
+    if fn is None:
+        return lambda f: JITFunction(f)
+    return JITFunction(fn)

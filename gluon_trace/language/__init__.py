@@ -1,0 +1,17 @@
+"""What kernel authors call, imported as ``gl`` (names follow Gluon's)."""
+from ..dtypes import (bfloat16, dtype, float16, float32, float64, int1, int8, int16, int32, int64,
+                      pointer, uint8, uint16, uint32, uint64)
+from ..layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout, LinearLayout,
+                       SliceLayout)
+from .control import else_, fori_loop, if_, range, static_range
+from .core import (abs, arange, argmax, argmin, associative_scan, atomic_add, atomic_and,
+                   atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor,
+                   broadcast, cdiv, ceil, clamp, constexpr, convert_layout, cos, cumsum,
+                   device_print, div_rn, erf, exp, exp2, expand_dims, fdiv, floor, fma, full,
+                   full_like, load, log, log2, max, max_contiguous, maximum, min, minimum,
+                   multiple_of, num_programs, num_warps, permute, program_id, reduce, reshape,
+                   rsqrt, sin, sqrt, static_assert, static_print, store, sum, threads_per_warp,
+                   trans, where, zeros, zeros_like)
+from .tensor import broadcast_to, tensor
+
+bool = int1  # noqa: A001  (gl.bool reads better than gl.int1 in masks)

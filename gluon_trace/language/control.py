@@ -1,0 +1,237 @@
+"""Run-time loops and branches, traced once.
+
+``for i in gl.range(lo, hi):`` traces its body once. Values the body rebinds are
+carried across iterations. To get Python's exact meaning for every name (also two
+names holding the same tile), each tile-valued local of the calling function is
+rebound, at loop entry, to a fresh block argument of its own; at exit the names the
+body did not rebind are restored, and their block arguments folded back into the
+values they started as. ``with gl.if_(c):`` / ``with gl.else_():`` work the same
+way, except that a branch needs no block arguments.
+
+Only local variables (and closure cells) of the function that runs the loop are
+carried; a tile kept in a list or an attribute and changed in the body is reported
+as an escaped value when used after the loop.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import sys
+
+from .. import dtypes as dt
+from ..errors import TraceError, user_location
+from ..ir import Block, Type
+from ..tracer import current
+from .tensor import cast, tensor, to_tensor
+
+_WRITE_THROUGH = sys.version_info >= (3, 13)  # PEP 667: f_locals is a write-through proxy
+
+
+def _proxies(frame) -> dict[str, tensor]:
+    return {k: v for k, v in frame.f_locals.items() if isinstance(v, tensor)}
+
+
+def _set_locals(frame, updates: dict) -> None:
+    if not updates:
+        return
+    if _WRITE_THROUGH:
+        for k, v in updates.items():
+            frame.f_locals[k] = v
+        return
+    frame.f_locals.update(updates)
+    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+def _bound(x, what: str) -> tensor:
+    t = to_tensor(x, dt.int32)
+    if not t.type.is_scalar or not t.dtype.is_int or t.dtype.is_bool:
+        raise TraceError(f"gl.range {what} must be an integer scalar, got {t.type}", user_location())
+    return t
+
+
+def _carry_type_check(name, before: tensor, after, loc, where: str):
+    if not isinstance(after, tensor):
+        raise TraceError(f"`{name}` holds a tile before {where} but a {type(after).__name__} after it",
+                         loc)
+    if after.type != before.type:
+        raise TraceError(
+            f"`{name}` changes type in {where}: {before.type} before, {after.type} after",
+            loc, notes=("a carried value keeps one type; convert with .to(dtype) or "
+                        "gl.convert_layout before rebinding it",))
+
+
+class range:
+    """A run-time loop ``for i in gl.range(lo, hi, step)``; the body is traced once."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        self.lo, self.hi, self.step = arg1, arg2, 1 if step is None else step
+
+    def __iter__(self):
+        frame = sys._getframe(1)
+        b = current()
+        loc = user_location()
+        lo, hi, step = (_bound(x, n) for x, n in ((self.lo, "start"), (self.hi, "end"), (self.step, "step")))
+        ity = dt.promote(dt.promote(lo.dtype, hi.dtype), step.dtype)
+        lo, hi, step = cast(lo, ity), cast(hi, ity), cast(step, ity)
+
+        entry = _proxies(frame)
+        body = Block(b.block)
+        iv = body.add_arg(Type(ity), "i")
+        fresh = {name: tensor(body.add_arg(p.type, name)) for name, p in entry.items()}
+        _set_locals(frame, fresh)
+        with b.region(body, "the loop", loc):
+            yield tensor(iv)
+            exit_ = frame.f_locals
+            carried, restore, fold = [], {}, {}
+            for name, p in entry.items():
+                now = exit_.get(name)
+                if now is fresh[name]:
+                    restore[name] = p
+                    fold[fresh[name].value] = p.value
+                else:
+                    _carry_type_check(name, p, now, loc, f"the loop at line {loc.line}")
+                    carried.append((name, p, now))
+            body.replace_uses(fold)
+            body.args = [iv] + [fresh[n].value for n, _, _ in carried]
+            b.create("yield", [now.value for _, _, now in carried], loc=loc)
+        op = b.create("for", [lo.value, hi.value, step.value] + [p.value for _, p, _ in carried],
+                      {}, [body], loc=loc)
+        restore.update({name: tensor(r) for (name, _, _), r in zip(carried, op.results)})
+        _set_locals(frame, restore)
+
+
+def static_range(*args):
+    """A loop unrolled at trace time (a plain Python range)."""
+    return builtins.range(*args)
+
+
+class _Branch:
+    """State shared by ``gl.if_`` and the ``gl.else_`` that may follow it."""
+
+    def __init__(self, cond, loc):
+        self.cond, self.loc = cond, loc
+        self.entry: dict[str, tensor] = {}
+        self.then_block = self.else_block = None
+        self.then_vals: dict[str, tensor] = {}
+        self.op = None
+        self.names: list[str] = []
+
+
+_last_branch: dict[int, _Branch] = {}
+
+
+def _finish_branch(br: _Branch, frame, else_vals: dict | None) -> None:
+    """(Re)build the `if` op from the branch bodies and rebind the changed names."""
+    b = current()
+    then_vals = br.then_vals
+    else_vals = else_vals or {}
+    names = [n for n in br.entry if n in then_vals or n in else_vals]
+    for n in names:
+        for vals, where in ((then_vals, "gl.if_"), (else_vals, "gl.else_")):
+            if n in vals:
+                _carry_type_check(n, br.entry[n], vals[n], br.loc, f"the {where} at line {br.loc.line}")
+    for block, vals in ((br.then_block, then_vals), (br.else_block, else_vals)):
+        if block.ops and block.ops[-1].name == "yield":
+            block.ops.pop()
+        with b.region(block, "a branch", br.loc):
+            b.create("yield", [vals.get(n, br.entry[n]).value for n in names], loc=br.loc)
+    if br.op is not None:
+        b.block.ops.remove(br.op)
+    br.op = b.create("if", [br.cond.value], {}, [br.then_block, br.else_block], loc=br.loc)
+    br.names = names
+    out = {n: tensor(r) for n, r in zip(names, br.op.results)}
+    # names the then-body rebound but that no branch carries any more are left as they were
+    _set_locals(frame, {**{n: br.entry[n] for n in br.entry}, **out})
+
+
+class if_:
+    """``with gl.if_(cond):`` a run-time branch on a scalar condition."""
+
+    def __init__(self, cond):
+        self.br = _Branch(None, user_location())
+        c = to_tensor(cond, dt.int1)
+        if not c.type.is_scalar:
+            raise TraceError("gl.if_ needs a scalar condition; for tiles use gl.where", self.br.loc)
+        if not c.dtype.is_bool:
+            c = c != 0
+        self.br.cond = c
+
+    def __enter__(self):
+        frame = sys._getframe(1)
+        b = current()
+        self.br.entry = _proxies(frame)
+        self.br.then_block = Block(b.block)
+        self.br.else_block = Block(b.block)
+        self._ctx = b.region(self.br.then_block, "a gl.if_ branch", self.br.loc)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._ctx.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            return False
+        frame = sys._getframe(1)
+        now = frame.f_locals
+        self.br.then_vals = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
+        _finish_branch(self.br, frame, None)
+        _last_branch[id(current())] = self.br
+        return False
+
+
+class else_:
+    """``with gl.else_():`` directly after a ``with gl.if_(...)`` block."""
+
+    def __enter__(self):
+        b = current()
+        br = _last_branch.pop(id(b), None)
+        if br is None or not b.block.ops or b.block.ops[-1] is not br.op:
+            raise TraceError("gl.else_() must directly follow a `with gl.if_(...)` block",
+                             user_location())
+        self.br = br
+        br.else_block.ops.clear()  # drop the yield the lone if_ gave it
+        frame = sys._getframe(1)
+        _set_locals(frame, dict(br.entry))  # the else body sees the values from before the if
+        self._ctx = b.region(br.else_block, "a gl.else_ branch", br.loc)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._ctx.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            return False
+        frame = sys._getframe(1)
+        now = frame.f_locals
+        else_vals = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
+        _finish_branch(self.br, frame, else_vals)
+        return False
+
+
+def fori_loop(lower, upper, body_fn, init, step=1):
+    """Functional loop: ``carry = body_fn(i, carry)`` for i in [lower, upper); returns the carry.
+
+    ``init`` is a tile or a tuple/list of tiles; ``body_fn`` returns the same structure.
+    """
+    b = current()
+    loc = user_location()
+    single = not isinstance(init, (tuple, list))
+    inits = [to_tensor(x) for x in ([init] if single else init)]
+    lo, hi, st = (_bound(x, n) for x, n in ((lower, "start"), (upper, "end"), (step, "step")))
+    ity = dt.promote(dt.promote(lo.dtype, hi.dtype), st.dtype)
+    lo, hi, st = cast(lo, ity), cast(hi, ity), cast(st, ity)
+    body = Block(b.block)
+    iv = tensor(body.add_arg(Type(ity), "i"))
+    args = [tensor(body.add_arg(t.type)) for t in inits]
+    with b.region(body, "the fori_loop body", loc):
+        out = body_fn(iv, args[0] if single else type(init)(args))
+        outs = [to_tensor(o) for o in ([out] if single else out)]
+        if len(outs) != len(inits):
+            raise TraceError(f"fori_loop body returned {len(outs)} values for {len(inits)} carried",
+                             loc)
+        for i, (o, t) in enumerate(zip(outs, inits)):
+            _carry_type_check(f"carry[{i}]", t, o, loc, "the fori_loop body")
+        b.create("yield", [o.value for o in outs], loc=loc)
+    op = b.create("for", [lo.value, hi.value, st.value] + [t.value for t in inits], {}, [body], loc=loc)
+    res = [tensor(r) for r in op.results]
+    return res[0] if single else type(init)(res)
