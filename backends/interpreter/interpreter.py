@@ -322,15 +322,23 @@ def _print(p, op, *vals):
 
 # -- regions ---------------------------------------------------------------------------------
 
+def _pairs(x: np.ndarray, axis: int):
+    """Views of the even and odd positions along ``axis`` (its length is a power of two)."""
+    n = x.shape[axis]
+    y = x.reshape(x.shape[:axis] + (n // 2, 2) + x.shape[axis + 1:])
+    head = (slice(None),) * (axis + 1)
+    return y[head + (0,)], y[head + (1,)]
+
+
 @rule("reduce")
 def _reduce(p, op, *xs):
     axis = op.attrs["axis"]
     body = op.regions[0]
-    xs = [np.asarray(x) for x in xs]
+    xs = [np.ascontiguousarray(x) for x in xs]
     while xs[0].shape[axis] > 1:
-        even = [np.take(x, np.arange(0, x.shape[axis], 2), axis=axis) for x in xs]
-        odd = [np.take(x, np.arange(1, x.shape[axis], 2), axis=axis) for x in xs]
-        xs = [np.asarray(v) for v in run_block(p, body, even + odd)]
+        halves = [_pairs(x, axis) for x in xs]
+        xs = [np.ascontiguousarray(v) for v in
+              run_block(p, body, [h[0] for h in halves] + [h[1] for h in halves])]
     return tuple(np.squeeze(x, axis=axis) for x in xs)
 
 

@@ -123,6 +123,13 @@ class Memory:
         raw = np.broadcast_to(to_storage(value, elem), addr.shape).reshape(-1)
         addr = addr.reshape(-1)
         bid, idx = self.locate(addr, elem, op, "store")
+        if bid.size and bid.min() == bid.max():
+            k = int(bid[0])
+            view = self._view(k, elem.np_storage)
+            if not view.flags.writeable:
+                raise InterpreterError("store into a read-only array", op.loc)
+            view[idx] = raw
+            return
         for k in np.unique(bid):
             sel = bid == k
             view = self._view(int(k), elem.np_storage)
