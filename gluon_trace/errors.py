@@ -28,8 +28,13 @@ class SourceLoc:
         return linecache.getline(self.file, self.line).strip()
 
 
+_KERNEL_FILES = {os.path.join(_PKG_DIR, "__main__.py")}  # library files that hold user-style kernels
+
+
 def _is_library_file(filename: str) -> bool:
     path = os.path.abspath(filename)
+    if path in _KERNEL_FILES:
+        return False
     return path.startswith(_PKG_DIR + os.sep) or path.startswith(_BACKENDS_DIR + os.sep) or (
         os.sep + "gluon_trace" + os.sep + "backends" + os.sep in path)
 
