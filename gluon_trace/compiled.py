@@ -29,6 +29,10 @@ class CompiledKernel:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        return (f"<CompiledKernel {self.name} {self.target}: {self.registers} registers, "
+                f"{self.shared_bytes} B shared, {self.spill_bytes} B spilled>")
+
     def _repr_html_(self) -> str:
         from .display import compiled_html
         return compiled_html(self)
