@@ -122,6 +122,10 @@ class JITFunction:
         self.params = list(self.signature.parameters.values())
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict = {}
+        # launch fast path: functions a backend generated per specialization; each checks
+        # that (grid, args, kwargs) still fit it, and launches (True) or declines (False)
+        self._fast: list = []
+        self._fast_keys: set = set()
 
     def __repr__(self) -> str:
         return f"<gt.jit kernel {self.__name__}>"
@@ -223,6 +227,13 @@ class Launcher:
 
     def __call__(self, *args, **kwargs):
         fn = self.fn
+        if fn._fast:
+            stream = kwargs.pop("stream", None) if "stream" in kwargs else None
+            for f in fn._fast:
+                if f(self.grid, args, kwargs, stream):
+                    return None
+            if stream is not None:
+                kwargs["stream"] = stream
         loc = user_location()
         bound, options = fn._bind(args, dict(kwargs), loc)
         name = options.get("backend")
@@ -241,7 +252,32 @@ class Launcher:
         if len(grid) > 3 or any(g < 0 for g in grid):
             raise ArgumentError(f"grid {self.grid!r} must be up to 3 non-negative ints", loc)
         runtime = [v for k, v in bound.items() if k not in fn.constexprs]
-        return be.run(traced.graph, grid, runtime, options.get("stream"), loc=loc)
+        out = be.run(traced.graph, grid, runtime, options.get("stream"), loc=loc)
+        self._add_fast(be, traced, args, kwargs, loc)
+        return out
+
+    def _add_fast(self, be, traced, args, kwargs, loc) -> None:
+        """After a checked launch, let the backend generate a fast path for this
+        specialization: when every run-time argument came positionally, in order."""
+        fn = self.fn
+        make = getattr(be, "fast_launcher", None)
+        names = [p.name for p in fn.params]
+        if make is None or names[:len(args)] != [n for n in names if n not in fn.constexprs]:
+            return
+        exp = {k: v for k, v in kwargs.items() if k != "stream"}
+        try:
+            key = (traced.graph.hash, len(args), tuple(sorted(exp.items())))
+            hash(key)
+        except TypeError:
+            return
+        if key in fn._fast_keys:
+            return
+        specs = [part[1] for part in fn._key(dict(zip(names, args)), {}, loc)[0][:len(args)]]
+        f = make(traced.graph, specs, exp)
+        if f is not None:
+            fn._fast_keys.add(key)
+            fn._fast.insert(0, f)
+            del fn._fast[8:]
 
 
 def jit(fn=None, **options):
