@@ -1,0 +1,134 @@
+"""The pipeline: graph -> machine IR -> registers -> s_waitcnt -> hazards -> text ->
+HSACO, and the CompiledKernel with its resources read back from the binary."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gluon_trace.cache import disk_cache, make_key
+from gluon_trace.compiled import CompiledKernel
+
+from . import metadata as md
+from .emitter import Emitter, prologue
+from .hazards import fix_hazards
+from .mir import Inst, Label, render_inst
+from .regalloc import allocate, check_assigned
+from .waitcnt import insert_waits
+
+EMITTER_VERSION = 2  # bump when the emitted code changes for the same graph
+
+
+@dataclass
+class Emitted:
+    text: str
+    name: str
+    target: str
+    vgprs: int
+    sgprs: int
+    lds: int
+    layout: md.KernargLayout
+    code: list
+    loops: list
+
+
+def lower(graph, target: str) -> Emitted:
+    em = Emitter(graph, target)
+    lay = md.kernarg_layout(graph)
+    for k, (v, slot) in enumerate(zip(graph.args, lay.args)):
+        em.vals[v] = em.arg_elem(k, slot.offset, slot.dtype)
+        if graph.arg_attrs[k].get("divisibility"):
+            em.set_mult(em.vals[v], graph.arg_attrs[k]["divisibility"])
+    em.emit_block(graph.body)
+    em.loc = None
+    em.emit("s_endpgm", kind="end")
+    code = prologue(em, lay.hidden_start, lay.hidden) + em.code
+    t = em.t
+    alloc = allocate(code, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
+                     sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps)
+    check_assigned(code)
+    code = insert_waits(code, t)
+    code = fix_hazards(code, t)
+    vgprs = _shift64_bump(code, alloc.vgprs) if t.name == "gfx90a" else alloc.vgprs
+    text = render(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs)
+    return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops)
+
+
+def _shift64_bump(code, vgprs: int) -> int:
+    """gfx90a misreads a 64-bit shift's amount in the last VGPR of an 8-register block
+    when the register after it is unallocated: allocate one more (LLVM's workaround)."""
+    for i in code:
+        if isinstance(i, Inst) and i.op in ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64"):
+            amt = i.uses[0]
+            phys = getattr(amt, "phys", None) if not hasattr(amt, "reg") else \
+                (amt.reg.phys + amt.index if amt.reg.phys is not None else None)
+            if phys is not None and getattr(amt, "cls", "") == "v" and phys % 8 == 7 and phys + 1 >= vgprs:
+                vgprs = phys + 2
+    return vgprs
+
+
+def render(graph, em, code, lay, *, vgprs, sgprs) -> str:
+    t = em.t
+    name = graph.name
+    out = [f'.amdgcn_target "amdgcn-amd-amdhsa--{t.name}"', ".amdhsa_code_object_version 5",
+           ".text", f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
+    last = None
+    for i in code:
+        if isinstance(i, Label):
+            out.append(f"{i.name}:")
+            continue
+        if i.loc is not None and i.loc != last:
+            out.append(f"  ; loc {i.loc.file}:{i.loc.line}")
+            last = i.loc
+        out.append("  " + render_inst(i))
+    out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}", "",
+            ".rodata", ".p2align 6",
+            md.descriptor(name=name, lds=em.lds_size, kernarg_size=lay.size, vgprs=vgprs,
+                          sgprs=sgprs, gfx9=t.gfx9, wave=t.wave), "",
+            ".amdgpu_metadata",
+            md.metadata_yaml(name=name, target=t.name, lay=lay, lds=em.lds_size, vgprs=max(vgprs, 1),
+                             sgprs=max(sgprs, 5) + 2, wave=t.wave,
+                             workgroup=graph.num_warps * t.wave, gfx9=t.gfx9).rstrip(),
+            ".end_amdgpu_metadata", ""]
+    return "\n".join(out)
+
+
+def emit_text(graph, target: str) -> str:
+    return lower(graph, target).text
+
+
+def compile_graph(graph, target: str) -> CompiledKernel:
+    from gluon_trace import __version__
+    from .assembler import assemble, find_toolchain
+    tc = find_toolchain()
+    key = make_key(backend="amd", graph=graph.text, target=target, assembler=tc.version,
+                   origin=tc.origin, library=__version__, emitter=EMITTER_VERSION)
+    def build() -> bytes:
+        e = lower(graph, target)
+        hsaco = assemble(e.text, target, graph.name)
+        head = json.dumps({"asm": e.text}).encode()
+        return len(head).to_bytes(8, "little") + head + hsaco
+
+    payload, hit = disk_cache().get_or_build(key, build)
+    n = int.from_bytes(payload[:8], "little")
+    asm = json.loads(payload[8:8 + n])["asm"]
+    hsaco = payload[8 + n:]
+    return from_hsaco(graph, target, asm, hsaco, assembler=tc.version, cached=hit)
+
+
+def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False) -> CompiledKernel:
+    """A CompiledKernel whose resources and argument layout come from the binary."""
+    meta = md.read_metadata(hsaco)
+    (k,) = [k for k in meta["amdhsa.kernels"] if k[".name"] == graph.name]
+    args = []
+    explicit = [a for a in k[".args"] if not a[".value_kind"].startswith("hidden")]
+    for v, a in zip(graph.args, explicit):
+        args.append((a.get(".name", ""), str(v.type.dtype), a[".offset"], a[".size"]))
+    return CompiledKernel(
+        name=graph.name, target=target, asm=asm, binary=hsaco,
+        registers=k[".vgpr_count"], shared_bytes=k[".group_segment_fixed_size"],
+        spill_bytes=k[".private_segment_fixed_size"], num_warps=graph.num_warps,
+        threads_per_warp=k[".wavefront_size"],
+        extra={"sgprs": k[".sgpr_count"], "scratch_bytes": k[".private_segment_fixed_size"],
+               "kernarg_bytes": k[".kernarg_segment_size"], "assembler": assembler,
+               "cached": cached, "hsaco_bytes": len(hsaco)},
+        arg_layout=args)

@@ -1,0 +1,154 @@
+"""Wait states the hardware does not interlock, inserted as ``s_nop`` (gfx9) or
+``s_waitcnt_depctr`` (gfx11), for the instructions this backend emits. The rules
+follow LLVM's GCNHazardRecognizer:
+
+gfx90a, gfx942:
+  VMEM reading an SGPR a VALU wrote (v_readfirstlane -> saddr)      5 wait states
+  DPP reading a VGPR written by any instruction                      2
+  v_div_fmas reading vcc a VALU wrote                                4
+gfx942 only:
+  VALU reading an SGPR/vcc a VALU wrote                              2
+  v_readfirstlane reading a VGPR a VALU wrote                        1
+  VALU reading the result of a transcendental (v_exp, v_rcp, ...)    1
+gfx1100 (wave32):
+  VALU reading a transcendental's result within 5 VALUs              s_waitcnt_depctr 0xfff
+
+History is not followed across labels: after a label the worst case is assumed.
+"""
+from __future__ import annotations
+
+from .mir import Fixed, Inst, Label, phys_units, strip
+
+TRANS = {"v_exp_f32", "v_log_f32", "v_rcp_f32", "v_rcp_iflag_f32", "v_rsq_f32", "v_sqrt_f32",
+         "v_sin_f32", "v_cos_f32", "v_rcp_f64", "v_rsq_f64", "v_sqrt_f64", "v_exp_f16",
+         "v_log_f16", "v_rcp_f16", "v_rsq_f16", "v_sqrt_f16", "v_sin_f16", "v_cos_f16"}
+
+UNKNOWN = object()
+
+
+def units(xs):
+    out = []
+    for x in xs:
+        x = strip(x)
+        if isinstance(x, Fixed):
+            if x.name.startswith("vcc"):
+                out += [("vcc", k) for k in range(x.size)]
+            elif x.name.startswith("exec"):
+                out += [("exec", k) for k in range(x.size)]
+            continue
+        if isinstance(x, str):
+            continue
+        out += phys_units(x)
+    return out
+
+
+def is_valu(i) -> bool:
+    return isinstance(i, Inst) and i.kind == "valu"
+
+
+def is_vmem(i) -> bool:
+    return isinstance(i, Inst) and i.kind.startswith("vmem")
+
+
+def _waits(i) -> int:
+    if isinstance(i, Inst) and i.op == "s_nop":
+        return int(i.uses[0]) + 1
+    return 1
+
+
+class HazardPass:
+    def __init__(self, target):
+        self.t = target
+
+    def since(self, hist, pred, limit):
+        """Wait states since the last instruction matching pred (0 if the history is
+        cut by a label), or a large number if none within ``limit``."""
+        n = 0
+        for h in reversed(hist):
+            if h is UNKNOWN:
+                return n
+            if pred(h):
+                return n
+            n += _waits(h)
+            if n >= limit:
+                break
+        return 1 << 20
+
+    def nops(self, hist, i: Inst) -> int:
+        t = self.t
+        if not t.gfx9:
+            return 0
+        need = 0
+        uses = units(i.uses) + units(i.imp)
+        s_uses = [u for u in uses if u[0] in ("s", "vcc")]
+        v_uses = [u for u in uses if u[0] == "v"]
+
+        def writes_valu(us):
+            return lambda h: is_valu(h) and any(u in us for u in units(h.defs))
+
+        if is_vmem(i) and s_uses:
+            need = max(need, 5 - self.since(hist, writes_valu(s_uses), 5))
+        if i.op.endswith("_dpp") and v_uses:
+            need = max(need, 2 - self.since(
+                hist, lambda h: isinstance(h, Inst) and any(u in v_uses for u in units(h.defs)), 2))
+        if i.op.startswith("v_div_fmas"):
+            need = max(need, 4 - self.since(hist, writes_valu([("vcc", 0), ("vcc", 1)]), 4))
+        if t.gfx940 and is_valu(i):
+            if s_uses:
+                need = max(need, 2 - self.since(hist, writes_valu(s_uses), 2))
+            if i.op.startswith("v_readfirstlane") or i.op.startswith("v_readlane"):
+                need = max(need, 1 - self.since(hist, writes_valu(v_uses), 1))
+            if i.op not in TRANS and v_uses:
+                need = max(need, 1 - self.since(
+                    hist, lambda h: is_valu(h) and h.op in TRANS and any(
+                        u in v_uses for u in units(h.defs)), 1))
+        return need
+
+    def trans_use_gfx11(self, hist, i: Inst) -> bool:
+        if self.t.gfx9 or not is_valu(i):
+            return False
+        v_uses = [u for u in units(i.uses) if u[0] == "v"]
+        if not v_uses:
+            return False
+        valus = trans = 0
+        for h in reversed(hist):
+            if h is UNKNOWN:
+                return True
+            if not isinstance(h, Inst):
+                continue
+            if h.kind.startswith(("vmem", "lds")) or h.op == "s_waitcnt_depctr":
+                return False
+            if is_valu(h):
+                if h.op in TRANS and any(u in v_uses for u in units(h.defs)):
+                    return True
+                valus += 1
+                trans += h.op in TRANS
+                if valus > 5 or trans > 1:
+                    return False
+        return False
+
+    def run(self, code: list) -> list:
+        out, hist = [], []  # a wave starts with no instruction in flight
+        for i in code:
+            if isinstance(i, Label):
+                out.append(i)
+                hist = [UNKNOWN]
+                continue
+            n = self.nops(hist, i)
+            if n > 0:
+                nop = Inst("s_nop", uses=[str(n - 1)], kind="nop", loc=i.loc)
+                out.append(nop)
+                hist.append(nop)
+            if self.trans_use_gfx11(hist, i):
+                dep = Inst("s_waitcnt_depctr", uses=["0xfff"], kind="nop", loc=i.loc)
+                out.append(dep)
+                hist.append(dep)
+            out.append(i)
+            hist.append(i)
+            if len(hist) > 16:
+                hist = hist[-16:]
+        return out
+
+
+def fix_hazards(code: list, target) -> list:
+    return HazardPass(target).run(code)

@@ -1,0 +1,169 @@
+"""Launching through hip-python: hipModuleLoadData + hipModuleLaunchKernel.
+
+The kernel-argument buffer is packed from the code object's own metadata (offsets,
+sizes and value kinds read back out of the HSACO), never from the emitter's idea of
+the layout, and handed over with HIP_LAUNCH_PARAM_BUFFER_POINTER; the runtime appends
+the hidden arguments it finds in the same metadata. hip-python is imported on first
+use: it imports without ROCm, and its first call raises RuntimeError when
+libamdhip64.so is missing -- reported as a LaunchError that says so.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import struct
+
+import numpy as np
+
+from gluon_trace import dtypes as dt
+from gluon_trace.errors import ArgumentError, LaunchError
+
+from . import metadata as md
+
+HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
+HIP_LAUNCH_PARAM_BUFFER_SIZE = 0x02
+HIP_LAUNCH_PARAM_END = 0x03
+
+
+def kernel_meta(hsaco: bytes, name: str) -> dict:
+    meta = md.read_metadata(hsaco)
+    for k in meta["amdhsa.kernels"]:
+        if k[".name"] == name:
+            return k
+    raise LaunchError(f"the code object has no kernel named {name}")
+
+
+def device_pointer(x, name: str, loc=None) -> int:
+    mod = type(x).__module__
+    if mod.startswith("torch") and hasattr(x, "data_ptr"):
+        if x.device.type != "cuda":
+            raise ArgumentError(f"argument `{name}` is a torch tensor on {x.device}; the AMD "
+                                "backend needs a ROCm device tensor (device='cuda' on a ROCm build)",
+                                loc)
+        return int(x.data_ptr())
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    if isinstance(x, np.ndarray):
+        raise ArgumentError(f"argument `{name}` is a host numpy array; the AMD backend needs device "
+                            "memory (a ROCm torch tensor or an object with __cuda_array_interface__)",
+                            loc)
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)  # a raw device address
+    raise ArgumentError(f"argument `{name}` ({type(x).__name__}) is not device memory", loc)
+
+
+def scalar_bytes(d: dt.dtype, x, name: str, loc=None) -> bytes:
+    if hasattr(x, "__cuda_array_interface__") or isinstance(x, np.ndarray):
+        raise ArgumentError(f"argument `{name}` is {d}, got an array", loc)
+    if d.name == "bfloat16":
+        return dt.f32_to_bf16_bits(np.float32(x)).tobytes()
+    if d.is_bool:
+        return bytes([1 if x else 0])
+    if d.is_floating:
+        return np.asarray(x, dtype=d.np).tobytes()
+    v = int(x)
+    lo, hi = (-(1 << (d.bits - 1)), 1 << (d.bits - 1)) if d.is_signed else (0, 1 << d.bits)
+    if not lo <= v < hi:
+        raise ArgumentError(f"argument `{name}` = {v} does not fit in {d}", loc)
+    return np.asarray(v).astype(d.np).tobytes()
+
+
+def pack_args(kmeta: dict, graph, values, loc=None) -> bytes:
+    """The explicit-argument block of the kernarg segment, laid out as the metadata says."""
+    explicit = [a for a in kmeta[".args"] if not a[".value_kind"].startswith("hidden")]
+    if len(explicit) != len(graph.args) or len(values) != len(graph.args):
+        raise LaunchError(f"kernel {graph.name} takes {len(explicit)} arguments, got {len(values)}",
+                          loc)
+    end = max((a[".offset"] + a[".size"] for a in explicit), default=0)
+    buf = bytearray(end)
+    for a, v, name, x in zip(explicit, graph.args, graph.arg_names, values):
+        d = v.type.dtype
+        off, size, kind = a[".offset"], a[".size"], a[".value_kind"]
+        if kind == "global_buffer":
+            if size != 8 or not d.is_ptr:
+                raise LaunchError(f"metadata of `{name}` (global_buffer, {size} bytes) does not "
+                                  f"match its type {d}", loc)
+            struct.pack_into("<Q", buf, off, device_pointer(x, name, loc))
+        elif kind == "by_value":
+            raw = scalar_bytes(d, x, name, loc)
+            if len(raw) != size:
+                raise LaunchError(f"metadata gives `{name}` {size} bytes, its type {d} has "
+                                  f"{len(raw)}", loc)
+            buf[off:off + size] = raw
+        else:
+            raise LaunchError(f"argument `{name}` has value kind {kind}, which the launcher "
+                              "does not pack", loc)
+    return bytes(buf)
+
+
+# -- the runtime ------------------------------------------------------------------------------
+
+class HipRuntime:
+    def __init__(self):
+        try:
+            from hip import hip
+        except ImportError as e:
+            raise LaunchError("the AMD backend launches through hip-python: "
+                              "`pip install gluon-trace[amd]` (or hip-python)") from e
+        self.hip = hip
+        try:
+            self._check(hip.hipInit(0), "hipInit")
+            n = self._check(hip.hipGetDeviceCount(), "hipGetDeviceCount")
+        except RuntimeError as e:
+            raise LaunchError(f"no ROCm runtime: {e}") from None
+        if not n:
+            raise LaunchError("no AMD GPU visible to the ROCm runtime")
+        self.modules: dict = {}
+
+    def _check(self, res, what):
+        err, *rest = res if isinstance(res, tuple) else (res,)
+        if int(err) != 0:
+            msg = self.hip.hipGetErrorString(err)
+            msg = msg.decode() if isinstance(msg, bytes) else msg
+            raise LaunchError(f"{what} failed: {msg}")
+        return rest[0] if len(rest) == 1 else (rest or None)
+
+    def arch(self) -> str:
+        props = self.hip.hipDeviceProp_t()
+        self._check(self.hip.hipGetDeviceProperties(props, 0), "hipGetDeviceProperties")
+        name = props.gcnArchName
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        return name.split(":")[0]
+
+    def function(self, hsaco: bytes, name: str):
+        key = (hashlib.sha256(hsaco).hexdigest(), name)
+        if key not in self.modules:
+            image = bytes(hsaco)
+            module = self._check(self.hip.hipModuleLoadData(image), "hipModuleLoadData")
+            fn = self._check(self.hip.hipModuleGetFunction(module, name.encode()),
+                             "hipModuleGetFunction")
+            self.modules[key] = (image, module, fn)
+        return self.modules[key][2]
+
+    def launch(self, ck, graph, grid, args, stream=None, loc=None):
+        kmeta = kernel_meta(ck.binary, graph.name)
+        buf = pack_args(kmeta, graph, args, loc)
+        fn = self.function(ck.binary, graph.name)
+        cbuf = ctypes.create_string_buffer(buf, max(len(buf), 1))
+        size = ctypes.c_size_t(len(buf))
+        extra = (ctypes.c_void_p * 5)(HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(cbuf),
+                                      HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size),
+                                      HIP_LAUNCH_PARAM_END)
+        s = 0 if stream is None else int(getattr(stream, "cuda_stream", stream))
+        gx, gy, gz = grid
+        if 0 in grid:
+            return
+        self._check(self.hip.hipModuleLaunchKernel(
+            fn, gx, gy, gz, graph.num_warps * ck.threads_per_warp, 1, 1, 0, s or None, None,
+            ctypes.addressof(extra)), "hipModuleLaunchKernel")
+
+
+_runtime = None
+
+
+def runtime() -> HipRuntime:
+    global _runtime
+    if _runtime is None:
+        _runtime = HipRuntime()
+    return _runtime

@@ -1,0 +1,322 @@
+"""Reductions and scans across registers, lanes (DPP, ds_swizzle, ds_bpermute) and
+warps (LDS).
+
+Both follow the interpreter's combination order exactly, so float sums agree bit for
+bit: a reduction combines coordinate bit 0 first, then bit 1, ..., always with the
+element whose bit is 0 on the left (the interpreter's tree of adjacent pairs); a scan
+is the same Hillis-Steele sequence (combine with the element d before, d = 1, 2, 4...).
+A reduction needs a layout in which each basis touches either only the reduced axis
+(one coordinate bit) or none of it -- true of every BlockedLayout and its slices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gluon_trace import dtypes as dt
+
+from . import arith
+from .emitter import dwords
+from .layout import (_free_reg_mask, byte_addresses, lds_load, lds_store, log2, reg_part,
+                     row_major, thread_part, tid_pairs, _strides)
+from .mir import Imm, Sub, hi, is_vgpr, lo
+
+COMMUTATIVE = {"add", "mul", "maximum", "minimum", "and", "or", "xor"}
+
+
+def is_commutative(body) -> bool:
+    ops = body.ops
+    if len(body.args) != 2 or len(ops) != 2 or ops[0].name not in COMMUTATIVE:
+        return False
+    a, b = body.args
+    return set(ops[0].operands) == {a, b} and ops[1].operands == [ops[0].results[0]]
+
+
+def _check_region(em, body) -> None:
+    for o in body.walk():
+        if o.regions or o.name in ("load", "store", "atomic_rmw", "atomic_cas", "print"):
+            raise em.error(f"a combine function may only compute on its arguments; "
+                           f"found `{o.name}`")
+
+
+# -- cross-lane moves ----------------------------------------------------------------------------
+
+def shuffle_xor(em, x, m: int):
+    """The value lane (lane ^ m) holds. Uniform values are the same in every lane."""
+    if not is_vgpr(x):
+        return x
+    if x.size == 2:
+        r = em.v(2)
+        for k in range(2):
+            _shuffle32(em, Sub(x, k), m, r[k])
+        return r
+    r = em.v()
+    _shuffle32(em, x, m, r)
+    return r
+
+
+def _shuffle32(em, x, m, dst):
+    if m in (1, 2):
+        perm = "[1,0,3,2]" if m == 1 else "[2,3,0,1]"
+        em.emit("v_mov_b32_dpp", [dst], [x], suffix=f"quad_perm:{perm} row_mask:0xf bank_mask:0xf",
+                kind="valu")
+    elif m < 32:
+        # ds_swizzle bit mode: and_mask 0x1f, or_mask 0, xor_mask m (within 32 lanes)
+        em.emit("ds_swizzle_b32", [dst], [x], suffix=f"offset:{0x1F | (m << 10):#x}", kind="lds_load")
+    else:
+        key = ("bperm", m)
+        if key not in em.memo:
+            with em.hoisted():
+                ln = em.valu("v_and_b32", em.v(), [Imm(em.wave - 1), em.tid])
+                t = em.valu("v_xor_b32", em.v(), [Imm(m), ln])
+                em.memo[key] = em.valu("v_lshlrev_b32", em.v(), [Imm(2), t])
+        em.emit("ds_bpermute_b32", [dst], [em.memo[key], x], kind="lds_load")
+
+
+def lane_bit_mask(em, bit: int):
+    """SGPR lane mask of the threads whose work-item id has ``bit`` set."""
+    key = ("lanebit", bit)
+    if key not in em.memo:
+        with em.hoisted():
+            t = em.valu("v_bfe_u32", em.v(), [em.tid, Imm(bit), Imm(1)], form="vop3")
+            em.valu("v_cmp_ne_u32", em.vcc, [Imm(0), t], form="vopc")
+            m = em.mask_reg()
+            em.emit(f"s_mov_{em.t.mask_suffix}", [m], [em.vcc])
+            em.memo[key] = m
+    return em.memo[key]
+
+
+def _select(em, mask, if_clear, if_set):
+    if not is_vgpr(if_clear) and not is_vgpr(if_set) and if_clear == if_set:
+        return if_clear
+    if getattr(if_clear, "size", 1) == 2:
+        r = em.v(2)
+        for k, f in ((0, lo), (1, hi)):
+            em.valu("v_cndmask_b32", r[k], [f(if_clear), f(if_set), mask], form="vop3")
+        return r
+    return em.valu("v_cndmask_b32", em.v(), [if_clear, if_set, mask], form="vop3")
+
+
+# -- reduce ----------------------------------------------------------------------------------------
+
+def _axis_steps(em, lin, axis, nbits):
+    """{coordinate bit of the axis: ("reg"|"lane"|"warp", base index)}."""
+    steps = {}
+    for kind, bases in (("reg", lin.reg_bases), ("lane", lin.lane_bases), ("warp", lin.warp_bases)):
+        for j, b in enumerate(bases):
+            a = b[axis]
+            if a == 0:
+                continue
+            if a & (a - 1) or any(c for d, c in enumerate(b) if d != axis):
+                raise em.error(f"reduction along axis {axis} of a layout whose {kind} basis {list(b)} "
+                               "mixes that axis with another (convert_layout to a BlockedLayout first)")
+            if log2(a) in steps:
+                if kind == "reg":
+                    continue
+                raise em.error(f"the layout holds elements of axis {axis} twice; cannot reduce it")
+            steps[log2(a)] = (kind, j)
+    if sorted(steps) != list(range(nbits)):
+        raise em.error(f"the layout does not cover axis {axis} of the tile; cannot reduce it")
+    return steps
+
+
+def rule_reduce(em, op):
+    axis = op.attrs["axis"]
+    body = op.regions[0]
+    _check_region(em, body)
+    xs = op.operands
+    ty = xs[0].type
+    lin = em.linear(ty)
+    nbits = log2(ty.shape[axis])
+    steps = _axis_steps(em, lin, axis, nbits)
+    comm = len(xs) == 1 and is_commutative(body)
+    free_r = _free_reg_mask(lin)
+    ins = [em.elems(x) for x in xs]
+    cur = {r: tuple(v[r] for v in ins) for r in range(lin.num_regs) if not r & free_r}
+
+    def comb(a, b):
+        return tuple(em.run_region(body, list(a) + list(b)))
+
+    done_lanes = done_warps = 0
+    bit = 0
+    while bit < nbits:
+        kind, j = steps[bit]
+        if kind == "reg":
+            cur = {r: comb(v, cur[r | 1 << j]) for r, v in cur.items() if not r >> j & 1}
+            bit += 1
+        elif kind == "lane":
+            mask = None if comm else lane_bit_mask(em, j)
+            new = {}
+            for r, v in cur.items():
+                other = tuple(shuffle_xor(em, x, 1 << j) for x in v)
+                if comm:
+                    new[r] = comb(v, other)
+                else:  # the lane with the bit set holds the right-hand element
+                    lhs = tuple(_select(em, mask, a, b) for a, b in zip(v, other))
+                    rhs = tuple(_select(em, mask, b, a) for a, b in zip(v, other))
+                    new[r] = comb(lhs, rhs)
+            cur = new
+            done_lanes |= 1 << j
+            bit += 1
+        else:
+            group = []
+            while bit < nbits and steps[bit][0] == "warp":
+                group.append(steps[bit][1])
+                bit += 1
+            cur = _warp_reduce(em, op, lin, ty.shape, cur, group, done_lanes, done_warps, comb)
+            for g in group:
+                done_warps |= 1 << g
+    res = op.results
+    if res[0].type.is_scalar:
+        (v,) = cur.values()
+        for r, x in zip(res, v):
+            em.vals[r] = x
+        return
+    out_lin = em.linear(res[0].type)
+    mapping = _out_mapping(lin, axis, out_lin, sorted(cur))
+    if mapping is None:
+        raise em.error("internal: reduction result does not match its SliceLayout")
+    for k, r in enumerate(res):
+        em.vals[r] = [cur[q][k] for q in mapping]
+
+
+def _out_mapping(lin, axis, out_lin, kept):
+    sc = np.delete(lin.coords(), axis, axis=-1)[:, :, kept, :]
+    dc = out_lin.coords()
+    if sc.shape[:2] != dc.shape[:2]:
+        return None
+    strides = _strides(out_lin.shape)
+    ks = sum(sc[..., d] * s for d, s in enumerate(strides))
+    kd = sum(dc[..., d] * s for d, s in enumerate(strides))
+    first = {}
+    for i, k in enumerate(np.atleast_1d(ks[0, 0]).tolist()):
+        first.setdefault(k, i)
+    cand = [first.get(k) for k in np.atleast_1d(kd[0, 0]).tolist()]
+    if any(c is None for c in cand) or not np.array_equal(ks[:, :, cand], kd):
+        return None
+    return [kept[c] for c in cand]
+
+
+def _warp_reduce(em, op, lin, shape, cur, group, done_lanes, done_warps, comb):
+    """Combine across the warps of ``group`` through LDS: every thread writes its partial
+    at the slot of its (partially reduced) element, then reads all the group's partials
+    of its element and combines them in tree order."""
+    dts = [x.type.dtype for x in op.operands]
+    numel = int(np.prod(shape))
+    fn = row_major(shape)
+    bases = []
+    total = 0
+    for d in dts:
+        bases.append(total)
+        total += numel * 4 * dwords(d)
+    em.use_lds(total)
+    regs = sorted(cur)
+    em.lds_begin()
+    for k, d in enumerate(dts):
+        es = 4 * dwords(d)
+        for (addr, off), r in zip(byte_addresses(em, lin, fn, es, regs, done_lanes, done_warps,
+                                                 base=bases[k]), regs):
+            lds_store(em, addr, off, cur[r][k], dwords(d))
+    em.barrier()
+    gmask = sum(1 << g for g in group)
+    new = {}
+    for k, d in enumerate(dts):
+        es = 4 * dwords(d)
+        addrs = byte_addresses(em, lin, fn, es, regs, done_lanes, done_warps | gmask, base=bases[k])
+        for (addr, off), r in zip(addrs, regs):
+            parts = []
+            for c in range(1 << len(group)):
+                delta = 0
+                for i, g in enumerate(group):
+                    if c >> i & 1:
+                        delta ^= fn(lin.warp_bases[g])
+                o = off + delta * es
+                if o >= 65536:
+                    a2 = em.valu("v_add_u32", em.v(), [Imm(o), addr])
+                    parts.append(lds_load(em, a2, 0, dwords(d)))
+                else:
+                    parts.append(lds_load(em, addr, o, dwords(d)))
+            new.setdefault(r, []).append(parts)
+    em.lds_end()
+    out = {}
+    for r in regs:
+        parts = [tuple(new[r][k][c] for k in range(len(dts))) for c in range(1 << len(group))]
+        while len(parts) > 1:
+            parts = [comb(parts[2 * i], parts[2 * i + 1]) for i in range(len(parts) // 2)]
+        out[r] = parts[0]
+    return out
+
+
+# -- scan ------------------------------------------------------------------------------------------
+
+def rule_scan(em, op):
+    """Hillis-Steele through LDS: in round d each element combines with the one d before
+    it (after it when reversed), exactly the interpreter's sequence."""
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    body = op.regions[0]
+    _check_region(em, body)
+    xs = op.operands
+    ty = xs[0].type
+    lin = em.linear(ty)
+    n = ty.shape[axis]
+    dts = [x.type.dtype for x in xs]
+    cur = [list(em.elems(x)) for x in xs]
+    if n == 1:
+        for r, v in zip(op.results, cur):
+            em.vals[r] = v
+        return
+    numel = int(np.prod(ty.shape))
+    fn = row_major(ty.shape)
+    stride = _strides(ty.shape)[axis]
+    nreg = lin.num_regs
+    free_r = _free_reg_mask(lin)
+    bases, total = [], 0
+    for d in dts:
+        bases.append(total)
+        total += numel * 4 * dwords(d)
+    em.use_lds(total)
+    pairs = tid_pairs(em, lin, fn)
+    tp = thread_part(em, pairs)
+    from .layout import combine as xor_const
+
+    def axis_index(r):  # the register's index along the axis, from its flat index
+        flat = xor_const(em, tp, pairs, reg_part(lin, fn, r))
+        if isinstance(flat, Imm):
+            return Imm((flat.bits // stride) % n)
+        return em.valu("v_bfe_u32", em.v(), [flat, Imm(log2(stride)), Imm(log2(n))], form="vop3")
+    addrs = [byte_addresses(em, lin, fn, 4 * dwords(d), range(nreg), base=bases[k])
+             for k, d in enumerate(dts)]
+    d_ = 1
+    while d_ < n:
+        em.lds_begin()
+        for k, d in enumerate(dts):
+            for r in range(nreg):
+                if not r & free_r:
+                    addr, off = addrs[k][r]
+                    lds_store(em, addr, off, cur[k][r], dwords(d))
+        em.barrier()
+        new = [[None] * nreg for _ in dts]
+        # one register at a time: read its partner, combine, select (keeps pressure low)
+        for r in range(nreg):
+            oth = []
+            for k, d in enumerate(dts):
+                es = 4 * dwords(d)
+                addr, off = addrs[k][r]
+                o = off + d_ * stride * es * (1 if reverse else -1)
+                if 0 <= o < 65536:
+                    oth.append(lds_load(em, addr, o, dwords(d)))
+                else:
+                    a2 = em.valu("v_add_u32", em.v(), [Imm(o & 0xFFFFFFFF), addr])
+                    oth.append(lds_load(em, a2, 0, dwords(d)))
+            own = [cur[k][r] for k in range(len(dts))]
+            comb = em.run_region(body, own + oth if reverse else oth + own)
+            if reverse:
+                valid = arith.compare(em, "lt", dt.int32, axis_index(r), Imm(n - d_))
+            else:
+                valid = arith.compare(em, "ge", dt.int32, axis_index(r), Imm(d_))
+            for k, d in enumerate(dts):
+                new[k][r] = arith.where(em, d, valid, comb[k], own[k])
+        em.lds_end()
+        cur = new
+        d_ *= 2
+    for r, v in zip(op.results, cur):
+        em.vals[r] = v

@@ -1,0 +1,105 @@
+"""Register allocation: linear scan over the linearized program.
+
+Each virtual register lives from its first to its last mention; a register live into
+a loop header (defined before the loop, mentioned inside or after it) stays live to
+the loop's back edge, so the next iteration still finds it. Branch arms are laid out
+one after the other, which is conservative and correct. Two registers that share an
+instruction never share a physical register (no early-clobber cases to reason about).
+Pairs are even-aligned (needed on gfx90a+/SGPR pairs), SGPR quads 4-aligned.
+There is no spilling: a kernel that needs more than the target allows is a
+CompileError naming the kernel, the count it wanted and the line at peak pressure.
+"""
+from __future__ import annotations
+
+from gluon_trace.errors import CompileError
+
+from .mir import Inst, Label, Reg, Sub, strip
+
+
+def _mentions(inst: Inst):
+    for x in (*inst.defs, *inst.uses):
+        x = strip(x)
+        if isinstance(x, Reg):
+            yield x
+        elif isinstance(x, Sub):
+            yield x.reg
+
+
+def live_intervals(code: list, loops: list) -> dict:
+    """{Reg: [start, end]} over instruction indices of ``code``."""
+    iv: dict = {}
+    for k, inst in enumerate(code):
+        if not isinstance(inst, Inst):
+            continue
+        for r in _mentions(inst):
+            if r not in iv:
+                iv[r] = [-1 if r.fixed is not None else k, k]
+            else:
+                iv[r][1] = k
+    pos = {id(x): k for k, x in enumerate(code)}
+    spans = [(pos[id(h)], pos[id(b)]) for h, b in loops]
+    changed = True
+    while changed:
+        changed = False
+        for start, end in spans:
+            for r, (s, e) in iv.items():
+                if s < start <= e and e < end:
+                    iv[r][1] = end
+                    changed = True
+    return iv
+
+
+class Allocation:
+    def __init__(self):
+        self.vgprs = 0
+        self.sgprs = 0
+        self.peak_at = {"v": None, "s": None}
+
+
+def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit: int,
+             target: str, num_warps: int, vgpr_align2: bool = True) -> Allocation:
+    iv = live_intervals(code, loops)
+    order = sorted(iv.items(), key=lambda kv: (kv[1][0], -kv[0].size, kv[0].id))
+    busy = {"v": {}, "s": {}}          # phys -> end
+    result = Allocation()
+    peak = {"v": 0, "s": 0}
+    for reg, (start, end) in order:
+        cls = reg.cls
+        table = busy[cls]
+        for p in [p for p, e in table.items() if e < start]:
+            del table[p]
+        if reg.fixed is not None:
+            p = reg.fixed
+        else:
+            align = min(reg.size, 4) if cls == "s" else (2 if reg.size > 1 and vgpr_align2 else 1)
+            p = 0
+            while any(q in table for q in range(p, p + reg.size)):
+                p += align
+            reg.phys = p
+        for q in range(p, p + reg.size):
+            table[q] = end
+        top = p + reg.size
+        if top > peak[cls]:
+            peak[cls] = top
+            result.peak_at[cls] = start
+    result.vgprs, result.sgprs = peak["v"], peak["s"]
+    for cls, have, limit, what in (("v", result.vgprs, vgpr_limit, "VGPRs"),
+                                   ("s", result.sgprs, sgpr_limit, "SGPRs")):
+        if have > limit:
+            k = result.peak_at[cls]
+            loc = None
+            if k is not None and 0 <= k < len(code) and isinstance(code[k], Inst):
+                loc = code[k].loc
+            raise CompileError(
+                f"kernel {name} needs {have} {what} on {target} but at most {limit} fit "
+                f"(num_warps={num_warps}); the AMD backend does not spill. Use smaller tiles, "
+                "fewer live values, or fewer warps", loc)
+    return result
+
+
+def check_assigned(code: list) -> None:
+    for inst in code:
+        if isinstance(inst, Label):
+            continue
+        for r in _mentions(inst):
+            assert r.phys is not None, f"unallocated {r!r} in {inst!r}"

@@ -1,0 +1,111 @@
+"""One lowering rule per op of ``gluon_trace.ops.OPS``."""
+from __future__ import annotations
+
+from gluon_trace import ops as op_table
+from gluon_trace.backend import Unsupported
+
+from . import affine, arith, control, layout, memory, reduce
+from .emitter import elem_key
+
+
+def elementwise(fn, aware=False):
+    """Apply ``fn(em, op, *elements)`` per register index (once per distinct operands).
+    Unless the rule is ``aware`` of ``var + c`` elements, they are materialized first."""
+    def rule(em, op):
+        ins = [em.vals[v] for v in op.operands]
+        if op.results[0].type.is_scalar:
+            em.vals[op.result] = fn(em, op, *(ins if aware else [em.real(x) for x in ins]))
+            return
+        memo, out = {}, []
+        for args in zip(*ins):
+            key = tuple(elem_key(a) for a in args)
+            if key not in memo:
+                memo[key] = fn(em, op, *(args if aware else [em.real(x) for x in args]))
+            out.append(memo[key])
+        em.vals[op.result] = out
+    return rule
+
+
+def _dtype(op, i=0):
+    return op.operands[i].type.dtype
+
+
+def _binary(em, op, a, b):
+    d = _dtype(op)
+    if op.name in affine.AWARE and affine.tracks(d):
+        r = affine.binary(em, op.name, d, a, b)
+        if r is not None:
+            return r
+    a, b = em.real(a), em.real(b)
+    if op.name == "div" and op.attrs.get("approx") and d.name == "float32":
+        from .fmath import fdiv
+        return fdiv(em, d, a, b, approx=True)
+    return arith.binary(em, op.name, d, a, b)
+
+
+def _compare(em, op, a, b):
+    d = _dtype(op)
+    if op.name in affine.AWARE and affine.tracks(d):
+        return affine.compare(em, op.name, d, a, b)
+    return arith.compare(em, op.name, d, em.real(a), em.real(b))
+
+
+def _unary(em, op, a):
+    return arith.unary(em, op.name, _dtype(op), a)
+
+
+def _const(em, op):
+    em.vals[op.result] = arith.const_elem(op.attrs["value"], op.attrs["dtype"])
+
+
+def _program_id(em, op):
+    em.vals[op.result] = em.wgid[op.attrs["axis"]]
+
+
+def _num_programs(em, op):
+    em.vals[op.result] = em.hidden_arg("hidden_block_count_" + "xyz"[op.attrs["axis"]])
+
+
+def _hint(em, op):
+    em.vals[op.result] = em.vals[op.operands[0]]
+
+
+RULES: dict = {}
+for _n in op_table.BINARY:
+    RULES[_n] = elementwise(_binary, aware=True)
+for _n in op_table.COMPARE:
+    RULES[_n] = elementwise(_compare, aware=True)
+for _n in op_table.UNARY:
+    RULES[_n] = elementwise(_unary)
+RULES.update({
+    "fma": elementwise(lambda em, op, a, b, c: arith.fma(em, _dtype(op), a, b, c)),
+    "ptr_add": elementwise(lambda em, op, p, o: affine.ptr_add(
+        em, _dtype(op).element.itemsize, p, o, _dtype(op, 1)), aware=True),
+    "where": elementwise(lambda em, op, c, a, b: arith.where(em, op.result.type.dtype, c, a, b)),
+    "cast": elementwise(lambda em, op, x: arith.cast(em, _dtype(op), op.attrs["dtype"], x,
+                                                     op.attrs.get("bitcast", False))),
+    "hint": _hint,
+    "const": _const,
+    "program_id": _program_id,
+    "num_programs": _num_programs,
+    "arange": layout.rule_arange,
+    "splat": layout.rule_splat,
+    "broadcast": layout.rule_broadcast,
+    "expand_dims": layout.rule_expand_dims,
+    "convert_layout": layout.rule_convert_layout,
+    "reshape": layout.rule_reshape,
+    "permute": layout.rule_permute,
+    "load": memory.rule_load,
+    "store": memory.rule_store,
+    "atomic_rmw": memory.rule_atomic_rmw,
+    "atomic_cas": memory.rule_atomic_cas,
+    "print": Unsupported("device printf needs the ROCm hostcall buffer, which this backend "
+                         "does not set up; use the interpreter to print"),
+    "reduce": reduce.rule_reduce,
+    "scan": reduce.rule_scan,
+    "for": control.rule_for,
+    "if": control.rule_if,
+    "yield": control.rule_yield,
+})
+
+assert set(RULES) == set(op_table.OPS), set(op_table.OPS) ^ set(RULES)

@@ -1,0 +1,192 @@
+"""``s_waitcnt`` placement over allocated (physical) registers.
+
+Memory instructions return out of band: a VMEM load bumps ``vmcnt`` until its data
+arrive, LDS/SMEM ops bump ``lgkmcnt``. VMEM results arrive in issue order, so waiting
+``vmcnt(k)`` (at most k still outstanding) guarantees every load with k or more
+loads issued after it. The pass keeps, for every physical register with a pending
+write, how many events of the same counter were issued after it, and before an
+instruction that reads or overwrites such a register it waits with exactly that count
+-- so independent loads overlap and a wait happens at the first use. SMEM returns
+out of order, so while one is pending an lgkm wait must be 0. Before ``s_barrier``
+all LDS traffic is drained (other waves read what this one wrote). Joins (labels,
+loop back edges) merge the states of their predecessors, iterated to a fixed point.
+
+gfx9 counts stores on vmcnt too; gfx11 counts them on vscnt, which we never need.
+"""
+from __future__ import annotations
+
+from .mir import Fixed, Inst, Label, phys_units, strip
+
+COUNTER = {"vmem_load": "vm", "vmem_atomic": "vm", "smem": "lgkm", "lds_load": "lgkm",
+           "lds_store": "lgkm"}
+
+
+def _event(inst: Inst, target) -> str | None:
+    if inst.kind == "vmem_store":
+        return "vs" if target.stores_use_vscnt else "vm"
+    return COUNTER.get(inst.kind)
+
+
+def _units(xs):
+    out = []
+    for x in xs:
+        x = strip(x)
+        if isinstance(x, Fixed):
+            continue
+        out += phys_units(x)
+    return out
+
+
+class State:
+    __slots__ = ("pending", "out", "smem")
+
+    def __init__(self, pending=None, out=None, smem=False):
+        self.pending = pending if pending is not None else {}   # unit -> {counter: k}
+        self.out = out if out is not None else {"vm": 0, "lgkm": 0, "vs": 0}
+        self.smem = smem
+
+    def copy(self):
+        return State({u: dict(c) for u, c in self.pending.items()}, dict(self.out), self.smem)
+
+    def merge(self, o: "State") -> "State":
+        p = {u: dict(c) for u, c in self.pending.items()}
+        for u, cs in o.pending.items():
+            d = p.setdefault(u, {})
+            for c, k in cs.items():
+                d[c] = min(d.get(c, k), k)
+        return State(p, {c: max(self.out[c], o.out[c]) for c in self.out}, self.smem or o.smem)
+
+    def __eq__(self, o):
+        return self.pending == o.pending and self.out == o.out and self.smem == o.smem
+
+
+class WaitcntPass:
+    def __init__(self, target):
+        self.t = target
+        self.max = {"vm": target.vmcnt_max, "lgkm": target.lgkmcnt_max, "vs": 63}
+
+    def needed(self, st: State, inst: Inst) -> dict:
+        need: dict = {}
+        for u in _units(inst.uses) + _units(inst.defs):
+            for c, k in st.pending.get(u, {}).items():
+                need[c] = min(need.get(c, k), k)
+        if inst.kind == "barrier" and st.out["lgkm"] > 0:
+            need["lgkm"] = 0
+        if "lgkm" in need and st.smem:
+            need["lgkm"] = 0
+        return need
+
+    def apply_wait(self, st: State, need: dict) -> None:
+        for c, k in need.items():
+            for u in list(st.pending):
+                cs = st.pending[u]
+                if c in cs and cs[c] >= k:
+                    del cs[c]
+                    if not cs:
+                        del st.pending[u]
+            st.out[c] = min(st.out[c], k)
+            if c == "lgkm" and k == 0:
+                st.smem = False
+
+    def issue(self, st: State, inst: Inst) -> None:
+        c = _event(inst, self.t)
+        for u in _units(inst.defs):  # a plain write replaces a (waited-for) pending write
+            st.pending.pop(u, None)
+        if c is None:
+            return
+        mx = self.max[c]
+        for u in list(st.pending):
+            cs = st.pending[u]
+            if c in cs:
+                cs[c] += 1
+                if cs[c] >= mx:  # the counter saturates: that event has completed
+                    del cs[c]
+                    if not cs:
+                        del st.pending[u]
+        st.out[c] = min(st.out[c] + 1, mx)
+        if inst.kind == "smem":
+            st.smem = True
+        for u in _units(inst.defs):
+            st.pending.setdefault(u, {})[c] = 0
+
+    def step(self, st: State, inst: Inst):
+        need = self.needed(st, inst)
+        if need:
+            self.apply_wait(st, need)
+        self.issue(st, inst)
+        return need
+
+    # -- control flow ----------------------------------------------------------------------
+    def run(self, code: list) -> list:
+        blocks = _blocks(code)
+        label_block = {}
+        for b, (s, e) in enumerate(blocks):
+            if isinstance(code[s], Label):
+                label_block[code[s].name] = b
+        succ = []
+        for b, (s, e) in enumerate(blocks):
+            last = code[e - 1]
+            nxt = [b + 1] if b + 1 < len(blocks) else []
+            if isinstance(last, Inst) and last.kind == "branch":
+                succ.append([label_block[last.target]])
+            elif isinstance(last, Inst) and last.kind == "cbranch":
+                succ.append([label_block[last.target]] + nxt)
+            elif isinstance(last, Inst) and last.kind == "end":
+                succ.append([])
+            else:
+                succ.append(nxt)
+        ins = [None] * len(blocks)
+        ins[0] = State()
+        work = [0]
+        rounds = 0
+        while work:
+            rounds += 1
+            if rounds > 50 * len(blocks) + 100:
+                raise RuntimeError("s_waitcnt dataflow did not converge")
+            b = work.pop(0)
+            st = ins[b].copy()
+            s, e = blocks[b]
+            for inst in code[s:e]:
+                if isinstance(inst, Inst):
+                    self.step(st, inst)
+            for n in succ[b]:
+                new = st if ins[n] is None else ins[n].merge(st)
+                if ins[n] is None or not (new == ins[n]):
+                    ins[n] = new
+                    if n not in work:
+                        work.append(n)
+        out = []
+        for b, (s, e) in enumerate(blocks):
+            st = ins[b].copy() if ins[b] is not None else State()
+            for inst in code[s:e]:
+                if isinstance(inst, Inst):
+                    need = self.step(st, inst)
+                    if need:
+                        out.append(self.render(need, inst))
+                out.append(inst)
+        return out
+
+    def render(self, need: dict, at: Inst) -> Inst:
+        parts = []
+        if "vm" in need:
+            parts.append(f"vmcnt({need['vm']})")
+        if "lgkm" in need:
+            parts.append(f"lgkmcnt({need['lgkm']})")
+        if parts:
+            return Inst("s_waitcnt", suffix=" ".join(parts), kind="waitcnt", loc=at.loc)
+        return Inst("s_waitcnt_vscnt", uses=["null", f"{need['vs']:#x}"], kind="waitcnt", loc=at.loc)
+
+
+def _blocks(code: list):
+    starts = {0}
+    for k, x in enumerate(code):
+        if isinstance(x, Label):
+            starts.add(k)
+        elif isinstance(x, Inst) and x.kind in ("branch", "cbranch", "end") and k + 1 < len(code):
+            starts.add(k + 1)
+    starts = sorted(starts)
+    return [(s, starts[i + 1] if i + 1 < len(starts) else len(code)) for i, s in enumerate(starts)]
+
+
+def insert_waits(code: list, target) -> list:
+    return WaitcntPass(target).run(code)

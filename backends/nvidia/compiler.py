@@ -1,0 +1,92 @@
+"""graph -> PTX -> cubin, with the in-process and on-disk caches.
+
+The disk-cache key is the graph's text (which holds the signature, layouts, constexprs
+and every op), the target, the ptxas version, the library version and a hash of this
+backend's source, so a change to the emitter never serves a stale binary.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+
+from gluon_trace.cache import disk_cache, make_key
+from gluon_trace.compiled import CompiledKernel
+from gluon_trace.ir import Graph
+
+from . import ptxas
+from .ptx import param_type
+
+_memory: dict = {}
+_src_hash: str | None = None
+
+
+def source_hash() -> str:
+    global _src_hash
+    if _src_hash is None:
+        # sizes and mtimes (as Python's own bytecode cache): cheap enough for every process
+        h = hashlib.sha256()
+        d = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".py") and name != "launcher.py":
+                st = os.stat(os.path.join(d, name))
+                h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        _src_hash = h.hexdigest()[:16]
+    return _src_hash
+
+
+def arg_layout(graph: Graph) -> list:
+    """(name, dtype, offset, size) of each kernel parameter at its natural alignment."""
+    out, off = [], 0
+    for v, name in zip(graph.args, graph.arg_names):
+        pt = param_type(v.type.dtype)
+        size = int(pt[1:]) // 8
+        off = (off + size - 1) // size * size
+        out.append((name, str(v.type.dtype), off, size))
+        off += size
+    return out
+
+
+def _pack(ck: CompiledKernel) -> bytes:
+    meta = {"name": ck.name, "target": ck.target, "asm": ck.asm, "registers": ck.registers,
+            "shared_bytes": ck.shared_bytes, "spill_bytes": ck.spill_bytes, "num_warps": ck.num_warps,
+            "threads_per_warp": ck.threads_per_warp, "extra": ck.extra, "arg_layout": ck.arg_layout}
+    head = json.dumps(meta).encode()
+    return struct.pack("<I", len(head)) + head + ck.binary
+
+
+def _unpack(data: bytes) -> CompiledKernel:
+    (n,) = struct.unpack_from("<I", data)
+    meta = json.loads(data[4:4 + n])
+    meta["arg_layout"] = [tuple(a) for a in meta["arg_layout"]]
+    return CompiledKernel(binary=data[4 + n:], **meta)
+
+
+def build(graph: Graph, target: str) -> CompiledKernel:
+    from .emitter import emit, kernel_name
+    text, line_locs, smem = emit(graph, target)
+    name = kernel_name(graph)
+    cubin, info = ptxas.assemble(text, target, line_locs, name)
+    extra = {"ptxas_version": info["ptxas_version"], "stack_bytes": info["stack"],
+             "spill_loads": info["spill_loads"], "scratch_bytes": smem}
+    return CompiledKernel(name=name, target=target, asm=text, binary=cubin,
+                          registers=info["registers"], shared_bytes=smem + info["static_smem"],
+                          spill_bytes=info["spill_stores"], num_warps=graph.num_warps,
+                          threads_per_warp=32, extra=extra, arg_layout=arg_layout(graph))
+
+
+def compile(graph: Graph, target: str) -> CompiledKernel:
+    mkey = (graph.text, target)
+    ck = _memory.get(mkey)
+    if ck is not None:
+        return ck
+    from gluon_trace import __version__
+    _, version = ptxas.locate()
+    key = make_key(kind="nvidia-cubin", graph=graph.text, target=target, ptxas=version,
+                   library=__version__, backend=source_hash())
+    payload, hit = disk_cache().get_or_build(key, lambda: _pack(build(graph, target)))
+    ck = _unpack(payload)
+    ck.extra["disk_cache_hit"] = hit
+    _memory[mkey] = ck
+    return ck

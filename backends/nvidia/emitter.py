@@ -1,0 +1,535 @@
+"""The PTX emitter: walks a traced graph and writes one PTX kernel.
+
+A tile value becomes a Python list of PTX register names, one per register index of
+its linear layout (scalars: one register, the same in every thread). Elementwise
+ops map over the lists; ``splat``/``broadcast``/``expand_dims`` are renamings when
+the layouts let each thread find the element in a register it already holds.
+Everything that depends only on the thread index (lane/warp parts of coordinates)
+is computed once in the prologue. Identical instructions on identical registers
+are emitted once per region (a scoped CSE table), so uniform values stay cheap.
+
+Shared memory is one dynamic region of backend scratch: every reduce, scan and
+layout conversion that needs it uses it from offset 0 for the duration of the op;
+the region is sized by the largest user, and a ``bar.sync`` is placed before a
+reuse could overwrite data another warp has not read yet.
+"""
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+from gluon_trace import dtypes as dt
+from gluon_trace.backend import Unsupported
+from gluon_trace.errors import CompileError
+from gluon_trace.ir import Block, Graph, Value
+from gluon_trace.layouts import LinearLayout
+
+from . import ptx
+from .axisinfo import Analysis
+
+from .ptx import PTX_VERSION, TARGETS, param_type  # noqa: F401
+
+RULES: dict = {}
+
+
+def rule(*names):
+    def deco(fn):
+        for n in names:
+            RULES[n] = fn
+        return fn
+    return deco
+
+
+def _pack(coord, shape) -> int:
+    v = 0
+    for c, s in zip(coord, shape):
+        v = (v << (int(s).bit_length() - 1)) | int(c)
+    return v
+
+
+def _unpack(v: int, shape) -> tuple:
+    out = []
+    for s in reversed(shape):
+        b = int(s).bit_length() - 1
+        out.append(v & ((1 << b) - 1))
+        v >>= b
+    return tuple(reversed(out))
+
+
+class Lin:
+    """The parts of a LinearLayout the emitter reads, for layouts it derives itself
+    (LinearLayout's constructor validates and records a source location: too slow here)."""
+    __slots__ = ("shape", "reg_bases", "lane_bases", "warp_bases")
+
+    def __init__(self, shape, reg_bases, lane_bases, warp_bases):
+        self.shape = tuple(shape)
+        self.reg_bases, self.lane_bases, self.warp_bases = tuple(reg_bases), tuple(lane_bases), tuple(warp_bases)
+
+    @property
+    def num_regs(self) -> int:
+        return 1 << len(self.reg_bases)
+
+
+def solve_gf2(vec: int, basis: list[int]) -> int | None:
+    """A bitmask m with XOR of basis[i] for set bits i == vec, or None (not in the span)."""
+    rows: dict[int, tuple[int, int]] = {}  # leading bit -> (vector, combination)
+    for i, b in enumerate(basis):
+        comb = 1 << i
+        while b:
+            top = b.bit_length() - 1
+            if top not in rows:
+                rows[top] = (b, comb)
+                break
+            rb, rc = rows[top]
+            b ^= rb
+            comb ^= rc
+    m = 0
+    while vec:
+        top = vec.bit_length() - 1
+        if top not in rows:
+            return None
+        rb, rc = rows[top]
+        vec ^= rb
+        m ^= rc
+    return m
+
+
+class Emitter:
+    def __init__(self, graph: Graph, target: str):
+        if target not in TARGETS:
+            raise CompileError(f"unknown NVIDIA target {target!r}; choose one of {', '.join(TARGETS)}")
+        if graph.threads_per_warp != 32:
+            raise CompileError(f"the graph was traced for {graph.threads_per_warp} threads per warp; "
+                               "NVIDIA warps have 32 (trace it for an sm_* target)")
+        self.g = graph
+        self.target = target
+        self.nw = graph.num_warps
+        self.nthreads = 32 * graph.num_warps
+        self.lines: list[tuple[str, object]] = []
+        self.prologue: list[str] = []
+        self.counts = {c: 0 for c in ptx.PREFIX}
+        self.vals: dict[Value, list[str]] = {}
+        self.memo: list[dict] = [{}]
+        self.loc = None
+        self.ai = Analysis(graph)
+        self.used: set[Value] = set()
+        for op in graph.body.walk():
+            self.used.update(op.operands)
+        self.smem_bytes = 0
+        self.smem_dirty = False
+        self.smem_reg = None
+        self.nlabels = 0
+        self.thread_cache: dict = {}
+        self.lin_cache: dict = {}
+        self.key_ids: dict = {}
+        self.module_decls: list[str] = []  # module scope: strings, extern functions
+        self.local_decls: list[str] = []   # kernel scope: local buffers
+        self.flags: dict = {}
+
+    # -- registers and text ---------------------------------------------------------------
+    def reg(self, cls: str) -> str:
+        self.counts[cls] += 1
+        return f"{ptx.PREFIX[cls]}{self.counts[cls]}"
+
+    def reg_for(self, t: dt.dtype) -> str:
+        return self.reg(ptx.rclass(t))
+
+    def emit(self, text: str) -> None:
+        self.lines.append((text, self.loc))
+
+    def pro(self, text: str) -> None:
+        self.prologue.append(text)
+
+    def label(self, hint: str = "L") -> str:
+        self.nlabels += 1
+        return f"$L_{hint}_{self.nlabels}"
+
+    def ins(self, cls: str, text: str) -> str:
+        """Emit ``text`` with ``{d}`` replaced by a fresh register of ``cls``; return it."""
+        d = self.reg(cls)
+        self.emit(text.replace("{d}", d))
+        return d
+
+    # -- the CSE table, scoped per region ---------------------------------------------------
+    def memo_get(self, key):
+        for m in reversed(self.memo):
+            r = m.get(key)
+            if r is not None:
+                return r
+        return None
+
+    def memo_put(self, key, value) -> None:
+        self.memo[-1][key] = value
+
+    @contextmanager
+    def scope(self):
+        self.memo.append({})
+        try:
+            yield
+        finally:
+            self.memo.pop()
+
+    # -- layouts ------------------------------------------------------------------------------
+    def lin(self, v: Value) -> LinearLayout | None:
+        t = v.type
+        if t.is_scalar:
+            return None
+        return self.lin_of(t.layout, t.shape)
+
+    def lin_of(self, layout, shape) -> LinearLayout:
+        # to_linear checks the layout each call (walking the stack for a location): once is enough
+        key = (layout, shape)
+        lin = self.lin_cache.get(key)
+        if lin is None:
+            lin = self.lin_cache[key] = layout.to_linear(tuple(shape), self.nw, 32)
+        return lin
+
+    def nregs(self, v: Value) -> int:
+        lin = self.lin(v)
+        return 1 if lin is None else lin.num_regs
+
+    # -- thread-index values, computed once in the prologue ----------------------------------
+    def tid(self) -> tuple[str, str, str]:
+        c = self.thread_cache.get("tid")
+        if c is None:
+            t, lane, warp = self.reg("b32"), self.reg("b32"), self.reg("b32")
+            self.pro(f"mov.u32 {t}, %tid.x;")
+            self.pro(f"and.b32 {lane}, {t}, 31;")
+            self.pro(f"shr.u32 {warp}, {t}, 5;")
+            c = self.thread_cache["tid"] = (t, lane, warp)
+        return c
+
+    def special(self, sreg: str) -> str:
+        """A special register (%ctaid.x, ...) read once in the prologue."""
+        key = ("special", sreg)
+        r = self.thread_cache.get(key)
+        if r is None:
+            r = self.thread_cache[key] = self.reg("b32")
+            self.pro(f"mov.u32 {r}, {sreg};")
+        return r
+
+    def _bit_terms(self, src: str, vals: tuple[int, ...]) -> list[str]:
+        """Registers whose XOR is XOR_i(bit i of src ? vals[i] : 0), runs of doubling
+        powers of two moved as one bit field."""
+        terms, i = [], 0
+        while i < len(vals):
+            v = vals[i]
+            if v == 0:
+                i += 1
+                continue
+            if v & (v - 1) == 0:
+                j = i
+                while j + 1 < len(vals) and vals[j + 1] == vals[j] * 2:
+                    j += 1
+                n, k = j - i + 1, v.bit_length() - 1
+                t = self.reg("b32")
+                if k >= i:
+                    self.pro(f"and.b32 {t}, {src}, {((1 << n) - 1) << i};")
+                    if k > i:
+                        self.pro(f"shl.b32 {t}, {t}, {k - i};")
+                else:
+                    self.pro(f"bfe.u32 {t}, {src}, {i}, {n};")
+                    if k:
+                        self.pro(f"shl.b32 {t}, {t}, {k};")
+                terms.append(t)
+                i = j + 1
+            else:
+                t = self.reg("b32")
+                self.pro(f"bfe.u32 {t}, {src}, {i}, 1;")
+                self.pro(f"neg.s32 {t}, {t};")
+                self.pro(f"and.b32 {t}, {t}, {v};")
+                terms.append(t)
+                i += 1
+        return terms
+
+    def thread_xor(self, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
+        """(register, mask of bits it can have): XOR over the lane's and warp's set bits of
+        ``lane_vals``/``warp_vals``. Zero entries are replicated bits."""
+        key = ("txor", lane_vals, warp_vals)
+        c = self.thread_cache.get(key)
+        if c is not None:
+            return c
+        _, lane, warp = self.tid()
+        terms = self._bit_terms(lane, lane_vals) + self._bit_terms(warp, warp_vals)
+        mask = 0
+        for v in lane_vals + warp_vals:
+            mask |= v
+        if not terms:
+            r = self.reg("b32")
+            self.pro(f"mov.u32 {r}, 0;")
+        else:
+            r = terms[0]
+            for t in terms[1:]:
+                x = self.reg("b32")
+                self.pro(f"xor.b32 {x}, {r}, {t};")
+                r = x
+        c = self.thread_cache[key] = (r, _spread(mask))
+        return c
+
+    def thread_part(self, lin: LinearLayout, fn) -> tuple[str, int]:
+        """Register with fn(lane part ^ warp part of the coordinate), fn linear over XOR."""
+        return self.thread_xor(tuple(fn(b) for b in lin.lane_bases), tuple(fn(b) for b in lin.warp_bases))
+
+    @staticmethod
+    def reg_part(lin: LinearLayout, r: int, fn) -> int:
+        v = 0
+        for i, b in enumerate(lin.reg_bases):
+            if r >> i & 1:
+                v ^= fn(b)
+        return v
+
+    def owner_pred(self, lin: LinearLayout | None) -> str | None:
+        """Predicate true in the one thread of each set of copies (replicated lanes/warps),
+        or None when every thread owns its elements."""
+        if lin is None:
+            lm, wm = 31, self.nw - 1
+        else:
+            lm = sum(1 << i for i, b in enumerate(lin.lane_bases) if not any(b))
+            wm = sum(1 << i for i, b in enumerate(lin.warp_bases) if not any(b))
+        if not lm and not wm:
+            return None
+        key = ("owner", lm, wm)
+        c = self.thread_cache.get(key)
+        if c is None:
+            t, lane, warp = self.tid()
+            x = self.reg("b32")
+            m = lm | (wm << 5)
+            self.pro(f"and.b32 {x}, {t}, {m};")
+            c = self.reg("pred")
+            self.pro(f"setp.eq.u32 {c}, {x}, 0;")
+            self.thread_cache[key] = c
+        return c
+
+    # -- renaming: a destination register read from a source register of the same thread -----
+    def renaming(self, dst: LinearLayout, src: LinearLayout, fn=None) -> list[int] | None:
+        """For each destination register, the source register of the same thread that holds
+        fn(its coordinate); None if that is not the same for every thread (data must move).
+        ``fn`` maps a destination coordinate to a source coordinate and is XOR-linear."""
+        fn = fn or (lambda c: c)
+        if len(dst.lane_bases) != len(src.lane_bases) or len(dst.warp_bases) != len(src.warp_bases):
+            return None
+        for db, sb in zip(dst.lane_bases + dst.warp_bases, src.lane_bases + src.warp_bases):
+            if tuple(fn(db)) != tuple(sb):
+                return None
+        basis = [_pack(b, src.shape) for b in src.reg_bases]
+        comb = []
+        for b in dst.reg_bases:
+            m = solve_gf2(_pack(fn(b), src.shape), basis)
+            if m is None:
+                return None
+            comb.append(m)
+        out = []
+        for r in range(dst.num_regs):
+            m = 0
+            for i, c in enumerate(comb):
+                if r >> i & 1:
+                    m ^= c
+            out.append(m)
+        return out
+
+    # -- shared-memory scratch ----------------------------------------------------------------
+    def smem_base(self) -> str:
+        if self.smem_reg is None:
+            self.smem_reg = self.reg("b32")
+            self.pro(f"mov.u32 {self.smem_reg}, gt_smem;")
+        return self.smem_reg
+
+    def scratch(self, nbytes: int) -> str:
+        """Start using the scratch region (``nbytes`` from offset 0); returns its base register."""
+        self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
+        self.flags["scratch_uses"] = self.flags.get("scratch_uses", 0) + 1
+        if self.smem_dirty:
+            self.emit("bar.sync 0;")
+        self.smem_dirty = True
+        return self.smem_base()
+
+    def barrier(self) -> None:
+        self.emit("bar.sync 0;")
+
+    # -- values ---------------------------------------------------------------------------------
+    def const_reg(self, value, t: dt.dtype) -> str:
+        key = ("const", ptx.literal(value, t), ptx.rclass(t))
+        r = self.memo_get(key)
+        if r is None:
+            cls = ptx.rclass(t)
+            r = self.reg(cls)
+            if cls == "pred":
+                self.emit(f"setp.ne.u32 {r}, {ptx.literal(value, dt.int32)}, 0;")
+            else:
+                self.emit(f"mov.{ptx.bty(t) if cls[0] == 'b' else cls} {r}, {ptx.literal(value, t)};")
+            self.memo_put(key, r)
+        return r
+
+    def round16(self, r: str, t: dt.dtype) -> str:
+        """Round an f32 register to ``t`` when ``t`` is a 16-bit float (kept in f32)."""
+        if t.name == "float16":
+            h = self.reg("b16")
+            self.emit(f"cvt.rn.f16.f32 {h}, {r};")
+            return self.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+        if t.name == "bfloat16":
+            h = self.reg("b16")
+            self.emit(f"cvt.rn.bf16.f32 {h}, {r};")
+            return self.bf16_bits_to_f32(h)
+        return r
+
+    def bf16_bits_to_f32(self, h: str) -> str:
+        x = self.ins("b32", f"cvt.u32.u16 {{d}}, {h};")
+        self.emit(f"shl.b32 {x}, {x}, 16;")
+        return self.ins("f32", f"mov.b32 {{d}}, {x};")
+
+    def norm(self, r: str, t: dt.dtype) -> str:
+        """Re-extend a narrow integer after an op that may have left its range."""
+        if not ptx.needs_norm(t):
+            return r
+        s = "s" if t.is_signed else "u"
+        return self.ins("b32", f"cvt.{s}32.{s}{t.bits} {{d}}, {r};")
+
+    def to_b32(self, r: str, t: dt.dtype) -> str:
+        """A 32-bit integer register holding the value of a pred (0/1)."""
+        if t.is_bool:
+            return self.ins("b32", f"selp.u32 {{d}}, 1, 0, {r};")
+        return r
+
+    def map(self, op, fn, *, cse: bool = True) -> list[list[str]]:
+        """Apply ``fn(*operand registers) -> register`` per register index."""
+        ins = [self.vals[v] for v in op.operands]
+        n = max(len(x) for x in ins) if ins else 1
+        key0 = (op.name, _attr_key(op.attrs), tuple(v.type.dtype.name for v in op.operands))
+        key0 = self.key_ids.setdefault(key0, len(self.key_ids))  # a small int hashes fast
+        cols = [x if len(x) == n else x * n for x in ins]
+        out = []
+        memo = self.memo
+        top = memo[-1]
+        for regs in zip(*cols) if cols else [()]:
+            key = (key0, regs)
+            r = None
+            if cse:
+                r = top.get(key)
+                if r is None and len(memo) > 1:
+                    r = self.memo_get(key)
+            if r is None:
+                r = fn(*regs)
+                if cse:
+                    top[key] = r
+            out.append(r)
+        return [out]
+
+    # -- blocks and regions ---------------------------------------------------------------------
+    def run_block(self, block: Block, args: list[list[str]]) -> list[list[str]]:
+        for a, regs in zip(block.args, args):
+            self.vals[a] = regs
+        for op in block.ops:
+            if op.name == "yield":
+                return [self.vals[v] for v in op.operands]
+            self.op(op)
+        return []
+
+    def op(self, op) -> None:
+        if op.loc is not None:
+            self.loc = op.loc
+        fn = RULES.get(op.name)
+        if fn is None or isinstance(fn, Unsupported):
+            why = fn.why if fn is not None else "no lowering rule"
+            raise CompileError(f"`{op.name}` is not supported by the NVIDIA backend: {why}", op.loc)
+        outs = fn(self, op)
+        for r, regs in zip(op.results, outs or ()):
+            self.vals[r] = regs
+
+    def call_region(self, block: Block, args: list[str]) -> list[str]:
+        """Inline a scalar region (a combine function) on scalar registers."""
+        saved = self.loc
+        with self.scope():
+            outs = self.run_block(block, [[a] for a in args])
+        self.loc = saved
+        return [o[0] for o in outs]
+
+    # -- the kernel -------------------------------------------------------------------------
+    def params(self) -> list[str]:
+        decls = []
+        for i, (v, name) in enumerate(zip(self.g.args, self.g.arg_names)):
+            t = v.type.dtype
+            pt = param_type(t)
+            pname = f"{kernel_name(self.g)}_param_{i}"
+            decls.append(f".param .{pt} {pname}")
+            r = self.reg_for(t)
+            if t.is_bool:
+                x = self.reg("b32")
+                self.pro(f"ld.param.u8 {x}, [{pname}];")
+                self.pro(f"setp.ne.u32 {r}, {x}, 0;")
+            else:
+                self.pro(f"ld.param.{pt} {r}, [{pname}];")
+            self.vals[v] = [r]
+        return decls
+
+    def render(self) -> tuple[str, dict[int, object]]:
+        """Emit the whole kernel: (PTX text, {PTX line number: SourceLoc})."""
+        decls = self.params()
+        self.loc = None
+        self.run_block(self.g.body, [])
+        out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
+               "//", f".version {PTX_VERSION}", f".target {self.target}", ".address_size 64", ""]
+        files = {}
+        for _, loc in self.lines:
+            if loc is not None and loc.file not in files:
+                files[loc.file] = len(files) + 1
+        for f, i in files.items():
+            out.append(f'.file {i} "{_escape(f)}"')
+        if self.smem_bytes:
+            out.append(".extern .shared .align 16 .b8 gt_smem[];")
+        out.extend(self.module_decls)
+        out.append("")
+        out.append(f".visible .entry {kernel_name(self.g)}(")
+        out.append(",\n".join("\t" + d for d in decls))
+        out.append(")")
+        out.append(f".maxntid {self.nthreads}, 1, 1")
+        out.append("{")
+        for cls, n in self.counts.items():
+            if n:
+                out.append(f"\t.reg .{cls} {ptx.PREFIX[cls]}<{n + 1}>;")
+        out.extend("\t" + d for d in self.local_decls)
+        out.extend("\t" + p for p in self.prologue)
+        line_locs: dict[int, object] = {}
+        cur = None
+        for text, loc in self.lines:
+            if loc is not None and loc is not cur and (cur is None or (loc.file, loc.line) != (cur.file, cur.line)):
+                out.append(f"\t.loc {files[loc.file]} {loc.line} 0")
+                cur = loc
+            line_locs[len(out) + 1] = loc
+            out.append(text if text.endswith(":") else "\t" + text)
+        out.append("\tret;")
+        out.append("}")
+        return "\n".join(out) + "\n", line_locs
+
+
+def _spread(mask: int) -> int:
+    """All bits at or below the highest set bit of ``mask`` that XOR/adds of values under
+    ``mask`` can reach: the mask itself (values are XORs of the entries)."""
+    return mask
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _attr_key(attrs: dict):
+    items = []
+    for k, v in sorted(attrs.items()):
+        try:
+            hash(v)
+        except TypeError:
+            v = repr(v)
+        items.append((k, v))
+    return tuple(items)
+
+
+def kernel_name(g: Graph) -> str:
+    return re.sub(r"\W", "_", g.name) or "kernel"
+
+
+def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
+    """(PTX text, {PTX line: SourceLoc}, scratch shared-memory bytes)."""
+    from . import _rules
+    _rules()  # the rule modules register themselves in RULES
+    em = Emitter(graph, target)
+    text, locs = em.render()
+    return text, locs, em.smem_bytes

@@ -1,0 +1,376 @@
+"""Launching cubins through ``cuda.bindings.driver``.
+
+A binary is loaded once as a context-independent library (``cuLibraryLoadData``); its
+kernel handle launches on whichever device's primary context is current, and the
+launcher makes the tensors' device current (restoring the caller's afterwards). Kernel
+arguments live in one ctypes structure per compiled kernel, with a fixed array of
+pointers to its fields handed to ``cuLaunchKernel``: a launch only stores the new
+values into the fields. ``fast_launcher`` generates, per specialization, one Python
+function that checks the arguments still fit the specialization (dtype, alignment,
+int range, device), stores them and launches -- the jit's hot path.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from gluon_trace.errors import LaunchError
+
+_STRUCT = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i", "u64": "Q", "s64": "q",
+           "f32": "f", "f64": "d"}
+
+_TORCH_NAMES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+                "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int1": "bool"}
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+class Driver:
+    """cuInit, primary contexts and loaded libraries, shared by every kernel."""
+
+    def __init__(self):
+        try:
+            from cuda.bindings import driver as cu
+        except ImportError as e:
+            raise LaunchError(f"cuda-python is not installed ({e}); pip install gluon-trace[cuda]") from None
+        try:
+            (err,) = cu.cuInit(0)
+        except Exception as e:  # no libcuda: cuda-python raises a RuntimeError subclass
+            raise LaunchError(f"no NVIDIA driver: cuInit failed ({type(e).__name__}: {e})") from None
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"no usable NVIDIA GPU: cuInit returned {err.name}")
+        self.cu = cu
+        err, n = cu.cuDeviceGetCount()
+        self.ndev = n if err == cu.CUresult.CUDA_SUCCESS else 0
+        self.ctxs: dict[int, object] = {}
+        self.libs: dict[bytes, tuple] = {}
+        self.lock = threading.Lock()
+
+    def check(self, err, what: str, loc=None):
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            _, msg = self.cu.cuGetErrorString(err)
+            raise LaunchError(f"{what} failed: {err.name} ({msg.decode() if msg else ''})", loc)
+
+    def context(self, dev: int):
+        c = self.ctxs.get(dev)
+        if c is None:
+            if not 0 <= dev < self.ndev:
+                raise LaunchError(f"there is no CUDA device {dev} ({self.ndev} present)")
+            err, d = self.cu.cuDeviceGet(dev)
+            self.check(err, "cuDeviceGet")
+            err, c = self.cu.cuDevicePrimaryCtxRetain(d)
+            self.check(err, "cuDevicePrimaryCtxRetain")
+            self.ctxs[dev] = c
+        return c
+
+    def kernel(self, ck):
+        """(library, kernel handle) of a compiled kernel, loaded once."""
+        key = ck.binary
+        hit = self.libs.get(key)
+        if hit is None:
+            with self.lock:
+                hit = self.libs.get(key)
+                if hit is None:
+                    cu = self.cu
+                    err, lib = cu.cuLibraryLoadData(ck.binary, None, None, 0, None, None, 0)
+                    self.check(err, f"loading kernel {ck.name} (cuLibraryLoadData)")
+                    err, k = cu.cuLibraryGetKernel(lib, ck.name.encode())
+                    self.check(err, f"finding kernel {ck.name} in its cubin")
+                    hit = self.libs[key] = (lib, k, set())
+        return hit
+
+
+_driver: Driver | None = None
+_libcuda = False
+
+
+def libcuda_launch():
+    """libcuda's cuLaunchKernel through ctypes: the same driver entry point cuda-python
+    wraps, with a fixed signature, so a launch costs one foreign call. None if unavailable
+    or GLUON_TRACE_LAUNCH=cuda-python."""
+    global _libcuda
+    if _libcuda is False:
+        import os
+        _libcuda = None
+        if os.environ.get("GLUON_TRACE_LAUNCH", "ctypes") == "ctypes":
+            try:
+                lib = ctypes.CDLL("libcuda.so.1")
+                f = lib.cuLaunchKernel
+                u = ctypes.c_uint
+                f.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p]
+                f.restype = ctypes.c_int
+                _libcuda = f
+            except (OSError, AttributeError):
+                _libcuda = None
+    return _libcuda
+
+
+def driver() -> Driver:
+    global _driver
+    if _driver is None:
+        _driver = Driver()
+    return _driver
+
+
+class _Switch:
+    """Make ``dev``'s primary context current for a launch; restore the caller's after."""
+
+    def __init__(self, drv: Driver, dev: int):
+        self.drv, self.dev, self.prev = drv, dev, None
+
+    def __enter__(self):
+        cu = self.drv.cu
+        ctx = self.drv.context(self.dev)
+        err, cur = cu.cuCtxGetCurrent()
+        if int(cur) != int(ctx):
+            self.prev = cur
+            self.drv.check(cu.cuCtxSetCurrent(ctx)[0], "cuCtxSetCurrent")
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev is not None and int(self.prev):
+            self.drv.cu.cuCtxSetCurrent(self.prev)
+        return False
+
+
+def _stream_handle(stream, dev: int, torch_used: bool) -> int:
+    if stream is None:
+        t = _torch()
+        if torch_used and t is not None:
+            return t._C._cuda_getCurrentRawStream(dev)
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if v is not None:
+            return int(v)
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise LaunchError(f"stream={stream!r} is not a CUDA stream (pass torch.cuda.Stream, a CuPy stream "
+                          "or an int handle)") from None
+
+
+class KernelLauncher:
+    """Everything to launch one compiled kernel: argument storage, handles, checks."""
+
+    def __init__(self, graph, ck):
+        self.graph = graph
+        self.ck = ck
+        self.drv = driver()
+        self.lib, self.kern, self.configured = self.drv.kernel(ck)
+        self.types = [v.type.dtype for v in graph.args]
+        self.names = list(graph.arg_names)
+        import struct
+        from .ptx import param_type
+        # every argument at its natural alignment in one buffer; one struct.pack_into a launch
+        fmt, off, offs = "<", 0, []
+        for t in self.types:
+            pt = param_type(t)
+            size = int(pt[1:]) // 8
+            pad = (-off) % size
+            fmt += "x" * pad + _STRUCT[pt]
+            off += pad
+            offs.append(off)
+            off += size
+        self.packer = struct.Struct(fmt)
+        self.buf = (ctypes.c_char * max(off, 8))()
+        base = ctypes.addressof(self.buf)
+        self.ptrs = (ctypes.c_void_p * max(len(offs), 1))(*[base + o for o in offs])
+        self.params = ctypes.addressof(self.ptrs)
+        self.nthreads = 32 * graph.num_warps
+        self.smem = ck.shared_bytes
+        self.fn = self.drv.cu.CUfunction(int(self.kern))
+
+    def configure(self, dev: int) -> None:
+        if dev in self.configured:
+            return
+        cu = self.drv.cu
+        if self.smem > 48 * 1024:
+            err, d = cu.cuDeviceGet(dev)
+            self.drv.check(err, "cuDeviceGet")
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            (err,) = cu.cuKernelSetAttribute(attr, self.smem, self.kern, d)
+            self.drv.check(err, f"allowing {self.smem} bytes of dynamic shared memory for {self.ck.name}")
+        self.configured.add(dev)
+
+    # -- the checked path ----------------------------------------------------------------------
+    def _pointer(self, i, a, loc) -> tuple[int, int | None, bool]:
+        """(address, device or None if unknown, is a torch tensor) of a pointer argument."""
+        name, t = self.names[i], self.types[i]
+        want = t.element
+        mod = type(a).__module__
+        if mod.startswith("torch") and hasattr(a, "data_ptr"):
+            if a.device.type != "cuda":
+                raise LaunchError(f"argument `{name}` is a tensor on {a.device}; the NVIDIA backend needs "
+                                  "CUDA tensors (move it with .cuda())", loc)
+            got = str(a.dtype).replace("torch.", "")
+            if got != _TORCH_NAMES.get(want.name, want.name):
+                raise LaunchError(f"argument `{name}` has dtype {a.dtype}, but the kernel was traced with "
+                                  f"{t} (a pointer to {want})", loc)
+            return a.data_ptr(), a.get_device(), True
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if cai is not None:
+            import numpy as np
+            from gluon_trace import dtypes as dt
+            try:
+                got = dt.from_numpy(np.dtype(cai["typestr"]))
+            except TypeError:
+                got = None
+            if want.name == "bfloat16" and np.dtype(cai["typestr"]).itemsize == 2 and np.dtype(cai["typestr"]).kind in "uiV":
+                got = want
+            if got != want:
+                raise LaunchError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
+                                  f"traced with {t}", loc)
+            dev = getattr(getattr(a, "device", None), "id", None)
+            return int(cai["data"][0]), dev, False
+        if isinstance(a, int) and not isinstance(a, bool):
+            return a, None, False
+        raise LaunchError(f"argument `{name}` is a {type(a).__name__}; a pointer parameter takes a CUDA "
+                          "tensor, an object with __cuda_array_interface__ (CuPy) or an int address", loc)
+
+    def _scalar(self, i, a, loc):
+        name, t = self.names[i], self.types[i]
+        if t.is_floating:
+            if not isinstance(a, (int, float)) and not hasattr(a, "__float__"):
+                raise LaunchError(f"argument `{name}` must be a number for {t}, got {type(a).__name__}", loc)
+            return float(a)
+        if hasattr(a, "device") and hasattr(a, "data_ptr"):
+            raise LaunchError(f"argument `{name}` is a tensor but the kernel was traced with a {t} scalar", loc)
+        try:
+            v = int(a)
+        except (TypeError, ValueError):
+            raise LaunchError(f"argument `{name}` must be an integer for {t}, got {type(a).__name__}", loc) from None
+        if t.is_bool:
+            return 1 if v else 0
+        lo, hi = ((-(1 << (t.bits - 1)), 1 << (t.bits - 1)) if t.is_signed else (0, 1 << t.bits))
+        if not lo <= v < hi:
+            raise LaunchError(f"argument `{name}` = {v} does not fit the kernel's {t} parameter", loc)
+        return v
+
+    def launch(self, grid, args, stream=None, loc=None) -> None:
+        if len(args) != len(self.types):
+            raise LaunchError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
+        values, dev, used_torch = [], None, False
+        for i, (a, t) in enumerate(zip(args, self.types)):
+            if t.is_ptr:
+                p, d, is_t = self._pointer(i, a, loc)
+                used_torch |= is_t
+                if d is not None:
+                    if dev is None:
+                        dev, first = d, self.names[i]
+                    elif d != dev:
+                        raise LaunchError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
+                                          f"cuda:{dev}; all tensors of a launch must be on one device", loc)
+                values.append(p)
+            else:
+                values.append(self._scalar(i, a, loc))
+        if dev is None:
+            t = _torch()
+            dev = t.cuda.current_device() if (t is not None and t.cuda.is_initialized()) else 0
+        if any(g <= 0 for g in grid):
+            return
+        if any(g >= 1 << 31 for g in grid) or grid[1] >= 65536 or grid[2] >= 65536:
+            raise LaunchError(f"grid {tuple(grid)} exceeds the device limits (x < 2**31, y and z < 65536)", loc)
+        s = _stream_handle(stream, dev, used_torch)
+        self.packer.pack_into(self.buf, 0, *values)
+        cu = self.drv.cu
+        with _Switch(self.drv, dev):
+            self.configure(dev)
+            (err,) = cu.cuLaunchKernel(self.fn, grid[0], grid[1], grid[2], self.nthreads, 1, 1,
+                                       self.smem, cu.CUstream(s), self.params, 0)
+        self.drv.check(err, f"launching {self.graph.name}", loc)
+
+    # -- the generated fast path ---------------------------------------------------------------
+    def fast(self, specs, expected_kwargs: dict):
+        """A function (grid, args, kwargs, stream) -> True when it launched, False when the
+        arguments do not fit this specialization (the caller then takes the checked path).
+        Only for torch tensors, Python ints/floats/bools and tuple/int grids."""
+        torch = _torch()
+        if torch is None:
+            return None
+        g = {"Tensor": torch.Tensor, "EXP": dict(expected_kwargs), "S": self.buf, "pack": self.packer.pack_into,
+             "launch": self.drv.cu.cuLaunchKernel, "F": self.fn, "P": self.params, "NT": self.nthreads,
+             "SMEM": self.smem, "getstream": torch._C._cuda_getCurrentRawStream,
+             "getdev": torch._C._cuda_getDevice, "NDEV": self.drv.ndev, "CFG": self.configured,
+             "CUstream": self.drv.cu.CUstream, "STREAMS": {}, "ok": self.drv.cu.CUresult.CUDA_SUCCESS,
+             "fail": self._fail, "claunch": libcuda_launch(), "FP": int(self.fn)}
+        n = len(specs)
+        body = ["def fast(grid, args, kwargs, stream):",
+                f"    if len(args) != {n} or kwargs != EXP: return False"]
+        if n:
+            body.append(f"    {', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = args")
+        dev = None
+        for i, spec in enumerate(specs):
+            t = spec.dtype
+            if t.is_ptr:
+                td = getattr(torch, _TORCH_NAMES.get(t.element.name, t.element.name), None)
+                if td is None:
+                    return None
+                g[f"TD{i}"] = td
+                body.append(f"    if (a{i}.__class__ is not Tensor and not isinstance(a{i}, Tensor)) "
+                            f"or a{i}.dtype is not TD{i}: return False")
+                body.append(f"    p{i} = a{i}.data_ptr()")
+                body.append(f"    if (p{i} & 15 == 0) is not {bool(spec.divisible_by_16)}: return False")
+                if dev is None:
+                    dev = f"d{i}"
+                    body.append(f"    d{i} = a{i}.get_device()")
+                    body.append(f"    if d{i} < 0: return False")
+                else:
+                    body.append(f"    if a{i}.get_device() != {dev}: return False")
+            elif t.is_bool:
+                body.append(f"    if a{i}.__class__ is not bool: return False")
+                body.append(f"    p{i} = a{i}")
+            elif t.is_floating:
+                body.append(f"    if a{i}.__class__ is not float: return False")
+                body.append(f"    p{i} = a{i}")
+            else:
+                lo, hi = (-(1 << 31), (1 << 31) - 1) if t.bits == 32 else (-(1 << 63), (1 << 63) - 1)
+                body.append(f"    if a{i}.__class__ is not int or not {lo} <= a{i} <= {hi}: return False")
+                if t.bits == 64:  # ints that fit 32 bits specialize as int32
+                    body.append(f"    if -2147483648 <= a{i} <= 2147483647: return False")
+                body.append(f"    if (a{i} & 15 == 0) is not {bool(spec.divisible_by_16)}: return False")
+                body.append(f"    p{i} = a{i}")
+        if dev is None:
+            return None
+        body += [
+            "    c = grid.__class__",
+            "    if c is tuple:",
+            "        k = len(grid)",
+            "        if k == 1: gx = grid[0]; gy = gz = 1",
+            "        elif k == 2: gx, gy = grid; gz = 1",
+            "        elif k == 3: gx, gy, gz = grid",
+            "        else: return False",
+            "    elif c is int: gx = grid; gy = gz = 1",
+            "    else: return False",
+            "    if gx <= 0 or gy <= 0 or gz <= 0 or gx >= 2147483648 or gy >= 65536 or gz >= 65536: return False",
+            f"    if {dev} not in CFG or (NDEV > 1 and {dev} != getdev()): return False",
+            f"    if stream is None: stream = getstream({dev})",
+        ]
+        if n:
+            body += [f"    pack(S, 0, {', '.join(f'p{i}' for i in range(n))})"]
+        if g["claunch"] is not None:
+            body += ["    if stream.__class__ is not int: return False",
+                     "    err = claunch(FP, gx, gy, gz, NT, 1, 1, SMEM, stream, P, None)",
+                     "    if err: fail(self_err(err))",
+                     "    return True"]
+            g["self_err"] = self.drv.cu.CUresult
+        else:
+            body += ["    cs = STREAMS.get(stream)",
+                     "    if cs is None:",
+                     "        if stream.__class__ is not int or len(STREAMS) > 64: return False",
+                     "        cs = STREAMS[stream] = CUstream(stream)",
+                     "    err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
+                     "    if err != ok: fail(err)",
+                     "    return True"]
+        exec(compile("\n".join(body), f"<gluon_trace fast launcher {self.graph.name}>", "exec"), g)
+        return g["fast"]
+
+    def _fail(self, err):
+        self.drv.check(err, f"launching {self.graph.name}")

@@ -1,0 +1,124 @@
+"""Lowering of ``for`` and ``if`` to PTX branches.
+
+Loop-carried values get their own registers (one per register of the tile), set
+before the loop and by a parallel copy at the end of the body. The condition of an
+``if`` and the bounds of a ``for`` are scalars, hence the same in every thread, so
+the branches never diverge and barriers inside them are safe.
+"""
+from __future__ import annotations
+
+from . import ptx
+from .emitter import rule
+
+
+def _mov(cls: str) -> str:
+    return {"b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64", "pred": "pred", "b16": "b16"}[cls]
+
+
+def _copy(em, dsts: list[list[str]], srcs: list[list[str]], types) -> None:
+    """dsts := srcs as one parallel copy (a source may be another destination)."""
+    dset = {d for ds in dsts for d in ds}
+    pending = []
+    for ds, ss, t in zip(dsts, srcs, types):
+        cls = ptx.rclass(t)
+        for d, s in zip(ds, ss if len(ss) == len(ds) else ss * len(ds)):
+            if d != s:
+                pending.append((d, s, cls))
+    if any(s in dset for _, s, _ in pending):
+        tmp = []
+        for d, s, cls in pending:
+            x = em.reg(cls)
+            em.emit(f"mov.{_mov(cls)} {x}, {s};")
+            tmp.append((d, x, cls))
+        pending = tmp
+    for d, s, cls in pending:
+        em.emit(f"mov.{_mov(cls)} {d}, {s};")
+
+
+def _const_value(v):
+    op = v.owner
+    if op is not None and op.name == "const":
+        return op.attrs["value"]
+    return None
+
+
+@rule("for")
+def _for(em, op):
+    lo, hi, step = (em.vals[v][0] for v in op.operands[:3])
+    it = op.operands[0].type.dtype
+    cls = ptx.rclass(it)
+    ty = ptx.ity(it)
+    carried = op.operands[3:]
+    types = [v.type.dtype for v in carried]
+    phis = [[em.reg(ptx.rclass(t)) for _ in em.vals[v]] for v, t in zip(carried, types)]
+    _copy(em, phis, [em.vals[v] for v in carried], types)
+    iv = em.reg(cls)
+    em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
+    head, end = em.label("loop"), em.label("loop_end")
+    em.emit(f"{head}:")
+    s = _const_value(op.operands[2])
+    if s is not None and s > 0:
+        p = em.ins("pred", f"setp.ge.{ty} {{d}}, {iv}, {hi};")
+    elif s is not None and s < 0:
+        p = em.ins("pred", f"setp.le.{ty} {{d}}, {iv}, {hi};")
+    else:  # sign known at run time only; a zero step runs no iteration
+        up = em.ins("pred", f"setp.gt.{ty} {{d}}, {step}, 0;")
+        a = em.ins("pred", f"setp.ge.{ty} {{d}}, {iv}, {hi};")
+        b = em.ins("pred", f"setp.le.{ty} {{d}}, {iv}, {hi};")
+        z = em.ins("pred", f"setp.eq.{ty} {{d}}, {step}, 0;")
+        x = em.reg("b32")
+        em.emit(f"selp.u32 {x}, 1, 0, {a};")
+        y = em.reg("b32")
+        em.emit(f"selp.u32 {y}, 1, 0, {b};")
+        sel = em.ins("b32", f"selp.b32 {{d}}, {x}, {y}, {up};")
+        stop = em.ins("pred", f"setp.ne.u32 {{d}}, {sel}, 0;")
+        p = em.ins("pred", f"or.pred {{d}}, {stop}, {z};")
+    em.emit(f"@{p} bra {end};")
+    dirty0 = em.smem_dirty
+    uses0 = em.flags.get("scratch_uses", 0)
+    em.smem_dirty = True  # the previous iteration may still be reading the scratch
+    saved = em.loc
+    with em.scope():
+        ys = em.run_block(op.regions[0], [[iv]] + phis)
+        em.loc = saved
+        _copy(em, phis, ys, types)
+    em.emit(f"add.{ty} {iv}, {iv}, {step};")
+    em.emit(f"bra.uni {head};")
+    em.emit(f"{end}:")
+    used = em.flags.get("scratch_uses", 0) != uses0
+    em.smem_dirty = True if used else dirty0
+    return phis
+
+
+@rule("if")
+def _if(em, op):
+    cond = em.vals[op.operands[0]][0]
+    types = [r.type.dtype for r in op.results]
+    outs = [[em.reg(ptx.rclass(t)) for _ in range(em.nregs(r))] for r, t in zip(op.results, types)]
+    then_b, else_b = op.regions
+    has_else = len(else_b.ops) > 1 or bool(op.results)
+    els, end = em.label("else"), em.label("endif")
+    em.emit(f"@!{cond} bra {els if has_else else end};")
+    dirty0 = em.smem_dirty
+    saved = em.loc
+    with em.scope():
+        ys = em.run_block(then_b, [])
+        em.loc = saved
+        _copy(em, outs, ys, types)
+    dirty_then = em.smem_dirty
+    if has_else:
+        em.emit(f"bra.uni {end};")
+        em.emit(f"{els}:")
+        em.smem_dirty = dirty0
+        with em.scope():
+            ys = em.run_block(else_b, [])
+            em.loc = saved
+            _copy(em, outs, ys, types)
+    em.emit(f"{end}:")
+    em.smem_dirty = dirty_then or em.smem_dirty
+    return outs
+
+
+@rule("yield")
+def _yield(em, op):  # handled by the block walker; listed so every op has a rule
+    return []

@@ -1,0 +1,502 @@
+"""Lowering of elementwise ops, constants, casts and hints.
+
+Float choices (as Triton makes them): ``exp``/``exp2`` run on ``ex2.approx.ftz.f32``
+(``exp`` multiplies by log2(e) first), ``log``/``log2`` on ``lg2.approx.f32`` (times
+ln 2), ``rsqrt`` on ``rsqrt.approx.f32``, ``sin``/``cos`` on ``sin/cos.approx.f32``
+after a reduction by 2*pi; these are a few ulp off the interpreter. Division is IEEE
+(``div.rn.f32``) unless the op has ``approx=True`` (``gl.fdiv``), then
+``div.full.f32``. ``add``/``sub``/``mul`` carry ``.rn`` so ptxas never fuses them into
+an fma the interpreter would not do; ``gl.fma`` is ``fma.rn``. float16/bfloat16 compute
+in f32 and round after every op (``fma`` of 16-bit floats goes through f64 so it rounds
+once, as the interpreter does). float64 transcendentals have no fast hardware path:
+exp/exp2/log/log2 use an f64 polynomial, sin/cos/erf compute in f32. ``erf`` is a
+polynomial (about 1e-7 absolute error). Float ``%`` is fmod computed through f64,
+exact while the quotient is below 2**50.
+"""
+from __future__ import annotations
+
+import math
+
+from gluon_trace.errors import CompileError
+
+from . import ptx
+from .emitter import rule
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+_CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _f(em, t):
+    return "f64" if t.bits == 64 else "f32"
+
+
+def _fimm(x: float, t) -> str:
+    return ptx.f64_hex(x) if t.bits == 64 else ptx.f32_hex(x)
+
+
+# -- binary arithmetic --------------------------------------------------------------------
+
+def _arith(em, op, name, a, b):
+    t = op.results[0].type.dtype
+    if t.is_bool:
+        p = {"add": "or", "sub": "xor", "mul": "and", "maximum": "or", "minimum": "and",
+             "and": "and", "or": "or", "xor": "xor", "floordiv": "and", "mod": "xor"}.get(name)
+        if p is None:
+            raise CompileError(f"{name} on int1 values is not supported; convert to int32 first", op.loc)
+        return em.ins("pred", f"{p}.pred {{d}}, {a}, {b};")
+    cls = ptx.rclass(t)
+    if t.is_floating:
+        f = _f(em, t)
+        if name in ("add", "sub", "mul"):
+            r = em.ins(cls, f"{name}.rn.{f} {{d}}, {a}, {b};")
+        elif name == "div":
+            if op.attrs.get("approx") and f == "f32":
+                r = em.ins(cls, f"div.full.f32 {{d}}, {a}, {b};")
+            else:
+                r = em.ins(cls, f"div.rn.{f} {{d}}, {a}, {b};")
+        elif name in ("maximum", "minimum"):
+            r = em.ins(cls, f"{name[:3]}.{f} {{d}}, {a}, {b};")
+        elif name == "mod":
+            r = _fmod(em, t, a, b)
+        else:
+            raise CompileError(f"{name} is not defined on {t}", op.loc)
+        return em.round16(r, t)
+    it = ptx.ity(t)
+    bt = "b64" if cls == "b64" else "b32"
+    if name in ("add", "sub"):
+        r = em.ins(cls, f"{name}.{it} {{d}}, {a}, {b};")
+    elif name == "mul":
+        r = em.ins(cls, f"mul.lo.{it} {{d}}, {a}, {b};")
+    elif name == "floordiv":
+        r = em.ins(cls, f"div.{it} {{d}}, {a}, {b};")
+    elif name == "mod":
+        r = em.ins(cls, f"rem.{it} {{d}}, {a}, {b};")
+    elif name in ("maximum", "minimum"):
+        r = em.ins(cls, f"{name[:3]}.{it} {{d}}, {a}, {b};")
+    elif name in ("and", "or", "xor"):
+        r = em.ins(cls, f"{name}.{bt} {{d}}, {a}, {b};")
+    elif name in ("shl", "shr"):
+        amount = b
+        if cls == "b64":
+            c = em.ins("b64", f"min.u64 {{d}}, {b}, 64;")
+            amount = em.ins("b32", f"cvt.u32.u64 {{d}}, {c};")
+        if name == "shl":
+            r = em.ins(cls, f"shl.{bt} {{d}}, {a}, {amount};")
+        else:
+            r = em.ins(cls, f"shr.{it} {{d}}, {a}, {amount};")
+    elif name == "div":
+        raise CompileError(f"div on {t}: use // for integers", op.loc)
+    else:
+        raise CompileError(f"unknown binary op {name}", op.loc)
+    return em.norm(r, t)
+
+
+def _fmod(em, t, a, b):
+    """fmod through f64: q = trunc(|a| / |b|) is exact for quotients below 2**50, and then
+    |a| - q*|b| is exact in one fma; the result takes a's sign."""
+    if t.bits == 64:
+        x, y = a, b
+    else:
+        x = em.ins("f64", f"cvt.f64.f32 {{d}}, {a};")
+        y = em.ins("f64", f"cvt.f64.f32 {{d}}, {b};")
+    ax = em.ins("f64", f"abs.f64 {{d}}, {x};")
+    ay = em.ins("f64", f"abs.f64 {{d}}, {y};")
+    q = em.ins("f64", f"div.rn.f64 {{d}}, {ax}, {ay};")
+    q = em.ins("f64", f"cvt.rzi.f64.f64 {{d}}, {q};")
+    nq = em.ins("f64", f"neg.f64 {{d}}, {q};")
+    r = em.ins("f64", f"fma.rn.f64 {{d}}, {nq}, {ay}, {ax};")
+    # |a| < |b|: a itself (also keeps -0.0); the fma can round to |b| when q was 1 too small
+    small = em.ins("pred", f"setp.lt.f64 {{d}}, {ax}, {ay};")
+    r = em.ins("f64", f"selp.f64 {{d}}, {ax}, {r}, {small};")
+    neg = em.ins("pred", f"setp.lt.f64 {{d}}, {r}, 0d0000000000000000;")
+    ra = em.ins("f64", f"add.rn.f64 {{d}}, {r}, {ay};")
+    r = em.ins("f64", f"selp.f64 {{d}}, {ra}, {r}, {neg};")
+    bits = em.ins("b64", f"mov.b64 {{d}}, {x};")
+    sign = em.ins("b64", f"and.b64 {{d}}, {bits}, -9223372036854775808;")
+    rb = em.ins("b64", f"mov.b64 {{d}}, {r};")
+    rb = em.ins("b64", f"or.b64 {{d}}, {rb}, {sign};")
+    r = em.ins("f64", f"mov.b64 {{d}}, {rb};")
+    # NaN operands, b == 0 or a infinite give NaN (the arithmetic above gives it already
+    # except for inf % finite, where q is inf)
+    bad = em.ins("pred", f"testp.infinite.f64 {{d}}, {x};")
+    nan = em.ins("f64", "mov.f64 {d}, 0d7FF8000000000000;")
+    r = em.ins("f64", f"selp.f64 {{d}}, {nan}, {r}, {bad};")
+    # finite % inf is a
+    binf = em.ins("pred", f"testp.infinite.f64 {{d}}, {y};")
+    r = em.ins("f64", f"selp.f64 {{d}}, {x}, {r}, {binf};")
+    if t.bits == 64:
+        return r
+    return em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
+
+
+for _n in ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum",
+           "and", "or", "xor", "shl", "shr"):
+    def _make(name):
+        def fn(em, op):
+            return em.map(op, lambda a, b: _arith(em, op, name, a, b))
+        return fn
+    rule(_n)(_make(_n))
+
+
+# -- comparisons --------------------------------------------------------------------------
+
+def _compare(em, op, name, a, b):
+    t = op.operands[0].type.dtype
+    if t.is_bool:
+        a, b = em.to_b32(a, t), em.to_b32(b, t)
+        return em.ins("pred", f"setp.{_CMP[name]}.u32 {{d}}, {a}, {b};")
+    if t.is_floating:
+        c = "neu" if name == "ne" else _CMP[name]
+        return em.ins("pred", f"setp.{c}.{_f(em, t)} {{d}}, {a}, {b};")
+    return em.ins("pred", f"setp.{_CMP[name]}.{ptx.ity(t)} {{d}}, {a}, {b};")
+
+
+for _n in _CMP:
+    def _make_cmp(name):
+        def fn(em, op):
+            return em.map(op, lambda a, b: _compare(em, op, name, a, b))
+        return fn
+    rule(_n)(_make_cmp(_n))
+
+
+# -- unary --------------------------------------------------------------------------------
+
+def _unary(em, op, name, a):
+    t = op.results[0].type.dtype
+    cls = ptx.rclass(t)
+    if t.is_bool:
+        if name == "not":
+            return em.ins("pred", f"not.pred {{d}}, {a};")
+        return a  # neg/abs of a bool: numpy keeps it
+    if not t.is_floating:
+        it = ptx.ity(t)
+        bt = "b64" if cls == "b64" else "b32"
+        if name == "neg":
+            r = em.ins(cls, f"neg.s{it[1:]} {{d}}, {a};")
+        elif name == "not":
+            r = em.ins(cls, f"not.{bt} {{d}}, {a};")
+        elif name == "abs":
+            if not t.is_signed:
+                return a
+            r = em.ins(cls, f"abs.s{it[1:]} {{d}}, {a};")
+        else:
+            raise CompileError(f"{name} needs a float operand, got {t}", op.loc)
+        return em.norm(r, t)
+    f = _f(em, t)
+    if name == "neg":
+        return em.ins(cls, f"neg.{f} {{d}}, {a};")
+    if name == "abs":
+        return em.ins(cls, f"abs.{f} {{d}}, {a};")
+    if name in ("floor", "ceil"):
+        mode = "rmi" if name == "floor" else "rpi"
+        return em.ins(cls, f"cvt.{mode}.{f}.{f} {{d}}, {a};")
+    if name == "sqrt":
+        return em.round16(em.ins(cls, f"sqrt.rn.{f} {{d}}, {a};"), t)
+    if name == "rsqrt":
+        if f == "f64":
+            s = em.ins(cls, f"sqrt.rn.f64 {{d}}, {a};")
+            return em.ins(cls, f"div.rn.f64 {{d}}, 0d3FF0000000000000, {s};")
+        return em.round16(em.ins(cls, f"rsqrt.approx.f32 {{d}}, {a};"), t)
+    if f == "f64":
+        if name in ("exp", "exp2", "log", "log2"):
+            return _f64_math(em, name, a)
+        x = em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {a};")
+        y = _f32_math(em, name, x)
+        return em.ins("f64", f"cvt.f64.f32 {{d}}, {y};")
+    return em.round16(_f32_math(em, name, a), t)
+
+
+def _f32_math(em, name, a):
+    if name == "exp":
+        x = em.ins("f32", f"mul.f32 {{d}}, {a}, {ptx.f32_hex(LOG2E)};")
+        return em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {x};")
+    if name == "exp2":
+        return em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {a};")
+    if name == "log":
+        x = em.ins("f32", f"lg2.approx.f32 {{d}}, {a};")
+        return em.ins("f32", f"mul.f32 {{d}}, {x}, {ptx.f32_hex(LN2)};")
+    if name == "log2":
+        return em.ins("f32", f"lg2.approx.f32 {{d}}, {a};")
+    if name in ("sin", "cos"):
+        # sin.approx is accurate on [-pi, pi]: reduce by 2*pi in two parts first
+        k = em.ins("f32", f"mul.f32 {{d}}, {a}, {ptx.f32_hex(1 / (2 * math.pi))};")
+        k = em.ins("f32", f"cvt.rni.f32.f32 {{d}}, {k};")
+        hi = float(__import__("numpy").float32(2 * math.pi))
+        lo = 2 * math.pi - hi
+        r = em.ins("f32", f"fma.rn.f32 {{d}}, {k}, {ptx.f32_hex(-hi)}, {a};")
+        r = em.ins("f32", f"fma.rn.f32 {{d}}, {k}, {ptx.f32_hex(-lo)}, {r};")
+        return em.ins("f32", f"{name}.approx.f32 {{d}}, {r};")
+    if name == "erf":
+        return _erf_f32(em, a)
+    raise CompileError(f"unknown unary op {name}")
+
+
+def _poly(em, x, coeffs, cls="f32"):
+    """Horner: coeffs[0] + x*(coeffs[1] + x*(...))."""
+    imm = ptx.f32_hex if cls == "f32" else ptx.f64_hex
+    acc = em.ins(cls, f"mov.{cls} {{d}}, {imm(coeffs[-1])};")
+    for c in reversed(coeffs[:-1]):
+        acc = em.ins(cls, f"fma.rn.{cls} {{d}}, {acc}, {x}, {imm(c)};")
+    return acc
+
+
+def _erf_f32(em, a):
+    """erf: a Taylor series below |x| = 0.5 (relative accuracy near 0), Abramowitz-Stegun
+    7.1.26 above (absolute error 1.5e-7), saturating at 1 past |x| = 4."""
+    ax = em.ins("f32", f"abs.f32 {{d}}, {a};")
+    x2 = em.ins("f32", f"mul.f32 {{d}}, {a}, {a};")
+    c = 2 / math.sqrt(math.pi)
+    series = [c, -c / 3, c / 10, -c / 42, c / 216, -c / 1320]
+    s = _poly(em, x2, series)
+    small = em.ins("f32", f"mul.f32 {{d}}, {s}, {a};")
+    t = em.ins("f32", f"fma.rn.f32 {{d}}, {ax}, {ptx.f32_hex(0.3275911)}, 0f3F800000;")
+    t = em.ins("f32", f"rcp.rn.f32 {{d}}, {t};")
+    p = _poly(em, t, [0.0, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429])
+    nx2 = em.ins("f32", f"mul.f32 {{d}}, {x2}, {ptx.f32_hex(-LOG2E)};")
+    e = em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {nx2};")
+    big = em.ins("f32", f"mul.f32 {{d}}, {p}, {e};")
+    big = em.ins("f32", f"sub.f32 {{d}}, 0f3F800000, {big};")
+    big = em.ins("f32", f"copysign.f32 {{d}}, {a}, {big};")
+    is_small = em.ins("pred", f"setp.lt.f32 {{d}}, {ax}, 0f3F000000;")
+    r = em.ins("f32", f"selp.f32 {{d}}, {small}, {big}, {is_small};")
+    nan = em.ins("pred", f"setp.nan.f32 {{d}}, {a}, {a};")
+    return em.ins("f32", f"selp.f32 {{d}}, {a}, {r}, {nan};")
+
+
+def _f64_math(em, name, a):
+    if name in ("exp", "exp2"):
+        # x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite), exp(r) by a degree-12 Taylor
+        # polynomial, then scale by 2**n through the exponent field
+        if name == "exp2":
+            a = em.ins("f64", f"mul.rn.f64 {{d}}, {a}, {ptx.f64_hex(LN2)};")
+        x = em.ins("f64", f"max.f64 {{d}}, {a}, 0dC087480000000000;")   # -745
+        x = em.ins("f64", f"min.f64 {{d}}, {x}, 0d40862E42FEFA39EF;")   # ~709.78
+        n = em.ins("f64", f"mul.rn.f64 {{d}}, {x}, {ptx.f64_hex(1 / LN2)};")
+        n = em.ins("f64", f"cvt.rni.f64.f64 {{d}}, {n};")
+        ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+        r = em.ins("f64", f"fma.rn.f64 {{d}}, {n}, {ptx.f64_hex(-ln2_hi)}, {x};")
+        r = em.ins("f64", f"fma.rn.f64 {{d}}, {n}, {ptx.f64_hex(-ln2_lo)}, {r};")
+        p = _poly(em, r, [1.0 / math.factorial(k) for k in range(13)], "f64")
+        # 2**n as two factors so n down to -1075 and up to 1024 stay representable
+        ni = em.ins("b32", f"cvt.rzi.s32.f64 {{d}}, {n};")
+        h = em.ins("b32", f"shr.s32 {{d}}, {ni}, 1;")
+        h2 = em.ins("b32", f"sub.s32 {{d}}, {ni}, {h};")
+        out = p
+        for part in (h, h2):
+            e = em.ins("b32", f"add.s32 {{d}}, {part}, 1023;")
+            e64 = em.ins("b64", f"cvt.u64.u32 {{d}}, {e};")
+            e64 = em.ins("b64", f"shl.b64 {{d}}, {e64}, 52;")
+            s = em.ins("f64", f"mov.b64 {{d}}, {e64};")
+            out = em.ins("f64", f"mul.rn.f64 {{d}}, {out}, {s};")
+        # overflow / underflow / NaN
+        hi = em.ins("pred", f"setp.gt.f64 {{d}}, {a}, 0d40862E42FEFA39EF;")
+        out = em.ins("f64", f"selp.f64 {{d}}, 0d7FF0000000000000, {out}, {hi};")
+        lo = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0dC0874910D52D3052;")  # below -746
+        out = em.ins("f64", f"selp.f64 {{d}}, 0d0000000000000000, {out}, {lo};")
+        nan = em.ins("pred", f"setp.nan.f64 {{d}}, {a}, {a};")
+        return em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {nan};")
+    # log: a = m * 2**e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1)
+    bits = em.ins("b64", f"mov.b64 {{d}}, {a};")
+    # subnormals: scale by 2**54 first
+    sub = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0d0010000000000000;")
+    scaled = em.ins("f64", f"mul.rn.f64 {{d}}, {a}, 0d4350000000000000;")
+    sb = em.ins("b64", f"mov.b64 {{d}}, {scaled};")
+    bits = em.ins("b64", f"selp.b64 {{d}}, {sb}, {bits}, {sub};")
+    bias = em.ins("b32", f"selp.b32 {{d}}, 1077, 1023, {sub};")
+    # move m into [sqrt(1/2), sqrt(2)) by offsetting the exponent field at 0x3FE6A09E...
+    off = em.ins("b64", f"sub.s64 {{d}}, {bits}, 4604544271217802189;")  # 0x3FE6A09E667F3BCD
+    e64 = em.ins("b64", f"shr.s64 {{d}}, {off}, 52;")
+    e = em.ins("b32", f"cvt.u32.u64 {{d}}, {e64};")
+    e = em.ins("b32", f"add.s32 {{d}}, {e}, 1022;")
+    e = em.ins("b32", f"sub.s32 {{d}}, {e}, {bias};")
+    e = em.ins("b32", f"add.s32 {{d}}, {e}, 1;")
+    e64s = em.ins("b64", f"shl.b64 {{d}}, {e64}, 52;")
+    mb = em.ins("b64", f"sub.s64 {{d}}, {bits}, {e64s};")
+    m = em.ins("f64", f"mov.b64 {{d}}, {mb};")
+    num = em.ins("f64", f"sub.rn.f64 {{d}}, {m}, 0d3FF0000000000000;")
+    den = em.ins("f64", f"add.rn.f64 {{d}}, {m}, 0d3FF0000000000000;")
+    s = em.ins("f64", f"div.rn.f64 {{d}}, {num}, {den};")
+    s2 = em.ins("f64", f"mul.rn.f64 {{d}}, {s}, {s};")
+    p = _poly(em, s2, [2.0 / (2 * k + 1) for k in range(12)], "f64")
+    lm = em.ins("f64", f"mul.rn.f64 {{d}}, {p}, {s};")
+    ef = em.ins("f64", f"cvt.rn.f64.s32 {{d}}, {e};")
+    if name == "log":
+        out = em.ins("f64", f"fma.rn.f64 {{d}}, {ef}, {ptx.f64_hex(LN2)}, {lm};")
+    else:
+        l2 = em.ins("f64", f"mul.rn.f64 {{d}}, {lm}, {ptx.f64_hex(1 / LN2)};")
+        out = em.ins("f64", f"add.rn.f64 {{d}}, {ef}, {l2};")
+    # 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN
+    z = em.ins("pred", f"setp.eq.f64 {{d}}, {a}, 0d0000000000000000;")
+    out = em.ins("f64", f"selp.f64 {{d}}, 0dFFF0000000000000, {out}, {z};")
+    ng = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0d0000000000000000;")
+    out = em.ins("f64", f"selp.f64 {{d}}, 0dFFF8000000000000, {out}, {ng};")
+    inf = em.ins("pred", f"setp.eq.f64 {{d}}, {a}, 0d7FF0000000000000;")
+    out = em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {inf};")
+    nan = em.ins("pred", f"setp.nan.f64 {{d}}, {a}, {a};")
+    return em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {nan};")
+
+
+for _n in ("neg", "not", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos",
+           "erf", "floor", "ceil"):
+    def _make_un(name):
+        def fn(em, op):
+            return em.map(op, lambda a: _unary(em, op, name, a))
+        return fn
+    rule(_n)(_make_un(_n))
+
+
+@rule("fma")
+def _fma(em, op):
+    t = op.results[0].type.dtype
+    if t.bits == 16:
+        def f16(a, b, c):
+            xs = [em.ins("f64", f"cvt.f64.f32 {{d}}, {v};") for v in (a, b, c)]
+            r = em.ins("f64", f"fma.rn.f64 {{d}}, {xs[0]}, {xs[1]}, {xs[2]};")
+            if t.name == "float16":
+                h = em.ins("b16", f"cvt.rn.f16.f64 {{d}}, {r};")
+                return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+            return em.round16(em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};"), t)
+        return em.map(op, f16)
+    f = _f(em, t)
+    return em.map(op, lambda a, b, c: em.ins(ptx.rclass(t), f"fma.rn.{f} {{d}}, {a}, {b}, {c};"))
+
+
+@rule("where")
+def _where(em, op):
+    t = op.results[0].type.dtype
+    cls = ptx.rclass(t)
+
+    def fn(c, a, b):
+        if a == b:
+            return a
+        if cls == "pred":
+            x = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {a};")
+            y = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {b};")
+            s = em.ins("b32", f"selp.b32 {{d}}, {x}, {y}, {c};")
+            return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
+        return em.ins(cls, f"selp.{ptx.bty(t) if cls[0] == 'b' else cls} {{d}}, {a}, {b}, {c};")
+    return em.map(op, fn)
+
+
+@rule("ptr_add")
+def _ptr_add(em, op):
+    p_t, o_t = (v.type.dtype for v in op.operands)
+    size = p_t.element.itemsize
+
+    def fn(p, off):
+        if ptx.rclass(o_t) == "b64":
+            return em.ins("b64", f"mad.lo.s64 {{d}}, {off}, {size}, {p};")
+        w = em.ins("b64", f"mul.wide.{'s' if o_t.is_signed else 'u'}32 {{d}}, {off}, {size};")
+        return em.ins("b64", f"add.s64 {{d}}, {p}, {w};")
+    return em.map(op, fn)
+
+
+@rule("hint")
+def _hint(em, op):
+    return [em.vals[op.operands[0]]]
+
+
+@rule("const")
+def _const(em, op):
+    return [[em.const_reg(op.attrs["value"], op.attrs["dtype"])]]
+
+
+# -- casts ----------------------------------------------------------------------------------
+
+def _bitcast(em, src, to, r):
+    cs, ct = ptx.rclass(src), ptx.rclass(to)
+    if src.bits == 16 and to.bits == 16:
+        if src.is_floating:
+            h = _f16_bits(em, src, r)
+        else:
+            h = em.ins("b16", f"cvt.u16.u32 {{d}}, {r};")
+        if to.is_floating:
+            return _from_f16_bits(em, to, h)
+        s = "s" if to.is_signed else "u"
+        return em.ins("b32", f"cvt.{s}32.{s}16 {{d}}, {h};")
+    if cs == ct:
+        return em.norm(r, to)
+    if {cs, ct} == {"f32", "b32"}:
+        return em.ins(ct, f"mov.b32 {{d}}, {r};")
+    if {cs, ct} == {"f64", "b64"}:
+        return em.ins(ct, f"mov.b64 {{d}}, {r};")
+    if src.bits == 8 and to.bits == 8:
+        return em.norm(r, to)
+    raise CompileError(f"bitcast from {src} to {to} is not supported")
+
+
+def _f16_bits(em, t, r):
+    """The 16-bit pattern of a float16/bfloat16 value held in an f32 register."""
+    if t.name == "float16":
+        return em.ins("b16", f"cvt.rn.f16.f32 {{d}}, {r};")
+    return em.ins("b16", f"cvt.rn.bf16.f32 {{d}}, {r};")
+
+
+def _from_f16_bits(em, t, h):
+    if t.name == "float16":
+        return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+    return em.bf16_bits_to_f32(h)
+
+
+def _convert(em, src, to, r):
+    cs, ct = ptx.rclass(src), ptx.rclass(to)
+    if to.is_bool:
+        if src.is_floating:
+            return em.ins("pred", f"setp.neu.{_f(em, src)} {{d}}, {r}, {_fimm(0.0, src)};")
+        return em.ins("pred", f"setp.ne.{ptx.ity(src)} {{d}}, {r}, 0;")
+    if src.is_bool:
+        if to.is_floating:
+            f = _f(em, to)
+            return em.ins(ct, f"selp.{f} {{d}}, {_fimm(1.0, to)}, {_fimm(0.0, to)}, {r};")
+        return em.ins(ct, f"selp.{'u64' if ct == 'b64' else 'u32'} {{d}}, 1, 0, {r};")
+    if src.is_ptr or to.is_ptr:
+        if cs == ct:
+            return r
+        return em.ins(ct, f"cvt.u64.u32 {{d}}, {r};")
+    if src.is_int and to.is_int:
+        if ct == "b64":
+            if cs == "b64":
+                return r
+            return em.ins("b64", f"cvt.{'s' if src.is_signed else 'u'}64.{'s' if src.is_signed else 'u'}32 {{d}}, {r};")
+        if cs == "b64":
+            r = em.ins("b32", f"cvt.u32.u64 {{d}}, {r};")
+        return em.norm(r, to)
+    if src.is_int and to.is_floating:
+        it = ptx.ity(src)
+        if to.name == "float16":
+            h = em.ins("b16", f"cvt.rn.f16.{it} {{d}}, {r};")
+            return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+        f = _f(em, to)
+        x = em.ins(ct, f"cvt.rn.{f}.{it} {{d}}, {r};")
+        return em.round16(x, to)
+    if src.is_floating and to.is_int:
+        f = _f(em, src)
+        if to.bits == 64:
+            return em.ins("b64", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+        if to.bits == 32:
+            return em.ins("b32", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+        x = em.ins("b32", f"cvt.rzi.s32.{f} {{d}}, {r};")
+        return em.norm(x, to)
+    # float -> float
+    if src.bits == 64:
+        if to.bits == 64:
+            return r
+        if to.name == "float16":
+            h = em.ins("b16", f"cvt.rn.f16.f64 {{d}}, {r};")
+            return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+        x = em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
+        return em.round16(x, to)
+    if to.bits == 64:
+        return em.ins("f64", f"cvt.f64.f32 {{d}}, {r};")
+    return em.round16(r, to)
+
+
+@rule("cast")
+def _cast(em, op):
+    src = op.operands[0].type.dtype
+    to = op.attrs["dtype"]
+    if op.attrs.get("bitcast"):
+        return em.map(op, lambda r: _bitcast(em, src, to, r))
+    return em.map(op, lambda r: _convert(em, src, to, r))

@@ -1,0 +1,182 @@
+"""Lowering of creation and layout ops: arange, splat, broadcast, expand_dims,
+convert_layout, reshape, permute, program_id.
+
+A layout change is first tried as a renaming: with linear layouts, the destination's
+register i holds fn(coordinate) for a coordinate map fn (identity, projection of
+broadcast dims, dropping an inserted axis, re-splitting the flat index, permuting), and
+when fn maps the destination's lane and warp bases onto the source's, every thread
+already holds what it needs: register i is the source register solving a GF(2) system,
+and no instruction is emitted. Otherwise the tile goes through the shared-memory
+scratch: every thread stores its registers at their row-major offsets (16-byte
+vectors where the registers are contiguous), one barrier, and every thread loads what
+its destination registers hold.
+"""
+from __future__ import annotations
+
+from gluon_trace.layouts import LinearLayout
+
+from . import ptx
+from .emitter import _pack, _unpack, rule
+
+_SMEM_TYPE = {"b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64", "pred": "b32"}
+
+
+def _vec(lin: LinearLayout, key, max_vec: int) -> int:
+    """Registers 0..V-1 of every group are V consecutive smem slots, V-aligned."""
+    vals = [key(b) for b in lin.reg_bases]
+    V = 1
+    while V < max_vec and len(vals) > V.bit_length() - 1 and vals[V.bit_length() - 1] == V:
+        V *= 2
+    while V > 1:
+        k = V.bit_length() - 1
+        others = vals[k:] + [key(b) for b in lin.lane_bases + lin.warp_bases]
+        if all(v % V == 0 for v in others):
+            break
+        V //= 2
+    return V
+
+
+def _addr(em, lin, key, es, r, tp, tmask, base_reg_cache):
+    """(address register, immediate byte offset) of register r's slot."""
+    rp = em.reg_part(lin, r, key)
+    if rp & tmask == 0:
+        k = ("taddr", tp, es)
+        a = base_reg_cache.get(k)
+        if a is None:
+            base = em.smem_base()
+            x = em.reg("b32")
+            em.pro(f"mad.lo.u32 {x}, {tp}, {es}, {base};")
+            a = base_reg_cache[k] = x
+        return a, rp * es
+    x = em.ins("b32", f"xor.b32 {{d}}, {tp}, {rp};")
+    a = em.ins("b32", f"mad.lo.u32 {{d}}, {x}, {es}, {em.smem_base()};")
+    return a, 0
+
+
+def exchange(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn) -> list[str]:
+    """Move a tile between layouts through shared memory (see the module docstring)."""
+    cls = ptx.rclass(dtype)
+    st = _SMEM_TYPE[cls]
+    es = 8 if cls in ("b64", "f64") else 4
+    numel = 1
+    for s in src.shape:
+        numel *= s
+    em.scratch(numel * es)
+    cache = em.thread_cache
+    skey = lambda b: _pack(b, src.shape)  # noqa: E731
+    tp, tmask = em.thread_part(src, skey)
+    V = _vec(src, skey, 16 // es)
+    vals = [em.to_b32(r, dtype) for r in regs] if cls == "pred" else regs
+    for g in range(0, src.num_regs, V):
+        a, off = _addr(em, src, skey, es, g, tp, tmask, cache)
+        group = vals[g:g + V]
+        if V > 1:
+            em.emit(f"st.shared.v{V}.{st} [{a}+{off}], {{{', '.join(group)}}};")
+        else:
+            em.emit(f"st.shared.{st} [{a}+{off}], {group[0]};")
+    em.barrier()
+    dkey = lambda b: _pack(fn(b), src.shape)  # noqa: E731
+    tp, tmask = em.thread_part(dst, dkey)
+    V = _vec(dst, dkey, 16 // es)
+    out = []
+    lcls = "b32" if cls == "pred" else cls
+    for g in range(0, dst.num_regs, V):
+        a, off = _addr(em, dst, dkey, es, g, tp, tmask, cache)
+        rs = [em.reg(lcls) for _ in range(V)]
+        if V > 1:
+            em.emit(f"ld.shared.v{V}.{st} {{{', '.join(rs)}}}, [{a}+{off}];")
+        else:
+            em.emit(f"ld.shared.{st} {rs[0]}, [{a}+{off}];")
+        out += rs
+    if cls == "pred":
+        out = [em.ins("pred", f"setp.ne.u32 {{d}}, {r}, 0;") for r in out]
+    return out
+
+
+def move(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn=None) -> list[str]:
+    """Registers of a tile held in ``src`` re-arranged for ``dst`` (dst coord c holds the
+    source element at fn(c))."""
+    fn = fn or (lambda c: tuple(c))
+    ren = em.renaming(dst, src, fn)
+    if ren is not None:
+        return [regs[i] for i in ren]
+    return exchange(em, regs, dtype, src, dst, fn)
+
+
+# -- ops --------------------------------------------------------------------------------
+
+@rule("program_id", "num_programs")
+def _pid(em, op):
+    axis = "xyz"[op.attrs["axis"]]
+    return [[em.special(("%ctaid." if op.name == "program_id" else "%nctaid.") + axis)]]
+
+
+@rule("arange")
+def _arange(em, op):
+    lin = em.lin(op.results[0])
+    start = op.attrs["start"]
+    key = lambda b: b[0]  # noqa: E731
+    tp, tmask = em.thread_part(lin, key)
+    out = []
+    for r in range(lin.num_regs):
+        rp = em.reg_part(lin, r, key)
+        if rp & tmask == 0:
+            k = ("arange", tp, rp + start)
+            v = em.memo_get(k)
+            if v is None:
+                v = em.ins("b32", f"add.s32 {{d}}, {tp}, {rp + start};") if rp + start else tp
+                em.memo_put(k, v)
+        else:
+            v = em.ins("b32", f"xor.b32 {{d}}, {tp}, {rp};")
+            if start:
+                v = em.ins("b32", f"add.s32 {{d}}, {v}, {start};")
+        out.append(v)
+    return [out]
+
+
+@rule("splat")
+def _splat(em, op):
+    return [em.vals[op.operands[0]] * em.nregs(op.results[0])]
+
+
+@rule("broadcast")
+def _broadcast(em, op):
+    src_v, dst_v = op.operands[0], op.results[0]
+    src_shape = src_v.type.shape
+    fn = lambda c: tuple(x if s != 1 else 0 for x, s in zip(c, src_shape))  # noqa: E731
+    return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v), fn)]
+
+
+@rule("expand_dims")
+def _expand_dims(em, op):
+    src_v, dst_v = op.operands[0], op.results[0]
+    ax = op.attrs["axis"]
+    fn = lambda c: tuple(c[:ax]) + tuple(c[ax + 1:])  # noqa: E731
+    return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v), fn)]
+
+
+@rule("convert_layout")
+def _convert_layout(em, op):
+    src_v, dst_v = op.operands[0], op.results[0]
+    return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v))]
+
+
+@rule("reshape")
+def _reshape(em, op):
+    src_v, dst_v = op.operands[0], op.results[0]
+    ss, ds = src_v.type.shape, dst_v.type.shape
+    fn = lambda c: _unpack(_pack(c, ds), ss)  # noqa: E731
+    return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v), fn)]
+
+
+@rule("permute")
+def _permute(em, op):
+    src_v, dst_v = op.operands[0], op.results[0]
+    dims = op.attrs["dims"]
+
+    def fn(c):
+        out = [0] * len(dims)
+        for i, d in enumerate(dims):
+            out[d] = c[i]
+        return tuple(out)
+    return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v), fn)]

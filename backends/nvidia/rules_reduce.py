@@ -1,0 +1,478 @@
+"""Lowering of reduce and scan.
+
+reduce(axis): the combine region is inlined on registers. First within a thread
+(registers along the axis, pairing by coordinate bit, lowest first, as the
+interpreter's pairwise tree), then across lanes with ``shfl.sync.bfly`` (one step per
+lane bit along the axis), then, when warps split the axis, through shared memory:
+each warp writes its partial, one barrier, and every thread combines the partials of
+its output elements in warp order. The lower-coordinate operand is always the left
+one, so an associative combine that is not commutative (argmax's tie-break by index)
+gets its operands in order; known commutative bodies (add, max, ...) skip that
+bookkeeping. Within each step the tree matches the interpreter's; across steps the
+grouping differs when registers do not hold the lowest axis bits, which changes float
+sums by rounding only.
+
+scan(axis, reverse): needs a layout whose axis bits are, from the lowest coordinate
+bit: registers, then lanes (at consecutive lane-id bits), then warps, then registers
+again (every BlockedLayout). A thread scans its registers, lanes run a Hillis-Steele
+scan with ``shfl.sync.up`` (``down`` for reverse), warps exchange their totals
+through shared memory, and chunks of repeated registers carry their totals forward.
+"""
+from __future__ import annotations
+
+from gluon_trace.errors import CompileError
+
+from . import ptx
+from .emitter import Lin, _pack, rule
+from .rules_layout import move
+
+_COMMUTATIVE = {"add", "mul", "maximum", "minimum", "and", "or", "xor"}
+
+
+def _commutative(region) -> bool:
+    ops = region.ops
+    if len(ops) != 2 or len(region.args) != 2:
+        return False
+    op, y = ops
+    return (op.name in _COMMUTATIVE and y.name == "yield" and y.operands == [op.result]
+            and set(op.operands) == set(region.args) and len(set(op.operands)) == 2)
+
+
+def combiner(em, region):
+    """combine(lhs regs, rhs regs) -> regs: the region inlined; a body of one binary op on
+    its two arguments is emitted directly (the common sum/max/min), with CSE."""
+    if _commutative(region) or (len(region.ops) == 2 and len(region.args) == 2
+                                and region.ops[0].operands == region.args):
+        op = region.ops[0]
+        from .emitter import RULES
+        rule_fn = RULES[op.name]
+
+        def direct(a, b):
+            em.vals[region.args[0]], em.vals[region.args[1]] = [a[0]], [b[0]]
+            ((r,),) = rule_fn(em, op)
+            return [r]
+        if region.ops[1].name == "yield" and region.ops[1].operands == [op.result]:
+            return direct
+    return lambda a, b: em.call_region(region, list(a) + list(b))
+
+
+def shfl(em, kind: str, x: str, t, lane_arg, clamp: int = 31) -> str:
+    """shfl.sync.<kind> of one register of dtype t (64-bit and pred values split)."""
+    cls = ptx.rclass(t)
+    if cls in ("b64", "f64"):
+        lo, hi = em.reg("b32"), em.reg("b32")
+        em.emit(f"mov.b64 {{{lo}, {hi}}}, {x};")
+        a = em.ins("b32", f"shfl.sync.{kind}.b32 {{d}}, {lo}, {lane_arg}, {clamp}, -1;")
+        b = em.ins("b32", f"shfl.sync.{kind}.b32 {{d}}, {hi}, {lane_arg}, {clamp}, -1;")
+        return em.ins(cls, f"mov.b64 {{d}}, {{{a}, {b}}};")
+    if cls == "pred":
+        v = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {x};")
+        s = em.ins("b32", f"shfl.sync.{kind}.b32 {{d}}, {v}, {lane_arg}, {clamp}, -1;")
+        return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
+    if cls == "f32":
+        return em.ins("f32", f"shfl.sync.{kind}.b32 {{d}}, {x}, {lane_arg}, {clamp}, -1;")
+    return em.ins("b32", f"shfl.sync.{kind}.b32 {{d}}, {x}, {lane_arg}, {clamp}, -1;")
+
+
+def select(em, t, p, a, b) -> str:
+    """p ? a : b"""
+    if a == b:
+        return a
+    cls = ptx.rclass(t)
+    if cls == "pred":
+        x = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {a};")
+        y = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {b};")
+        s = em.ins("b32", f"selp.b32 {{d}}, {x}, {y}, {p};")
+        return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
+    return em.ins(cls, f"selp.{cls if cls[0] == 'f' else cls} {{d}}, {a}, {b}, {p};")
+
+
+def _smem_slot(t) -> tuple[str, int]:
+    cls = ptx.rclass(t)
+    return ({"pred": "b32", "b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64"}[cls],
+            8 if cls in ("b64", "f64") else 4)
+
+
+def _st(em, t, addr, off, r, pred=None):
+    st, _ = _smem_slot(t)
+    if ptx.rclass(t) == "pred":
+        r = em.to_b32(r, t)
+    g = f"@{pred} " if pred else ""
+    em.emit(f"{g}st.shared.{st} [{addr}+{off}], {r};")
+
+
+def _ld(em, t, addr, off):
+    st, _ = _smem_slot(t)
+    cls = ptx.rclass(t)
+    r = em.ins("b32" if cls == "pred" else cls, f"ld.shared.{st} {{d}}, [{addr}+{off}];")
+    if cls == "pred":
+        r = em.ins("pred", f"setp.ne.u32 {{d}}, {r}, 0;")
+    return r
+
+
+def _check_pure(lin: LinearLayout, axis: int, what: str, loc):
+    for b in lin.reg_bases + lin.lane_bases + lin.warp_bases:
+        if b[axis] and any(c for d, c in enumerate(b) if d != axis):
+            raise CompileError(
+                f"{what} along axis {axis}: the layout has a basis {list(b)} that moves along the axis "
+                "and another dimension at once; the NVIDIA backend needs each register/lane/warp "
+                "bit to move along one dimension", loc,
+                notes=("convert first: gl.convert_layout(x, gl.BlockedLayout(...))",))
+
+
+def _regions(dtypes, count: int) -> list[int]:
+    """Byte offset of each input's part of the scratch, for ``count`` slots each."""
+    offs, o = [], 0
+    for t in dtypes:
+        _, es = _smem_slot(t)
+        o = (o + 7) // 8 * 8
+        offs.append(o)
+        o += es * count
+    offs.append(o)
+    return offs
+
+
+def _lane_bit(em, i: int) -> str:
+    key = ("lanebit", i)
+    p = em.thread_cache.get(key)
+    if p is None:
+        _, lane, _ = em.tid()
+        x = em.reg("b32")
+        em.pro(f"and.b32 {x}, {lane}, {1 << i};")
+        p = em.reg("pred")
+        em.pro(f"setp.ne.u32 {p}, {x}, 0;")
+        em.thread_cache[key] = p
+    return p
+
+
+@rule("reduce")
+def _reduce(em, op):
+    axis = op.attrs["axis"]
+    xs = op.operands
+    n = len(xs)
+    dtypes = [v.type.dtype for v in xs]
+    lin = em.lin(xs[0])
+    _check_pure(lin, axis, "reduce", op.loc)
+    region = op.regions[0]
+    comm = _commutative(region)
+    combine = combiner(em, region)
+
+    regs = [em.vals[v] for v in xs]
+    vals = {r: [regs[j][r] for j in range(n)] for r in range(lin.num_regs)}
+    by_coord = lambda bases: sorted((i for i, b in enumerate(bases) if b[axis]), key=lambda i: bases[i][axis])  # noqa: E731
+    for i in by_coord(lin.reg_bases):
+        bit = 1 << i
+        for r in sorted(vals):
+            if not r & bit and r | bit in vals:
+                vals[r] = combine(vals[r], vals.pop(r | bit))
+    for i in by_coord(lin.lane_bases):
+        for r in vals:
+            other = [shfl(em, "bfly", x, t, 1 << i) for x, t in zip(vals[r], dtypes)]
+            if comm:
+                vals[r] = combine(vals[r], other)
+            else:
+                p = _lane_bit(em, i)
+                lhs = [select(em, t, p, o, x) for x, o, t in zip(vals[r], other, dtypes)]
+                rhs = [select(em, t, p, x, o) for x, o, t in zip(vals[r], other, dtypes)]
+                vals[r] = combine(lhs, rhs)
+    res = op.results
+    out_shape = res[0].type.shape
+    drop = lambda b: tuple(b[:axis]) + tuple(b[axis + 1:])  # noqa: E731
+    keep = [i for i, b in enumerate(lin.reg_bases) if not b[axis]]
+    out_lin = em.lin(res[0])
+    warp_axis = by_coord(lin.warp_bases)
+    if not warp_axis:
+        if out_lin is None:
+            return [[vals[0][j]] for j in range(n)]
+        pseudo = Lin(out_shape, [drop(lin.reg_bases[i]) for i in keep],
+                     [drop(b) for b in lin.lane_bases], [drop(b) for b in lin.warp_bases])
+        keys = sorted(vals)
+        return [move(em, [vals[k][j] for k in keys], dtypes[j], pseudo, out_lin) for j in range(n)]
+    # warps split the axis: partials through shared memory, slot = the warp's axis index
+    numel = 1
+    for s in out_shape:
+        numel *= s
+    nslots = 1 << len(warp_axis)
+    offs = _regions(dtypes, nslots * numel)
+    base = em.scratch(offs[-1])
+    pk = lambda b: _pack(drop(b), out_shape) if out_shape else 0  # noqa: E731
+    rank = {i: k for k, i in enumerate(warp_axis)}
+    lane_vals = tuple(pk(b) for b in lin.lane_bases)
+    warp_vals = tuple((1 << rank[i]) * numel if i in rank else pk(b) for i, b in enumerate(lin.warp_bases))
+    tp, tmask = em.thread_xor(lane_vals, warp_vals)
+    axis_lanes = sum(1 << i for i, b in enumerate(lin.lane_bases) if b[axis])
+    writer = None
+    if axis_lanes:
+        key = ("lanes0", axis_lanes)
+        writer = em.thread_cache.get(key)
+        if writer is None:
+            _, lane, _ = em.tid()
+            x = em.reg("b32")
+            em.pro(f"and.b32 {x}, {lane}, {axis_lanes};")
+            writer = em.reg("pred")
+            em.pro(f"setp.eq.u32 {writer}, {x}, 0;")
+            em.thread_cache[key] = writer
+    for r in sorted(vals):
+        rp = 0
+        for i, b in enumerate(lin.reg_bases):
+            if r >> i & 1:
+                rp ^= pk(b)
+        for j, t in enumerate(dtypes):
+            _, es = _smem_slot(t)
+            a = _slot_addr(em, base, tp, tmask, rp, es, offs[j])
+            _st(em, t, a[0], a[1], vals[r][j], writer)
+    em.barrier()
+    # read back for the output layout
+    if out_lin is None:
+        otp, omask, oregs = None, 0, [0]
+    else:
+        otp, omask = em.thread_part(out_lin, lambda b: _pack(b, out_shape))
+        oregs = [em.reg_part(out_lin, r, lambda b: _pack(b, out_shape)) for r in range(out_lin.num_regs)]
+    outs = [[] for _ in range(n)]
+    for orp in oregs:
+        parts = []
+        for k in range(nslots):
+            row = []
+            for j, t in enumerate(dtypes):
+                _, es = _smem_slot(t)
+                if otp is None:
+                    row.append(_ld(em, t, base, offs[j] + k * numel * es))
+                else:
+                    a = _slot_addr(em, base, otp, omask, orp, es, offs[j] + k * numel * es)
+                    row.append(_ld(em, t, a[0], a[1]))
+            parts.append(row)
+        while len(parts) > 1:
+            parts = [combine(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+        for j in range(n):
+            outs[j].append(parts[0][j])
+    return outs
+
+
+def _slot_addr(em, base, tp, tmask, rp, es, off):
+    """(register, immediate) addressing element (thread part ^ rp) of a slot array."""
+    if rp & tmask == 0:
+        key = ("slotaddr", tp, es)
+        a = em.thread_cache.get(key)
+        if a is None:
+            a = em.reg("b32")
+            em.pro(f"mad.lo.u32 {a}, {tp}, {es}, {base};")
+            em.thread_cache[key] = a
+        return a, off + rp * es
+    x = em.ins("b32", f"xor.b32 {{d}}, {tp}, {rp};")
+    return em.ins("b32", f"mad.lo.u32 {{d}}, {x}, {es}, {base};"), off
+
+
+# -- scan -----------------------------------------------------------------------------------
+
+class _Maybe:
+    """A value that may be absent at run time (flag None: always present)."""
+    __slots__ = ("regs", "flag")
+
+    def __init__(self, regs, flag=None):
+        self.regs, self.flag = regs, flag
+
+
+def _combine_opt(em, dtypes, combine, a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    c = combine(a.regs, b.regs)
+    sel = lambda p, x, y: [select(em, t, p, u, v) for t, u, v in zip(dtypes, x, y)]  # noqa: E731
+    if a.flag is None and b.flag is None:
+        return _Maybe(c)
+    if a.flag is None:
+        return _Maybe(sel(b.flag, c, a.regs))
+    if b.flag is None:
+        return _Maybe(sel(a.flag, c, b.regs))
+    both = em.ins("pred", f"and.pred {{d}}, {a.flag}, {b.flag};")
+    r = sel(a.flag, a.regs, b.regs)
+    r = sel(both, c, r)
+    return _Maybe(r, em.ins("pred", f"or.pred {{d}}, {a.flag}, {b.flag};"))
+
+
+@rule("scan")
+def _scan(em, op):
+    axis, reverse = op.attrs["axis"], op.attrs["reverse"]
+    xs = op.operands
+    n = len(xs)
+    dtypes = [v.type.dtype for v in xs]
+    lin = em.lin(xs[0])
+    _check_pure(lin, axis, "scan", op.loc)
+    region = op.regions[0]
+    combine = combiner(em, region)
+    bits = sorted([(b[axis], "r", i) for i, b in enumerate(lin.reg_bases) if b[axis]]
+                  + [(b[axis], "l", i) for i, b in enumerate(lin.lane_bases) if b[axis]]
+                  + [(b[axis], "w", i) for i, b in enumerate(lin.warp_bases) if b[axis]])
+    kinds = "".join(k for _, k, _ in bits)
+    import re
+    if not re.fullmatch(r"r*l*w*r*", kinds):
+        raise CompileError(f"scan along axis {axis}: the layout spreads the axis over registers, "
+                           "lanes and warps in an order the NVIDIA backend does not scan (it needs "
+                           "registers, then lanes, then warps, then repeated registers)", op.loc,
+                           notes=("convert first to a BlockedLayout",))
+    m = re.fullmatch(r"(r*)(l*)(w*)(r*)", kinds)
+    nlo = len(m.group(1))
+    lo_regs = [i for _, k, i in bits[:nlo]]
+    lanes = [i for _, k, i in bits if k == "l"]
+    warps = [i for _, k, i in bits if k == "w"]
+    hi_regs = [i for _, k, i in bits[nlo + len(lanes) + len(warps):]]
+    if lanes and lanes != list(range(lanes[0], lanes[0] + len(lanes))):
+        raise CompileError(f"scan along axis {axis}: the axis lanes are not consecutive lane-id bits",
+                           op.loc, notes=("convert first to a BlockedLayout",))
+    regs = [em.vals[v] for v in xs]
+    axis_reg_mask = sum(1 << i for i in lo_regs + hi_regs)
+    groups = [g for g in range(lin.num_regs) if not g & axis_reg_mask]
+
+    def deposit(idx, positions):
+        r = 0
+        for k, p in enumerate(positions):
+            if idx >> k & 1:
+                r |= 1 << p
+        return r
+
+    nl = len(lanes)
+    _, lane, _ = em.tid()
+    lane_idx = None
+    if nl:
+        key = ("laneidx", lanes[0], nl)
+        lane_idx = em.thread_cache.get(key)
+        if lane_idx is None:
+            lane_idx = em.reg("b32")
+            em.pro(f"bfe.u32 {lane_idx}, {lane}, {lanes[0]}, {nl};")
+            em.thread_cache[key] = lane_idx
+    last_lane = (1 << nl) - 1
+    H = 1 << len(hi_regs)
+    L = 1 << len(lo_regs)
+    # local scans and lane scans, per (group, chunk)
+    local: dict = {}
+    lane_excl: dict = {}
+    totals: dict = {}   # warp-inclusive total (in the last lane along the axis)
+    for g in groups:
+        for h in range(H):
+            base_r = g | deposit(h, hi_regs)
+            order = [base_r | deposit(k, lo_regs) for k in range(L)]
+            if reverse:
+                order = order[::-1]
+            s = [regs[j][order[0]] for j in range(n)]
+            seq = {order[0]: s}
+            for r in order[1:]:
+                x = [regs[j][r] for j in range(n)]
+                s = combine(x, s) if reverse else combine(s, x)
+                seq[r] = s
+            local[(g, h)] = seq
+            T = s
+            for step in range(nl):
+                d = 1 << step
+                kind = "down" if reverse else "up"
+                y = [shfl(em, kind, v, t, d << lanes[0], 0 if not reverse else 31) for v, t in zip(T, dtypes)]
+                ok = em.ins("pred", f"setp.{'lt' if reverse else 'ge'}.u32 {{d}}, {lane_idx}, "
+                                    f"{last_lane - d + 1 if reverse else d};")
+                c = combine(T, y) if reverse else combine(y, T)
+                T = [select(em, t, ok, cv, tv) for t, cv, tv in zip(dtypes, c, T)]
+            totals[(g, h)] = T
+            if nl:
+                kind = "down" if reverse else "up"
+                y = [shfl(em, kind, v, t, 1 << lanes[0], 0 if not reverse else 31) for v, t in zip(T, dtypes)]
+                ok = em.ins("pred", f"setp.{'lt' if reverse else 'ge'}.u32 {{d}}, {lane_idx}, "
+                                    f"{last_lane if reverse else 1};")
+                lane_excl[(g, h)] = _Maybe(y, ok)
+            else:
+                lane_excl[(g, h)] = None
+    # warps: each warp's total through shared memory
+    warp_excl: dict = {}
+    chunk_total: dict = {}
+    out_shape = tuple(s for d, s in enumerate(lin.shape) if d != axis)
+    drop = lambda b: tuple(b[:axis]) + tuple(b[axis + 1:])  # noqa: E731
+    pk = lambda b: _pack(drop(b), out_shape) if out_shape else 0  # noqa: E731
+    if warps:
+        numel = 1
+        for s in out_shape:
+            numel *= s
+        nslots = 1 << len(warps)
+        per = nslots * numel
+        offs = _regions(dtypes, per * H)
+        base = em.scratch(offs[-1])
+        rank = {i: k for k, i in enumerate(warps)}
+        lane_vals = tuple(pk(b) for b in lin.lane_bases)
+        warp_vals = tuple((1 << rank[i]) * numel if i in rank else pk(b) for i, b in enumerate(lin.warp_bases))
+        tp, tmask = em.thread_xor(lane_vals, warp_vals)
+        rtp, rmask = em.thread_xor(lane_vals, tuple(0 if i in rank else pk(b) for i, b in enumerate(lin.warp_bases)))
+        widx, _ = em.thread_xor((0,) * len(lin.lane_bases),
+                                tuple((1 << rank[i]) if i in rank else 0 for i in range(len(lin.warp_bases))))
+        writer = None
+        if nl:
+            writer = em.ins("pred", f"setp.eq.u32 {{d}}, {lane_idx}, {0 if reverse else last_lane};")
+        for (g, h), T in totals.items():
+            rp = em.reg_part(lin, g, pk)
+            for j, t in enumerate(dtypes):
+                _, es = _smem_slot(t)
+                a, off = _slot_addr(em, base, tp, tmask, rp, es, offs[j] + h * per * es)
+                _st(em, t, a, off, T[j], writer)
+        em.barrier()
+        for (g, h) in totals:
+            rp = em.reg_part(lin, g, pk)
+            slots = []
+            for k in range(nslots):
+                row = []
+                for j, t in enumerate(dtypes):
+                    _, es = _smem_slot(t)
+                    a, off = _slot_addr(em, base, rtp, rmask, rp, es, offs[j] + (h * per + k * numel) * es)
+                    row.append(_ld(em, t, a, off))
+                slots.append(row)
+            ks = range(nslots - 1, -1, -1) if reverse else range(nslots)
+            acc, accs = None, {}
+            for k in ks:
+                acc = slots[k] if acc is None else (combine(slots[k], acc) if reverse else combine(acc, slots[k]))
+                accs[k] = acc
+            chunk_total[(g, h)] = acc
+            # exclusive over the warps before this one (after it, for reverse)
+            sel = None
+            for k in ks:
+                prev = k + 1 if reverse else k - 1
+                if prev < 0 or prev >= nslots:
+                    continue
+                is_k = em.ins("pred", f"setp.eq.u32 {{d}}, {widx}, {k};")
+                sel = accs[prev] if sel is None else [select(em, t, is_k, a, b) for t, a, b in zip(dtypes, accs[prev], sel)]
+            has = em.ins("pred", f"setp.{'lt' if reverse else 'gt'}.u32 {{d}}, {widx}, "
+                                 f"{nslots - 1 if reverse else 0};")
+            warp_excl[(g, h)] = _Maybe(sel, has) if sel is not None else None
+    else:
+        for key, T in totals.items():
+            if nl:
+                src = 0 if reverse else last_lane << lanes[0]
+                mask = last_lane << lanes[0]
+                # the lane at the end of this lane's axis segment holds the total
+                sl = em.thread_cache.get(("seglane", mask, src))
+                if sl is None:
+                    sl = em.reg("b32")
+                    em.pro(f"and.b32 {sl}, {lane}, {~mask & 31};")
+                    if src:
+                        em.pro(f"or.b32 {sl}, {sl}, {src};")
+                    em.thread_cache[("seglane", mask, src)] = sl
+                chunk_total[key] = [shfl(em, "idx", v, t, sl) for v, t in zip(T, dtypes)]
+            else:
+                chunk_total[key] = T
+    out = [[None] * lin.num_regs for _ in range(n)]
+    for g in groups:
+        carry = None
+        hs = range(H - 1, -1, -1) if reverse else range(H)
+        for h in hs:
+            if reverse:
+                post = _combine_opt(em, dtypes, combine, lane_excl[(g, h)], warp_excl.get((g, h)))
+                post = _combine_opt(em, dtypes, combine, post, carry)
+            else:
+                pre = _combine_opt(em, dtypes, combine, carry, warp_excl.get((g, h)))
+                pre = _combine_opt(em, dtypes, combine, pre, lane_excl[(g, h)])
+            for r, s in local[(g, h)].items():
+                if reverse:
+                    v = _combine_opt(em, dtypes, combine, _Maybe(s), post)
+                else:
+                    v = _combine_opt(em, dtypes, combine, pre, _Maybe(s))
+                for j in range(n):
+                    out[j][r] = v.regs[j]
+            if h != hs[-1]:
+                ct = _Maybe(chunk_total[(g, h)])
+                carry = (_combine_opt(em, dtypes, combine, ct, carry) if reverse
+                         else _combine_opt(em, dtypes, combine, carry, ct))
+    return out

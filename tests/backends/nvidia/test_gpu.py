@@ -1,0 +1,267 @@
+"""The NVIDIA backend on a GPU: every corpus kernel against the interpreter on fresh
+random inputs with poisoned outputs, softmax/layernorm against torch, hypothesis-made
+elementwise kernels, and the launcher's checks. Run with ``pytest -m gpu``."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import nv_corpus as corpus  # noqa: E402
+
+import gluon_trace as gt  # noqa: E402
+from gluon_trace import dtypes as dt  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.backend import get  # noqa: E402
+from gluon_trace.errors import LaunchError  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpu_reason():
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    try:
+        from cuda.bindings import driver
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return f"cuInit failed: {err.name}"
+    except Exception as e:  # no driver: cuda-python raises a RuntimeError subclass
+        return f"no NVIDIA driver ({type(e).__name__}: {e})"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+WHY = _gpu_reason()
+if WHY:
+    pytest.skip(f"no GPU: {WHY}", allow_module_level=True)
+
+import torch  # noqa: E402
+
+CASES = corpus.cases()
+_TD = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+       "float64": torch.float64, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+       "int64": torch.int64, "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
+       "uint64": torch.uint64, "int1": torch.bool}
+
+
+def to_gpu(a: corpus.Arr):
+    t = torch.from_numpy(np.ascontiguousarray(a.data)).to(_TD[a.dtype.name]).cuda()
+    if a.out:
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        else:
+            t.view(torch.uint8).fill_(0x5A)
+    return t
+
+
+def from_gpu(t, a: corpus.Arr) -> np.ndarray:
+    if a.dtype.name == "bfloat16":
+        return dt.f32_to_bf16_bits(t.float().cpu().numpy())
+    if a.dtype.name in ("uint16", "uint32", "uint64"):
+        return t.cpu().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[a.dtype.itemsize]).numpy().view(a.dtype.np)
+    return t.cpu().numpy()
+
+
+def reference(case, args):
+    """The interpreter on the same inputs (outputs poisoned)."""
+    specs = [a.spec() if isinstance(a, corpus.Arr) else a for a in args]
+    graph = case.kernel.trace(*specs, target="sm_90", **case.kw).graph
+    ref = [a.storage() if isinstance(a, corpus.Arr) else a for a in args]
+    for a, r in zip(args, ref):
+        if isinstance(a, corpus.Arr) and a.out:
+            if r.dtype.kind == "f":
+                r[...] = np.nan
+            else:
+                r.reshape(-1).view(np.uint8)[...] = 0x5A
+    grid = tuple(case.grid) + (1,) * (3 - len(case.grid))
+    with np.errstate(all="ignore"):
+        get("interpreter").run(graph, grid, ref)
+    return ref
+
+
+def compare(case, got, exp, t):
+    if t.name == "bfloat16":
+        got, exp = dt.bf16_bits_to_f32(got), dt.bf16_bits_to_f32(exp)
+    if case.order_free:
+        got, exp = np.sort(got.reshape(-1)), np.sort(exp.reshape(-1))
+    if got.dtype.kind == "f":
+        ok = np.isclose(got, exp, rtol=case.rtol or 0, atol=case.atol or 0, equal_nan=True)
+    else:
+        ok = got == exp
+    if not ok.all():
+        bad = np.argwhere(~ok.reshape(got.shape))[:8]
+        rows = [f"  {tuple(i)}: got {got[tuple(i)]!r} expected {exp[tuple(i)]!r}" for i in bad]
+        raise AssertionError(f"{case.name}: {int((~ok).sum())} of {ok.size} differ\n" + "\n".join(rows))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_matches_interpreter(case):
+    rng = np.random.default_rng()
+    args = case.make(rng)
+    ref = reference(case, args)
+    dev = [to_gpu(a) if isinstance(a, corpus.Arr) else a for a in args]
+    case.kernel[case.grid](*dev, **case.kw)
+    torch.cuda.synchronize()
+    for i in case.outputs:
+        compare(case, from_gpu(dev[i], args[i]), ref[i], args[i].dtype)
+
+
+def test_softmax_and_layernorm_match_torch():
+    x = torch.randn(64, 1024, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    corpus.softmax_k[(64,)](out, x, 1024, 1000, BLOCK=1024, L=corpus.L1_8)
+    ref = torch.softmax(x[:, :1000], dim=1)
+    torch.testing.assert_close(out[:, :1000], ref, rtol=1e-5, atol=1e-6)
+    xh = torch.randn(32, 1024, device="cuda", dtype=torch.float16)
+    w = torch.randn(1000, device="cuda", dtype=torch.float16)
+    b = torch.randn(1000, device="cuda", dtype=torch.float16)
+    y = torch.full_like(xh, float("nan"))
+    mean = torch.empty(32, device="cuda")
+    rstd = torch.empty(32, device="cuda")
+    corpus.layernorm_k[(32,)](y, xh, w, b, mean, rstd, 1024, 1000, 1e-5, BLOCK=1024, L=corpus.L1_8)
+    ref = torch.nn.functional.layer_norm(xh[:, :1000].float(), (1000,), w.float(), b.float(), 1e-5)
+    torch.testing.assert_close(y[:, :1000].float(), ref, rtol=2e-3, atol=4e-3)
+
+
+# -- random elementwise kernels (hypothesis) ---------------------------------------------------
+
+_EXACT_F = ("add", "sub", "mul", "div", "max", "min")
+_EXACT_I = ("add", "sub", "mul", "max", "min", "and", "or", "xor")
+
+
+def _eval(e, xs):
+    op = e[0]
+    if op == "x":
+        return xs[e[1]]
+    if op == "c":
+        return gl.full([], e[1], xs[0].dtype)
+    if op == "neg":
+        return -_eval(e[1], xs)
+    if op == "abs":
+        return gl.abs(_eval(e[1], xs))
+    if op == "where":
+        a, b = _eval(e[1], xs), _eval(e[2], xs)
+        return gl.where(a > b, a, b - a)
+    a, b = _eval(e[1], xs), _eval(e[2], xs)
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "div": lambda: a / b,
+            "max": lambda: gl.maximum(a, b), "min": lambda: gl.minimum(a, b), "and": lambda: a & b,
+            "or": lambda: a | b, "xor": lambda: a ^ b}[op]()
+
+
+@gt.jit
+def expr_k(out, a, b, c, n, EXPR: gl.constexpr, BLOCK: gl.constexpr):
+    offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=corpus.L1)
+    m = offs < n
+    xs = [gl.load(p + offs, mask=m) for p in (a, b, c)]
+    gl.store(out + offs, _eval(EXPR, xs).to(out.dtype.element), mask=m)
+
+
+def test_random_elementwise_kernels_match_interpreter():
+    from hypothesis import given, settings, strategies as st
+
+    def exprs(is_float):
+        leaf = st.one_of(st.tuples(st.just("x"), st.integers(0, 2)),
+                         st.tuples(st.just("c"), st.sampled_from([2.0, -0.5, 3.25] if is_float else [3, 7, 1])))
+        ops = _EXACT_F if is_float else _EXACT_I
+        return st.recursive(leaf, lambda kids: st.one_of(
+            st.tuples(st.sampled_from(ops), kids, kids),
+            st.tuples(st.sampled_from(["neg", "abs"]), kids),
+            st.tuples(st.just("where"), kids, kids)), max_leaves=8)
+
+    @st.composite
+    def case(draw):
+        t = draw(st.sampled_from([dt.float32, dt.float16, dt.bfloat16, dt.int32, dt.int8, dt.uint8]))
+        e = draw(exprs(t.is_floating))
+        if e[0] in ("x", "c"):
+            e = ("add", e, ("x", 0))
+        return t, e
+
+    @settings(max_examples=25, deadline=None)
+    @given(case(), st.integers(1, 1500))
+    def check(tc, n):
+        t, e = tc
+        rng = np.random.default_rng()
+        args = [corpus.empty(n, t)] + [corpus.arr(rng, n, t) for _ in range(3)] + [n]
+        c = corpus.Case("expr", expr_k, None, (max(1, -(-n // 512)),), (0,), dict(EXPR=e, BLOCK=512))
+        ref = reference(c, args)
+        dev = [to_gpu(a) if isinstance(a, corpus.Arr) else a for a in args]
+        expr_k[c.grid](*dev, EXPR=e, BLOCK=512)
+        torch.cuda.synchronize()
+        compare(c, from_gpu(dev[0], args[0]), ref[0], t)
+    check()
+
+
+# -- the launcher -------------------------------------------------------------------------
+
+def test_launch_errors_name_the_call_line():
+    x = torch.randn(1000, device="cuda")
+    out = torch.empty_like(x)
+    with pytest.raises(LaunchError, match="tensor on cpu") as e:
+        corpus.copy_k[(2,)](out, x.cpu(), 1000, BLOCK=512, L=corpus.L1)
+    assert e.value.loc.line == sys._getframe().f_lineno - 1
+    k = corpus.copy_k.trace(out, x, 1000, BLOCK=512, L=corpus.L1)
+    with pytest.raises(LaunchError, match="dtype torch.float16"):
+        get("nvidia").run(k.graph, (2, 1, 1), [out, x.half(), 1000])
+    with pytest.raises(LaunchError, match="takes 3 run-time arguments"):
+        get("nvidia").run(k.graph, (2, 1, 1), [out, x])
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(LaunchError, match="on cuda:1"):
+            corpus.copy_k[(2,)](out, x.to("cuda:1"), 1000, BLOCK=512, L=corpus.L1)
+
+
+def test_fast_path_and_respecialization():
+    k = corpus.add_k
+    a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    out = torch.empty_like(a)
+    for _ in range(3):
+        k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+    assert k._fast, "no fast launcher was registered"
+    torch.testing.assert_close(out, a + b)
+    ah, bh = a.half(), b.half()
+    outh = torch.empty_like(ah)
+    k[(8,)](outh, ah, bh, 4096, BLOCK=512, L=corpus.L1)  # a new dtype: a new specialization
+    torch.testing.assert_close(outh, ah + bh)
+    k[(8,)](out, a[1:], b[1:], 4095, BLOCK=512, L=corpus.L1)  # unaligned: another one
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[:4095], a[1:] + b[1:])
+    s = torch.cuda.Stream()
+    out.fill_(0)
+    with torch.cuda.stream(s):
+        k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+    k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1, stream=s)
+    s.synchronize()
+    torch.testing.assert_close(out, a + b)
+
+
+def test_more_than_48k_of_shared_memory():
+    L = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    A = gl.BlockedLayout([4, 1], [8, 4], [1, 4], [0, 1])
+    x = torch.randn(128, 128, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    corpus.convert_k[(1,)](out, x, M=128, N=128, A=L, B=A)
+    torch.testing.assert_close(out, x * 3.0)
+    ck = corpus.convert_k.trace(out, x, M=128, N=128, A=L, B=A).compile("sm_90a")
+    assert ck.shared_bytes >= 64 * 1024
+
+
+def test_cupy_arrays():
+    cp = pytest.importorskip("cupy")
+    x = cp.random.standard_normal(1000, dtype=cp.float32)
+    out = cp.full(1000, cp.nan, dtype=cp.float32)
+    corpus.copy_k[(2,)](out, x, 1000, BLOCK=512, L=corpus.L1)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, x)
+
+
+def test_device_print(capfd):
+    x = torch.arange(8, dtype=torch.float32, device="cuda") * 0.5
+    corpus.print_k[(1,)](x, 8)
+    torch.cuda.synchronize()
+    out = capfd.readouterr().out
+    assert "pid (0, 0, 0) v=[3]: 1.500000" in out and "pid (0, 0, 0) n=8" in out
+    assert out.count("v=[") == 8 and out.count("n=8") == 1
