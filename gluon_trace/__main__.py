@@ -7,21 +7,7 @@ import sys
 
 import numpy as np
 
-import gluon_trace as gt
-from gluon_trace import language as gl
-
-
-@gt.jit
-def softmax(out_ptr, in_ptr, stride, n_cols, BLOCK: gl.constexpr):
-    layout = gl.BlockedLayout(size_per_thread=[4], threads_per_warp=[32],
-                              warps_per_cta=[4], order=[0])
-    row = gl.program_id(0)
-    cols = gl.arange(0, BLOCK, layout=layout)
-    mask = cols < n_cols
-    x = gl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
-    x = x - gl.max(x, axis=0)
-    e = gl.exp(x)
-    gl.store(out_ptr + row * stride + cols, e / gl.sum(e, axis=0), mask=mask)
+from gluon_trace.examples import SOFTMAX_SPECS, softmax
 
 
 def _gpu_reason() -> str | None:
@@ -47,7 +33,7 @@ def main() -> int:
     ref = np.exp(x - x.max(1, keepdims=True))
     ref /= ref.sum(1, keepdims=True)
 
-    k = softmax.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32, gl.int32, BLOCK=block)
+    k = softmax.trace(*SOFTMAX_SPECS, BLOCK=block)
     print(k.ir)
     why = _gpu_reason()
     if why is None:

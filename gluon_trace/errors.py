@@ -28,7 +28,7 @@ class SourceLoc:
         return linecache.getline(self.file, self.line).strip()
 
 
-_KERNEL_FILES = {os.path.join(_PKG_DIR, "__main__.py")}  # library files that hold user-style kernels
+_KERNEL_FILES = {os.path.join(_PKG_DIR, n) for n in ("__main__.py", "examples.py")}  # library files that hold user-style kernels
 
 
 def _is_library_file(filename: str) -> bool:

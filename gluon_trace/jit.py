@@ -8,7 +8,7 @@ on the :class:`JITFunction`; compiled binaries are cached by the backends.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -19,7 +19,6 @@ import abc
 import functools
 import html
 import math
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -85,7 +85,7 @@ def _same(kinds: str | None = None):
                 raise ctx.error(f"this function needs a floating-point operand, got {t.dtype}; "
                                 "convert first with x.to(gl.float32)")
             if kinds != "ptr" and t.dtype.is_ptr:
-                raise ctx.error(f"pointers take part only in ptr + int and comparisons, not this op")
+                raise ctx.error("pointers take part only in ptr + int and comparisons, not this op")
         return [ts[0]]
     return rule
 

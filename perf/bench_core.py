@@ -16,21 +16,7 @@ import time
 
 import numpy as np
 
-import gluon_trace as gt
-from gluon_trace import language as gl
-
-
-@gt.jit
-def softmax(out_ptr, in_ptr, stride, n_cols, BLOCK: gl.constexpr):
-    layout = gl.BlockedLayout(size_per_thread=[4], threads_per_warp=[32],
-                              warps_per_cta=[4], order=[0])
-    row = gl.program_id(0)
-    cols = gl.arange(0, BLOCK, layout=layout)
-    mask = cols < n_cols
-    x = gl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
-    x = x - gl.max(x, axis=0)
-    e = gl.exp(x)
-    gl.store(out_ptr + row * stride + cols, e / gl.sum(e, axis=0), mask=mask)
+from gluon_trace.examples import SOFTMAX_SPECS, softmax
 
 
 def median_time(fn, repeat):
@@ -43,7 +29,7 @@ def median_time(fn, repeat):
 
 
 def main() -> int:
-    specs = (gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32, gl.int32)
+    specs = SOFTMAX_SPECS
 
     def trace_fresh():
         softmax.cache.clear()  # measure a real trace, not a cache hit

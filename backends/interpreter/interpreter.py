@@ -23,7 +23,7 @@ import numpy as np
 
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import InterpreterError
-from gluon_trace.ir import Block, Graph, Op
+from gluon_trace.ir import Block, Graph
 
 from .memory import Memory
 
