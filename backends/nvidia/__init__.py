@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from gluon_trace.errors import LaunchError
 
-from . import compiler as _compiler  # noqa: F401  (the compile path loads with the backend)
+from . import compiler  # noqa: F401  (the compile path loads with the backend, not at a cache hit)
 from .ptx import TARGETS
 
 
 def _rules() -> dict:
-    from . import rules_control, rules_elementwise, rules_layout, rules_memory, rules_reduce  # noqa: F401
+    from . import rules_control, rules_elementwise, rules_layout, rules_memory, rules_reduce  # noqa: F401,F811
     from .emitter import RULES  # noqa: F811
     return RULES
 

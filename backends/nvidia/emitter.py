@@ -26,8 +26,7 @@ from gluon_trace.layouts import LinearLayout
 
 from . import ptx
 from .axisinfo import Analysis
-
-from .ptx import PTX_VERSION, TARGETS, param_type  # noqa: F401
+from .ptx import PTX_VERSION, TARGETS, param_type
 
 RULES: dict = {}
 
@@ -263,7 +262,7 @@ class Emitter:
                 x = self.reg("b32")
                 self.pro(f"xor.b32 {x}, {r}, {t};")
                 r = x
-        c = self.thread_cache[key] = (r, _spread(mask))
+        c = self.thread_cache[key] = (r, mask)  # XORs of the entries stay inside their OR
         return c
 
     def thread_part(self, lin: LinearLayout, fn) -> tuple[str, int]:
@@ -499,12 +498,6 @@ class Emitter:
         out.append("\tret;")
         out.append("}")
         return "\n".join(out) + "\n", line_locs
-
-
-def _spread(mask: int) -> int:
-    """All bits at or below the highest set bit of ``mask`` that XOR/adds of values under
-    ``mask`` can reach: the mask itself (values are XORs of the entries)."""
-    return mask
 
 
 def _escape(s: str) -> str:

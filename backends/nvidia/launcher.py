@@ -89,14 +89,15 @@ _libcuda = False
 
 
 def libcuda_launch():
-    """libcuda's cuLaunchKernel through ctypes: the same driver entry point cuda-python
-    wraps, with a fixed signature, so a launch costs one foreign call. None if unavailable
-    or GLUON_TRACE_LAUNCH=cuda-python."""
+    """libcuda's cuLaunchKernel through ctypes, used by the fast path with
+    GLUON_TRACE_LAUNCH=ctypes. Measured on an H100 (perf/README.md) it costs more than
+    cuda-python's Cython call (ctypes converts 11 arguments per call), so cuda-python's
+    cuLaunchKernel is the default."""
     global _libcuda
     if _libcuda is False:
         import os
         _libcuda = None
-        if os.environ.get("GLUON_TRACE_LAUNCH", "ctypes") == "ctypes":
+        if os.environ.get("GLUON_TRACE_LAUNCH", "cuda-python") == "ctypes":
             try:
                 lib = ctypes.CDLL("libcuda.so.1")
                 f = lib.cuLaunchKernel
@@ -187,6 +188,7 @@ class KernelLauncher:
         self.nthreads = 32 * graph.num_warps
         self.smem = ck.shared_bytes
         self.fn = self.drv.cu.CUfunction(int(self.kern))
+        self.lock = threading.Lock()
 
     def configure(self, dev: int) -> None:
         if dev in self.configured:
@@ -279,12 +281,13 @@ class KernelLauncher:
         if any(g >= 1 << 31 for g in grid) or grid[1] >= 65536 or grid[2] >= 65536:
             raise LaunchError(f"grid {tuple(grid)} exceeds the device limits (x < 2**31, y and z < 65536)", loc)
         s = _stream_handle(stream, dev, used_torch)
-        self.packer.pack_into(self.buf, 0, *values)
         cu = self.drv.cu
         with _Switch(self.drv, dev):
             self.configure(dev)
-            (err,) = cu.cuLaunchKernel(self.fn, grid[0], grid[1], grid[2], self.nthreads, 1, 1,
-                                       self.smem, cu.CUstream(s), self.params, 0)
+            with self.lock:  # the argument buffer is shared: pack and launch as one step
+                self.packer.pack_into(self.buf, 0, *values)
+                (err,) = cu.cuLaunchKernel(self.fn, grid[0], grid[1], grid[2], self.nthreads, 1, 1,
+                                           self.smem, cu.CUstream(s), self.params, 0)
         self.drv.check(err, f"launching {self.graph.name}", loc)
 
     # -- the generated fast path ---------------------------------------------------------------
@@ -300,7 +303,7 @@ class KernelLauncher:
              "SMEM": self.smem, "getstream": torch._C._cuda_getCurrentRawStream,
              "getdev": torch._C._cuda_getDevice, "NDEV": self.drv.ndev, "CFG": self.configured,
              "CUstream": self.drv.cu.CUstream, "STREAMS": {}, "ok": self.drv.cu.CUresult.CUDA_SUCCESS,
-             "fail": self._fail, "claunch": libcuda_launch(), "FP": int(self.fn)}
+             "fail": self._fail, "claunch": libcuda_launch(), "FP": int(self.fn), "LOCK": self.lock}
         n = len(specs)
         body = ["def fast(grid, args, kwargs, stream):",
                 f"    if len(args) != {n} or kwargs != EXP: return False"]
@@ -353,20 +356,21 @@ class KernelLauncher:
             f"    if {dev} not in CFG or (NDEV > 1 and {dev} != getdev()): return False",
             f"    if stream is None: stream = getstream({dev})",
         ]
-        if n:
-            body += [f"    pack(S, 0, {', '.join(f'p{i}' for i in range(n))})"]
+        pack = [f"        pack(S, 0, {', '.join(f'p{i}' for i in range(n))})"] if n else []
         if g["claunch"] is not None:
+            g["self_err"] = self.drv.cu.CUresult
             body += ["    if stream.__class__ is not int: return False",
-                     "    err = claunch(FP, gx, gy, gz, NT, 1, 1, SMEM, stream, P, None)",
+                     "    with LOCK:"] + pack + [
+                     "        err = claunch(FP, gx, gy, gz, NT, 1, 1, SMEM, stream, P, None)",
                      "    if err: fail(self_err(err))",
                      "    return True"]
-            g["self_err"] = self.drv.cu.CUresult
         else:
             body += ["    cs = STREAMS.get(stream)",
                      "    if cs is None:",
                      "        if stream.__class__ is not int or len(STREAMS) > 64: return False",
                      "        cs = STREAMS[stream] = CUstream(stream)",
-                     "    err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
+                     "    with LOCK:"] + pack + [
+                     "        err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
                      "    if err != ok: fail(err)",
                      "    return True"]
         exec(compile("\n".join(body), f"<gluon_trace fast launcher {self.graph.name}>", "exec"), g)

@@ -110,7 +110,7 @@ def _ld(em, t, addr, off):
     return r
 
 
-def _check_pure(lin: LinearLayout, axis: int, what: str, loc):
+def _check_pure(lin, axis: int, what: str, loc):
     for b in lin.reg_bases + lin.lane_bases + lin.warp_bases:
         if b[axis] and any(c for d, c in enumerate(b) if d != axis):
             raise CompileError(

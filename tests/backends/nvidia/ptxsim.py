@@ -240,9 +240,7 @@ class Sim:
         return args[0]
 
     def op_bar(self, parts, args, m, active):
-        # every live thread of a CTA that runs this barrier must be here
-        ctas = np.unique(self.cta[m])
-        return None
+        return None  # lockstep by lowest pc: every thread of the CTA arrives together
 
     # -- moves -----------------------------------------------------------------------------
     def op_mov(self, parts, args, m, active):
@@ -321,8 +319,6 @@ class Sim:
             self._bin(parts, args, m, idiv)
 
     def op_rem(self, parts, args, m, active):
-        t = parts[-1]
-
         def irem(a, b, t):
             bb = np.where(b == 0, 1, b)
             if t[0] == "s":
@@ -532,7 +528,6 @@ class Sim:
 
     def op_ld(self, parts, args, m, active):
         space = parts[1]
-        vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
         t = parts[-1]
         d, a = args
         outs = [x.strip() for x in d[1:-1].split(",")] if d.startswith("{") else [d]
