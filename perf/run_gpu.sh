@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Everything the lent GPU proves, in one call: install, GPU tests, the main job, benchmarks.
+#   bash perf/run_gpu.sh            (writes logs and results under ${OUT:-/tmp/gt-gpu})
+set -uo pipefail
+OUT=${OUT:-/tmp/gt-gpu}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# the device image has no network: install without fetching build dependencies
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
+  || { echo "editable install failed; using PYTHONPATH"; tail -3 "$OUT/install.log"; }
+# fall back to the source tree, with gluon_trace.backends pointing at backends/
+python3 -c "import gluon_trace.backends.nvidia" 2>/dev/null || {
+  ln -sfn "$PWD/backends" "$PWD/gluon_trace/backends"; export PYTHONPATH=$PWD; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -m gluon_trace 2>&1 | tail -1 | tee "$OUT/main.txt"
+python3 -m pytest -q -m gpu -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+python3 perf/bench_nvidia.py 2>&1 | tee "$OUT/bench.log" | tail -30
+cp perf/results/*.json perf/README.md "$OUT/" 2>/dev/null
