@@ -248,7 +248,7 @@ def bench_softmax():
         pairs = list(zip(ys, xs))
         gbs = lambda ms: 2 * rows * cols * 4 / (ms * 1e-3) / 1e12  # noqa: E731
         configs = []
-        for nw in (4, 8, 16):
+        for nw in (4, 8, 16, 32):
             if cols // (32 * nw) <= 64 and cols >= 4 * 32 * nw:
                 L = blocked(4, nw)
                 configs.append((f"row per program, {nw} warps",

@@ -13,5 +13,8 @@ python3 -c "import gluon_trace.backends.nvidia" 2>/dev/null || {
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m gluon_trace 2>&1 | tail -1 | tee "$OUT/main.txt"
 python3 -m pytest -q -m gpu -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+python3 notebooks/run_cells.py notebooks/*.ipynb > "$OUT/notebooks.log" 2>&1; echo "notebooks rc=$?" | tee -a "$OUT/notebooks.log"
+grep -E "GPU|timing on|best" "$OUT/notebooks.log" | head -12
+compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gluon_trace 2>&1 | tail -3 | tee "$OUT/sanitizer.log"
 python3 perf/bench_nvidia.py 2>&1 | tee "$OUT/bench.log" | tail -30
 cp perf/results/*.json perf/README.md "$OUT/" 2>/dev/null
