@@ -122,12 +122,12 @@ def compare(em, name, d, a, b):
     n): such registers get the same mask element, so their loads can be one vector."""
     if isinstance(b, Aff) and not isinstance(a, Aff):
         a, b, name = b, a, arith.SWAP_CMP[name]
-    if isinstance(a, Aff) and name in ("lt", "ge") and not isinstance(b, Aff) and em.uniform(b) \
-            and not d.is_ptr:
-        m = min(em.mult(a.var), em.mult(b), 1 << 16)
+    va, ca = split(a, d) if not d.is_ptr else (None, 0)
+    if va is not None and name in ("lt", "ge") and not isinstance(b, Aff) and em.uniform(b):
+        m = min(em.mult(va), em.mult(b), 1 << 16)
         if m > 1:
-            q = a.c - a.c % m
-            key = ("cmp", name, d.name, elem_key(a.var), q, elem_key(b))
+            q = ca - ca % m
+            key = ("cmp", name, d.name, elem_key(va), q, elem_key(b))
             return _cse(em, key, lambda: arith.compare(
-                em, name, d, em.real(make(em, a.var, q, a.size)), b))
+                em, name, d, em.real(make(em, va, q, 1 if d.bits < 64 else 2)), b))
     return arith.compare(em, name, d, em.real(a), em.real(b))

@@ -16,7 +16,7 @@ from gluon_trace import dtypes as dt
 
 from . import fmath
 from .emitter import dwords
-from .mir import Imm, Neg, Reg, hi, is_vgpr, lo
+from .mir import Imm, Neg, hi, is_vgpr, lo
 
 SWAP_CMP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 S_CMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "lg"}
@@ -91,14 +91,20 @@ def round_bf16(em, x):
 
 def cond_vcc(em, c) -> None:
     """vcc = (c != 0) for a 0/1 element."""
+    from .emitter import elem_key
+    if em.vcc_holds is not None and em.vcc_holds == elem_key(c):
+        return  # the compare that made c left its mask in vcc
     if is_vgpr(c):
         em.valu("v_cmp_ne_u32", em.vcc, [Imm(0), c], form="vopc")
     else:
         em.valu("v_cmp_ne_u32", em.vcc, [c, Imm(0)], form="vopc")
+    em.note_vcc(c)
 
 
 def bool_from_vcc(em):
-    return em.valu("v_cndmask_b32", em.v(), [Imm(0), Imm(1), em.vcc], implicit=1)
+    b = em.valu("v_cndmask_b32", em.v(), [Imm(0), Imm(1), em.vcc], implicit=1)
+    em.note_vcc(b)
+    return b
 
 
 def scc_of(em, c) -> None:
@@ -253,8 +259,7 @@ def ibinary64(em, name, d, a, b):
         if r is not None and name not in ("shl", "shr"):
             return r
     if name in ("floordiv", "mod"):
-        raise em.error(f"64-bit integer {'//' if name == 'floordiv' else '%'} is not supported "
-                       "(convert to int32 first)")
+        return fmath.idiv64(em, d, a, b, rem=name == "mod")
     if name in ("add", "sub"):
         return add64(em, a, b, sub=name == "sub")
     if name in ("and", "or", "xor"):

@@ -29,6 +29,7 @@ class Emitted:
     layout: md.KernargLayout
     code: list
     loops: list
+    kernel: "KernelText"
 
 
 def lower(graph, target: str) -> Emitted:
@@ -49,8 +50,10 @@ def lower(graph, target: str) -> Emitted:
     code = insert_waits(code, t)
     code = fix_hazards(code, t)
     vgprs = _shift64_bump(code, alloc.vgprs) if t.name == "gfx90a" else alloc.vgprs
-    text = render(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs)
-    return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops)
+    kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs)
+    text = module_text(t.name, [kt])
+    return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops,
+                   kt)
 
 
 def _shift64_bump(code, vgprs: int) -> int:
@@ -66,11 +69,17 @@ def _shift64_bump(code, vgprs: int) -> int:
     return vgprs
 
 
-def render(graph, em, code, lay, *, vgprs, sgprs) -> str:
+@dataclass
+class KernelText:
+    code: str          # the function: label, instructions, size
+    descriptor: str    # .amdhsa_kernel block
+    meta: list         # its amdhsa.kernels entry (YAML lines)
+
+
+def render_kernel(graph, em, code, lay, *, vgprs, sgprs) -> KernelText:
     t = em.t
     name = graph.name
-    out = [f'.amdgcn_target "amdgcn-amd-amdhsa--{t.name}"', ".amdhsa_code_object_version 5",
-           ".text", f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
+    out = [f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
     last = None
     for i in code:
         if isinstance(i, Label):
@@ -80,14 +89,24 @@ def render(graph, em, code, lay, *, vgprs, sgprs) -> str:
             out.append(f"  ; loc {i.loc.file}:{i.loc.line}")
             last = i.loc
         out.append("  " + render_inst(i))
-    out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}", "",
-            ".rodata", ".p2align 6",
-            md.descriptor(name=name, lds=em.lds_size, kernarg_size=lay.size, vgprs=vgprs,
-                          sgprs=sgprs, gfx9=t.gfx9, wave=t.wave), "",
-            ".amdgpu_metadata",
-            md.metadata_yaml(name=name, target=t.name, lay=lay, lds=em.lds_size, vgprs=max(vgprs, 1),
-                             sgprs=max(sgprs, 5) + 2, wave=t.wave,
-                             workgroup=graph.num_warps * t.wave, gfx9=t.gfx9).rstrip(),
+    out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}"]
+    desc = md.descriptor(name=name, lds=em.lds_size, kernarg_size=lay.size, vgprs=vgprs,
+                         sgprs=sgprs, gfx9=t.gfx9, wave=t.wave)
+    meta = md.metadata_kernel(name=name, lay=lay, lds=em.lds_size, vgprs=max(vgprs, 1),
+                              sgprs=max(sgprs, 5) + 2, wave=t.wave,
+                              workgroup=graph.num_warps * t.wave, gfx9=t.gfx9)
+    return KernelText("\n".join(out), desc, meta)
+
+
+def module_text(target: str, kernels: list) -> str:
+    """One assembly file holding several kernels (each needs a distinct name)."""
+    out = [f'.amdgcn_target "amdgcn-amd-amdhsa--{target}"', ".amdhsa_code_object_version 5",
+           ".text"]
+    out += [k.code for k in kernels]
+    out += ["", ".rodata", ".p2align 6"]
+    out += [k.descriptor for k in kernels]
+    out += ["", ".amdgpu_metadata",
+            md.metadata_document(target, [k.meta for k in kernels]).rstrip(),
             ".end_amdgpu_metadata", ""]
     return "\n".join(out)
 

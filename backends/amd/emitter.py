@@ -68,6 +68,8 @@ class Emitter:
         self.used = {v for op in graph.body.walk() for v in op.operands}
         self.cse: list = [{}]        # scoped: entries made inside a loop/branch die with it
         self.mults: dict = {}        # elem_key -> a power of two the value is a multiple of
+        self.homes: set = set()      # ids of loop/branch registers (they hold several values)
+        self.vcc_holds = None        # elem_key of the 0/1 element whose mask vcc holds
 
     # -- common subexpressions and known multiples ------------------------------------------
     def cse_get(self, key):
@@ -134,7 +136,15 @@ class Emitter:
     def emit(self, op, defs=(), uses=(), suffix="", kind="salu", target=None, imp=()) -> Inst:
         i = Inst(op, defs, uses, suffix, kind, self.loc, target, imp)
         self.code.append(i)
+        if self.code is not self.pre and (target is not None or any(
+                isinstance(d, Fixed) and d.name.startswith("vcc") for d in defs)):
+            self.vcc_holds = None
         return i
+
+    def note_vcc(self, b) -> None:
+        """vcc now holds the lane mask of the 0/1 element b (so `b != 0` needs no v_cmp)."""
+        if self.code is not self.pre:
+            self.vcc_holds = elem_key(b)
 
     def label(self, prefix="L") -> Label:
         self._labels += 1
@@ -142,6 +152,7 @@ class Emitter:
 
     def place(self, lab: Label) -> None:
         self.code.append(lab)
+        self.vcc_holds = None
 
     def error(self, msg: str) -> CompileError:
         return CompileError(f"AMD backend ({self.t.name}): {msg}", self.loc)
@@ -309,8 +320,11 @@ class Emitter:
         """Registers a loop-carried or branch-joined value lives in."""
         n = dwords(ty.dtype)
         if ty.is_scalar:
-            return Reg("v" if ty.dtype.is_floating else "s", n)
-        return [Reg("v", n) for _ in range(self.linear(ty).num_regs)]
+            regs = [Reg("v" if ty.dtype.is_floating else "s", n)]
+        else:
+            regs = [Reg("v", n) for _ in range(self.linear(ty).num_regs)]
+        self.homes.update(r.id for r in regs)
+        return regs[0] if ty.is_scalar else regs
 
     # -- values --------------------------------------------------------------------------------
     def linear(self, ty):

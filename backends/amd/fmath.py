@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import struct
 
-from gluon_trace import dtypes as dt
 
 from .mir import Imm, Neg
 
@@ -316,3 +315,63 @@ def idiv32(em, d, a, b, rem: bool):
     s = em.valu("v_xor_b32", em.v(), [sa, sb])
     q = em.valu("v_xor_b32", em.v(), [q, s])
     return em.valu("v_sub_u32", em.v(), [q, s])
+
+
+def idiv64(em, d, a, b, rem: bool):
+    """64-bit quotient/remainder by binary long division: 64 rounds of shift, compare,
+    subtract in a loop with a scalar counter (no 64-bit divide on the GPU; rare in
+    kernels, so short code beats fast code)."""
+    from . import arith
+    from .mir import Sub
+    signed = d.is_signed
+    a, b = em.to_v(a), em.to_v(b)
+    if signed:
+        sa = em.valu("v_ashrrev_i32", em.v(), [Imm(31), Sub(a, 1)])
+        sb = em.valu("v_ashrrev_i32", em.v(), [Imm(31), Sub(b, 1)])
+        a = _abs64(em, a, sa)
+        b = _abs64(em, b, sb)
+    q, r, i = em.v(2), em.v(2), em.s()
+    for reg in (q, r):
+        em.emit("v_mov_b32", [reg[0]], [Imm(0)], kind="valu")
+        em.emit("v_mov_b32", [reg[1]], [Imm(0)], kind="valu")
+    em.emit("s_mov_b32", [i], [Imm(63)])
+    head = em.label("div64")
+    em.place(head)
+    bit = em.valu("v_lshrrev_b64", em.v(2), [i, a], form="vop3")
+    bit0 = em.valu("v_and_b32", em.v(), [Imm(1), Sub(bit, 0)])
+    r2 = em.valu("v_lshlrev_b64", em.v(2), [Imm(1), r], form="vop3")
+    lo = em.valu("v_or_b32", em.v(), [Sub(r2, 0), bit0])
+    r3 = em.v(2)
+    em.emit("v_mov_b32", [r3[0]], [lo], kind="valu")
+    em.emit("v_mov_b32", [r3[1]], [Sub(r2, 1)], kind="valu")
+    diff = arith.add64(em, r3, b, sub=True)
+    em.valu("v_cmp_ge_u64", em.vcc, [r3, b], form="vopc")
+    for k in range(2):
+        em.valu("v_cndmask_b32", r[k], [Sub(r3, k), Sub(diff, k), em.vcc], implicit=1)
+    qb = em.valu("v_cndmask_b32", em.v(), [Imm(0), Imm(1), em.vcc], implicit=1)
+    q2 = em.valu("v_lshlrev_b64", em.v(2), [Imm(1), q], form="vop3")
+    em.valu("v_or_b32", q[0], [Sub(q2, 0), qb])
+    em.emit("v_mov_b32", [q[1]], [Sub(q2, 1)], kind="valu")
+    em.salu("s_sub_u32", i, [i, Imm(1)])
+    em.emit("s_cmp_ge_i32", [], [i, Imm(0)])
+    back = em.emit("s_cbranch_scc1", kind="cbranch", target=head.name)
+    em.loops.append((head, back))
+    if not signed:
+        return r if rem else q
+    if rem:
+        return _abs64(em, r, sa)  # (r ^ s) - s: the remainder takes a's sign
+    s_ = em.valu("v_xor_b32", em.v(), [sa, sb])
+    return _abs64(em, q, s_)
+
+
+def _abs64(em, x, s):
+    """(x ^ s) - s for a sign mask s (0 or -1 in each half): |x| or its negation."""
+    from . import arith
+    from .mir import Sub
+    t = em.v(2)
+    for k in range(2):
+        em.valu("v_xor_b32", t[k], [Sub(x, k), s])
+    m = em.v(2)
+    em.emit("v_mov_b32", [m[0]], [s], kind="valu")
+    em.emit("v_mov_b32", [m[1]], [s], kind="valu")
+    return arith.add64(em, t, m, sub=True)

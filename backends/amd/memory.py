@@ -238,10 +238,6 @@ def store_group(em, d, p, xs, m=None):
         em.emit(insn, [], [addr[0], data, addr[1]], suffix=suffix, kind="vmem_store")
 
 
-def store_one(em, d, p, x, m=None):
-    store_group(em, d, p, [x], m)
-
-
 # -- atomics -------------------------------------------------------------------------------------
 
 def _atomic_insn(em, kind, d):

@@ -65,12 +65,10 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def metadata_yaml(*, name, target, lay: KernargLayout, lds: int, vgprs: int, sgprs: int,
-                  wave: int, workgroup: int, gfx9: bool) -> str:
-    lines = ["---", "amdhsa.version:", "  - 1", "  - 2",
-             f"amdhsa.target: {_q('amdgcn-amd-amdhsa--' + target)}",
-             "amdhsa.kernels:",
-             f"  - .name: {_q(name)}",
+def metadata_kernel(*, name, lay: KernargLayout, lds: int, vgprs: int, sgprs: int, wave: int,
+                    workgroup: int, gfx9: bool) -> list:
+    """The lines of one kernel's entry in ``amdhsa.kernels``."""
+    lines = [f"  - .name: {_q(name)}",
              f"    .symbol: {_q(name + '.kd')}",
              f"    .kernarg_segment_size: {lay.size}",
              "    .kernarg_segment_align: 8",
@@ -92,6 +90,15 @@ def metadata_yaml(*, name, target, lay: KernargLayout, lds: int, vgprs: int, sgp
     for n, o, size in HIDDEN:
         lines += [f"      - .offset: {lay.hidden_start + o}", f"        .size: {size}",
                   f"        .value_kind: {n}"]
+    return lines
+
+
+def metadata_document(target: str, kernels: list) -> str:
+    """The code-object v5 metadata YAML for kernels (lists of lines)."""
+    lines = ["---", "amdhsa.version:", "  - 1", "  - 2",
+             f"amdhsa.target: {_q('amdgcn-amd-amdhsa--' + target)}", "amdhsa.kernels:"]
+    for k in kernels:
+        lines += k
     lines.append("...")
     return "\n".join(lines) + "\n"
 

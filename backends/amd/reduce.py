@@ -31,6 +31,13 @@ def is_commutative(body) -> bool:
     return set(ops[0].operands) == {a, b} and ops[1].operands == [ops[0].results[0]]
 
 
+def _order_free(body, d) -> bool:
+    """A combine whose result does not depend on the order of combination."""
+    name = body.ops[0].name
+    return name in ("maximum", "minimum", "and", "or", "xor") or (
+        name in ("add", "mul") and not d.is_floating)
+
+
 def _check_region(em, body) -> None:
     for o in body.walk():
         if o.regions or o.name in ("load", "store", "atomic_rmw", "atomic_cas", "print"):
@@ -42,6 +49,7 @@ def _check_region(em, body) -> None:
 
 def shuffle_xor(em, x, m: int):
     """The value lane (lane ^ m) holds. Uniform values are the same in every lane."""
+    x = em.real(x)
     if not is_vgpr(x):
         return x
     if x.size == 2:
@@ -86,6 +94,7 @@ def lane_bit_mask(em, bit: int):
 
 
 def _select(em, mask, if_clear, if_set):
+    if_clear, if_set = em.real(if_clear), em.real(if_set)
     if not is_vgpr(if_clear) and not is_vgpr(if_set) and if_clear == if_set:
         return if_clear
     if getattr(if_clear, "size", 1) == 2:
@@ -130,41 +139,64 @@ def rule_reduce(em, op):
     steps = _axis_steps(em, lin, axis, nbits)
     comm = len(xs) == 1 and is_commutative(body)
     free_r = _free_reg_mask(lin)
-    ins = [em.elems(x) for x in xs]
+    ins = [em.elems(x) for x in xs]  # var + c elements are materialized at first use
     cur = {r: tuple(v[r] for v in ins) for r in range(lin.num_regs) if not r & free_r}
 
     def comb(a, b):
         return tuple(em.run_region(body, list(a) + list(b)))
 
+    # The interpreter's order (coordinate bit 0 first) matters for float sums; for
+    # order-free combines (max/min, integer add, bitwise) registers go first, which
+    # halves the live values before any cross-lane traffic.
+    order = list(range(nbits))
+    if comm and _order_free(body, xs[0].type.dtype):
+        rank = {"reg": 0, "lane": 1, "warp": 2}
+        order.sort(key=lambda b: rank[steps[b][0]])
+    def lane_step(v, j):
+        other = tuple(shuffle_xor(em, x, 1 << j) for x in v)
+        if comm:
+            return comb(v, other)
+        mask = lane_bit_mask(em, j)  # the lane with the bit set holds the right-hand element
+        lhs = tuple(_select(em, mask, a, b) for a, b in zip(v, other))
+        rhs = tuple(_select(em, mask, b, a) for a, b in zip(v, other))
+        return comb(lhs, rhs)
+
+    def run_steps(cur, run):
+        """Register and lane steps, one output at a time: the registers that end up in
+        one result are combined to the end before the next result starts, so only the
+        results and one group's partial values are live together."""
+        jmask = sum(1 << j for kind, j in run if kind == "reg")
+        groups: dict = {}
+        for r in sorted(cur):
+            groups.setdefault(r & ~jmask, []).append(r)
+        out = {}
+        for members in groups.values():
+            sub = {r: cur[r] for r in members}
+            for kind, j in run:
+                if kind == "reg":
+                    sub = {r: comb(v, sub[r | 1 << j]) for r, v in sub.items() if not r >> j & 1}
+                else:
+                    sub = {r: lane_step(v, j) for r, v in sub.items()}
+            out.update(sub)
+        return out
+
     done_lanes = done_warps = 0
-    bit = 0
-    while bit < nbits:
-        kind, j = steps[bit]
-        if kind == "reg":
-            cur = {r: comb(v, cur[r | 1 << j]) for r, v in cur.items() if not r >> j & 1}
-            bit += 1
-        elif kind == "lane":
-            mask = None if comm else lane_bit_mask(em, j)
-            new = {}
-            for r, v in cur.items():
-                other = tuple(shuffle_xor(em, x, 1 << j) for x in v)
-                if comm:
-                    new[r] = comb(v, other)
-                else:  # the lane with the bit set holds the right-hand element
-                    lhs = tuple(_select(em, mask, a, b) for a, b in zip(v, other))
-                    rhs = tuple(_select(em, mask, b, a) for a, b in zip(v, other))
-                    new[r] = comb(lhs, rhs)
-            cur = new
-            done_lanes |= 1 << j
-            bit += 1
-        else:
-            group = []
-            while bit < nbits and steps[bit][0] == "warp":
-                group.append(steps[bit][1])
-                bit += 1
+    k = 0
+    while k < len(order):
+        run = []
+        while k < len(order) and steps[order[k]][0] != "warp":
+            run.append(steps[order[k]])
+            k += 1
+        if run:
+            cur = run_steps(cur, run)
+            done_lanes |= sum(1 << j for kind, j in run if kind == "lane")
+        group = []
+        while k < len(order) and steps[order[k]][0] == "warp":
+            group.append(steps[order[k]][1])
+            k += 1
+        if group:
             cur = _warp_reduce(em, op, lin, ty.shape, cur, group, done_lanes, done_warps, comb)
-            for g in group:
-                done_warps |= 1 << g
+            done_warps |= sum(1 << g for g in group)
     res = op.results
     if res[0].type.is_scalar:
         (v,) = cur.values()
@@ -259,7 +291,7 @@ def rule_scan(em, op):
     lin = em.linear(ty)
     n = ty.shape[axis]
     dts = [x.type.dtype for x in xs]
-    cur = [list(em.elems(x)) for x in xs]
+    cur = [[em.real(e) for e in em.elems(x)] for x in xs]
     if n == 1:
         for r, v in zip(op.results, cur):
             em.vals[r] = v

@@ -6,6 +6,7 @@ from gluon_trace.backend import Unsupported
 
 from . import affine, arith, control, layout, memory, reduce
 from .emitter import elem_key
+from .mir import Aff, Imm
 
 
 def elementwise(fn, aware=False):
@@ -67,7 +68,18 @@ def _num_programs(em, op):
 
 
 def _hint(em, op):
-    em.vals[op.result] = em.vals[op.operands[0]]
+    """multiple_of(k) feeds the known-multiple table (max_contiguous needs nothing: the
+    constant parts of addresses already show contiguity)."""
+    x = em.vals[op.operands[0]]
+    k = op.attrs.get("multiple_of")
+    if k:
+        m = k & -k
+        for e in (x if isinstance(x, list) else [x]):
+            if isinstance(e, Aff) and e.c % m == 0:
+                e = e.var
+            if not isinstance(e, (Aff, Imm)) and getattr(e, "id", None) not in em.homes:
+                em.set_mult(e, max(m, em.mult(e)))
+    em.vals[op.result] = x
 
 
 RULES: dict = {}

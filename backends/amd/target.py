@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gluon_trace.errors import CompileError
+from gluon_trace.errors import CompileError, user_location
 
 
 @dataclass(frozen=True)
@@ -97,5 +97,5 @@ def get_target(name: str, loc=None) -> Target:
     t = TARGETS.get(name)
     if t is None:
         raise CompileError(f"unknown AMD target {name!r}; the AMD backend emits for "
-                           f"{', '.join(TARGETS)}", loc)
+                           f"{', '.join(TARGETS)}", loc or user_location())
     return t

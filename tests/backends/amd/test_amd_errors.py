@@ -33,16 +33,6 @@ def test_print_is_unsupported_at_its_line():
     assert "`print` is not supported" in msg and "PRINT HERE" in msg
 
 
-def test_int64_division_is_refused_at_its_line():
-    @gt.jit
-    def k(o, x_ptr):
-        x = gl.load(x_ptr + gl.arange(0, gl.threads_per_warp(), layout=_lay()))
-        gl.store(o, gl.sum(x // 3, axis=0))  # DIV64
-
-    msg = _emit_error(k, gl.pointer(gl.int64), gl.pointer(gl.int64))
-    assert "64-bit integer //" in msg and "DIV64" in msg
-
-
 def test_float64_transcendentals_are_refused_at_their_line():
     @gt.jit
     def k(o, x_ptr):
@@ -68,6 +58,9 @@ def test_unknown_target():
 
     with pytest.raises(gt.CompileError, match="gfx90a, gfx942, gfx1100"):
         k.trace(gl.pointer(gl.float32), target="gfx803")
+    with pytest.raises(gt.CompileError) as e:
+        BACKEND.threads_per_warp("gfx803")  # OLD GPU
+    assert "OLD GPU" in str(e.value)  # the caller's line (tracing is wrapped by conftests)
 
 
 def test_assembler_errors_point_at_the_users_line():

@@ -101,3 +101,38 @@ def test_vgpr_budget_shrinks_with_more_warps():
     from gluon_trace.backends.amd.target import TARGETS
     t = TARGETS["gfx942"]
     assert t.vgpr_limit(4) == 256 and t.vgpr_limit(8) == 256 and t.vgpr_limit(16) == 128
+
+
+def test_golden_axpy_gfx942():
+    """The whole kernel body of a small kernel: registers reused as soon as values die
+    (v0 holds the work-item id, then the lane index, then two loaded values), one
+    address computation shared by the load and the store of y, and exact waits."""
+    @gt.jit
+    def axpy(y_ptr, x_ptr, a):
+        lay = gl.BlockedLayout([1], [64], [1], [0])
+        offs = gl.arange(0, 64, layout=lay)
+        gl.store(y_ptr + offs, a * gl.load(x_ptr + offs) + gl.load(y_ptr + offs))
+
+    P = gl.pointer(gl.float32)
+    s = axpy.trace(P, P, gl.float32, num_warps=1, target="gfx942").amdgcn("gfx942")
+    body = [ln.strip() for ln in s[s.index("axpy:") + 5:s.index(".Lfunc")].splitlines()
+            if ln.strip() and not ln.strip().startswith(";")]
+    assert body == [
+        "v_and_b32 v1, 0x3ff, v0",
+        "s_load_dwordx2 s[2:3], s[0:1], 0",
+        "s_load_dwordx2 s[4:5], s[0:1], 8",
+        "s_load_dword s6, s[0:1], 16",
+        "v_bfe_u32 v0, v1, 0, 6",
+        "s_waitcnt lgkmcnt(0)",
+        "v_mad_i64_i32 v[2:3], vcc, v0, 4, s[2:3]",
+        "v_mad_i64_i32 v[4:5], vcc, v0, 4, s[4:5]",
+        "global_load_dword v0, v[4:5], off",
+        "s_waitcnt vmcnt(0)",
+        "v_mul_f32 v1, s6, v0",
+        "global_load_dword v0, v[2:3], off",
+        "s_waitcnt vmcnt(0)",
+        "v_add_f32 v4, v1, v0",
+        "global_store_dword v[2:3], v4, off",
+        "s_endpgm",
+    ]
+    assert ".amdhsa_next_free_vgpr 6" in s and ".amdhsa_next_free_sgpr 7" in s

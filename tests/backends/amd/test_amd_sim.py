@@ -89,7 +89,6 @@ def test_dtypes(target):
     P = gl.pointer
     specs = [P(gl.float16), P(gl.bfloat16), P(gl.float64), P(gl.int8), P(gl.uint8)] * 2 + [gl.int32]
     ref = args()
-    C.dtype_kernel[(1,)](*ref, BLOCK=256, backend="interpreter") if False else None
     # bfloat16 buffers are uint16 arrays: trace with type specs, run the interpreter on the graph
     from gluon_trace.backends.interpreter import BACKEND as INTERP
     tk_ref = C.dtype_kernel.trace(*specs, BLOCK=256, num_warps=4, target="interpreter")
@@ -114,14 +113,12 @@ def test_casts(target):
         x = rand(6, n, scale=1e4)
         i = np.random.default_rng(7).integers(-10**5, 10**5, n).astype(np.int32)
         return [np.zeros(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.int64), x, i, n]
-    x = args()[3]
-    # float -> uint32 of a negative value is not defined (numpy and the GPU differ)
-    def args_pos():
+
+    def args_pos():  # float -> uint32 of a negative value is undefined (numpy and GPUs differ)
         a = args()
         a[3] = np.abs(a[3])
         return a
     run_both(C.cast_kernel, args_pos, (1,), target, [0, 1, 2], dict(BLOCK=256), exact=True)
-    del x
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -233,3 +230,97 @@ def test_simulator_catches_a_missing_wait():
             amdsim.simulate(tk, "gfx942", (1,), args)
     finally:
         compiler.lower = real
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_vectorized_when_sizes_are_multiples_of_16(target):
+    """n specialized as a multiple of 16: the four registers of a thread share one mask
+    and become one dwordx4 load/store per operand (masked, partly out of range)."""
+    n = 2512  # a multiple of 16, not of the 1024-element block
+    args = lambda: [np.zeros(n, np.float32), rand(21, n), rand(22, n), n]  # noqa: E731
+    tk = C.add_kernel.trace(*args(), BLOCK=1024, target=target)
+    text = tk.amdgcn(target)
+    reps = 1024 // (4 * (32 if target == "gfx1100" else 64) * 4)  # register repeats of the tile
+    assert text.count("global_load_dwordx4") == 2 * reps
+    assert text.count("global_store_dwordx4") == reps
+    assert "global_load_dword " not in text
+    run_both(C.add_kernel, args, (3,), target, [0], dict(BLOCK=1024), exact=True)
+
+
+@gt.jit
+def hinted_copy(out_ptr, x_ptr, start, BLOCK: gl.constexpr):
+    lay = gl.BlockedLayout([4], [gl.threads_per_warp()], [1], [0])
+    s = gl.multiple_of(start, 4)
+    offs = s + gl.arange(0, BLOCK, layout=lay)
+    gl.store(out_ptr + offs, gl.load(x_ptr + offs) * 3.0)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_multiple_of_hint_enables_vector_access(target):
+    n = 1000
+    tk = hinted_copy.trace(np.zeros(n, np.float32), rand(23, n), 4 * 7 + 0, BLOCK=256,
+                           num_warps=1, target=target)
+    text = tk.amdgcn(target)
+    assert "global_load_dwordx4" in text and "global_store_dwordx4" in text
+    out, x = np.zeros(n, np.float32), rand(23, n)
+    amdsim.simulate(tk, target, (1,), [out, x, 12])
+    np.testing.assert_array_equal(out[12:12 + 256], x[12:12 + 256] * 3)
+    assert not out[:12].any() and not out[12 + 256:].any()
+
+
+@gt.jit
+def int64_kernel(out_ptr, x_ptr, y_ptr, u_ptr, n, BLOCK: gl.constexpr):
+    offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=C.blocked1d(1))
+    mask = offs < n
+    x = gl.load(x_ptr + offs, mask=mask, other=1)
+    y = gl.load(y_ptr + offs, mask=mask, other=1)
+    u = gl.load(u_ptr + offs, mask=mask, other=1)
+    r = x // y + x % y * 7 + (x >> 3) + (x << 2) + gl.maximum(x, y) - gl.minimum(x, y) + x * y
+    r = r + gl.where(x < y, 1, 0).to(gl.int64) + (u // 5).to(gl.int64) + (u % 7).to(gl.int64)
+    r = r + (x >> (y & 63)) + (u >> (u & 70)).to(gl.int64)
+    gl.store(out_ptr + offs, r, mask=mask)
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx1100"])
+def test_int64_arithmetic_including_division(target):
+    n = 150
+
+    def args():
+        r = np.random.default_rng(24)
+        x = r.integers(-2**62, 2**62, n, dtype=np.int64)
+        y = r.integers(-2**40, 2**40, n, dtype=np.int64)
+        y[y == 0] = 3
+        y[:10] = r.integers(-9, 9, 10)
+        y[y == 0] = -1
+        u = r.integers(0, 2**64 - 1, n, dtype=np.uint64)
+        return [np.zeros(n, np.int64), x, y, u, n]
+    run_both(int64_kernel, args, (2,), target, [0], dict(BLOCK=128), exact=True)
+
+
+@gt.jit
+def control_kernel(out_ptr, x_ptr, n, step, BLOCK: gl.constexpr):
+    L = C.blocked1d(2)
+    offs = gl.arange(0, BLOCK, layout=L)
+    acc = gl.zeros([BLOCK], gl.float32, layout=L)
+    total = gl.full([], 0.0, gl.float32)
+    count = gl.full([], 0, gl.int32)
+    for i in gl.range(n - 1, -1, step):          # a runtime, negative step
+        x = gl.load(x_ptr + i * BLOCK + offs)
+        s = gl.sum(x, axis=0)                     # LDS inside the loop: barriers each trip
+        with gl.if_(s > 0.0):
+            acc = acc + x
+            count = count + 1
+        with gl.else_():
+            acc = acc - x * 0.5
+        for j in gl.range(0, 3):                  # nested loop carrying a scalar
+            total = total + s * (j + 1).to(gl.float32)
+    gl.store(out_ptr + offs, acc)
+    gl.store(out_ptr + BLOCK, total)
+    gl.store(out_ptr + BLOCK + 1, count.to(gl.float32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loops_branches_and_lds_inside_loops(target):
+    B, n = 256, 5
+    run_both(control_kernel, lambda: [np.zeros(B + 2, np.float32), rand(25, n * B), n, -2],
+             (1,), target, [0], dict(BLOCK=B), rtol=1e-6, atol=1e-5)

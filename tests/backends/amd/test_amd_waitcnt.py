@@ -1,6 +1,5 @@
 """Golden tests of s_waitcnt placement: on hand-written machine code over physical
 registers, and on small kernels."""
-import re
 
 from gluon_trace import language as gl
 import gluon_trace as gt
@@ -151,10 +150,8 @@ def test_kernel_with_two_independent_loads():
 
 def test_waits_in_real_kernels_are_not_blanket_zero():
     """The elementwise kernel issues 8 loads before the first use: the waits count down."""
-    import sys
     from amd_corpus import add_kernel
     P = gl.pointer(gl.float32)
     lines = _asm(add_kernel, P, P, P, gl.int32, BLOCK=1024, num_warps=4)
     waits = [ln for ln in lines if ln.startswith("s_waitcnt vmcnt")]
     assert waits == [f"s_waitcnt vmcnt({k})" for k in (3, 2, 1, 0)]
-    del sys
