@@ -10,7 +10,7 @@ import sys
 
 def run(path: str) -> None:
     cells = [c for c in json.load(open(path))["cells"] if c["cell_type"] == "code"]
-    ns = {"__name__": "__main__"}
+    ns = {"__name__": "__main__", "display": lambda *objs: [print(o) for o in objs]}
     for i, cell in enumerate(cells):
         src = "".join(cell["source"])
         tree = ast.parse(src, filename=f"{path}[cell {i}]")
