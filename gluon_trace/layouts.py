@@ -515,11 +515,28 @@ class DistributedLinearLayout(DistributedLayout):
         return f"DistributedLinearLayout with {len(self.warp_bases)} warp_bases"
 
     def _build_linear(self, shape):
-        if shape != self.shape:
+        if shape == self.shape:
+            return LinearLayout(shape, self.reg_bases, self.lane_bases, self.warp_bases)
+        if len(shape) != len(self.shape) or any(s > t for s, t in zip(shape, self.shape)):
             raise LayoutError(f"DistributedLinearLayout was written for shape {list(self.shape)} but is "
-                              f"used on a tensor of shape {list(shape)}; write one for that shape",
+                              f"used on a tensor of shape {list(shape)}; it describes that shape and "
+                              "smaller ones (as expand_dims/keep_dims make), so write one for this shape",
                               _user_loc(), notes=(f"layout written at {self.loc}",) if self.loc else ())
-        return LinearLayout(shape, self.reg_bases, self.lane_bases, self.warp_bases)
+        # A smaller shape (e.g. the (R, 1) tile expand_dims makes from a slice of this layout):
+        # coordinates past it wrap to 0, as in a blocked layout. Lanes and warps that lose their
+        # coordinate hold copies; registers that lose theirs, or repeat another, are dropped so no
+        # thread holds one element twice.
+        mask = [d - 1 for d in shape]
+
+        def cut(b):
+            return tuple(c & m for c, m in zip(b, mask))
+
+        regs, basis = [], {}
+        for b in self.reg_bases:
+            if _add_to_basis(_pack(cut(b), shape), basis):
+                regs.append(cut(b))
+        return LinearLayout(shape, tuple(regs), tuple(cut(b) for b in self.lane_bases),
+                            tuple(cut(b) for b in self.warp_bases))
 
 
 # --------------------------------------------------------- backend helpers

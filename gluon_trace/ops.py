@@ -217,6 +217,7 @@ def _broadcast(ctx, ts, attrs, regions):
     shape = tuple(attrs["shape"])
     if len(shape) != len(t.shape) or any(a != b and a != 1 for a, b in zip(t.shape, shape)):
         raise ctx.error(f"cannot broadcast shape {list(t.shape)} to {list(shape)}")
+    _check_layout(ctx, t.layout, shape)
     return [Type(t.dtype, shape, t.layout)]
 
 
@@ -231,6 +232,7 @@ def _expand_dims(ctx, ts, attrs, regions):
             LayoutError,
             notes=(f"convert first: gl.convert_layout(x, gl.SliceLayout({axis}, parent))",))
     shape = t.shape[:axis] + (1,) + t.shape[axis:]
+    _check_layout(ctx, lay.parent, shape)
     return [Type(t.dtype, shape, lay.parent)]
 
 

@@ -350,3 +350,11 @@ def test_repr_html():
     out = layout._repr_html_()
     assert "<table" in out and "hsl(" in out and "W3T31:R3" in out
     assert "<table" in layout.to_linear((16, 64))._repr_html_()
+
+
+def test_distributed_linear_on_a_smaller_shape_wraps_like_blocked():
+    blocked = BlockedLayout([1, 2], [8, 4], [2, 1], [1, 0])
+    full = blocked.to_linear((16, 8))
+    dll = DistributedLinearLayout(full.reg_bases, full.lane_bases, full.warp_bases, shape=(16, 8))
+    for small in [(16, 1), (1, 8), (4, 2), (1, 1)]:
+        assert dll.to_linear(small).equivalent(blocked.to_linear(small)), small
