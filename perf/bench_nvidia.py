@@ -163,6 +163,13 @@ if triton is not None:
             tl.store(output_row_start_ptr + col_offsets, softmax_output, mask=mask)
 
     @triton.jit
+    def triton_tiny_kernel(out, x, y, n, BLOCK: tl.constexpr):
+        # the same 4-argument kernel as tiny_kernel, to time Triton's launch path
+        offs = tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+
+    @triton.jit
     def triton_layer_norm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
         # Triton's layer-norm tutorial kernel (forward)
         row = tl.program_id(0)
@@ -364,6 +371,11 @@ def bench_launch():
     ours = per_call(lambda: tiny_kernel[(1,)](out, x, y, 128, L=L))
     record("launch", "kernel[grid](4 args), host time per launch", ours, "us", "bare cuLaunchKernel (packed)", bare,
            "<= 1.2x")
+    if triton is not None:
+        for _ in range(3):
+            triton_tiny_kernel[(1,)](out, x, y, 128, BLOCK=128)
+        tri = per_call(lambda: triton_tiny_kernel[(1,)](out, x, y, 128, BLOCK=128))
+        record("launch", "kernel[grid](4 args) vs Triton", ours, "us", "triton kernel[grid](4 args)", tri)
     import gluon_trace.backends.nvidia.launcher as lmod
     os.environ["GLUON_TRACE_LAUNCH"] = "ctypes"
     lmod._libcuda = False
