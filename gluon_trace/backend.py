@@ -33,6 +33,20 @@ class Unsupported:
         return f"Unsupported({self.why!r})"
 
 
+def rule_table() -> tuple[dict, "callable"]:
+    """A backend's empty rule table and the decorator that fills it: ``@rule("add", "sub")``."""
+    rules: dict = {}
+
+    def rule(*op_names):
+        def deco(fn):
+            for n in op_names:
+                rules[n] = fn
+            return fn
+        return deco
+
+    return rules, rule
+
+
 def names() -> list[str]:
     return list(_BACKENDS)
 

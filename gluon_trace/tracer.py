@@ -36,6 +36,7 @@ class Builder:
         self.blocks: list[Block] = [graph.body]
         # which op opened each nested block, to name it when a value escapes
         self.block_owner: dict[int, tuple[str, SourceLoc | None]] = {}
+        self.last_branch = None  # the gl.if_ a gl.else_ may extend
 
     @property
     def block(self) -> Block:

@@ -22,20 +22,13 @@ import math
 import numpy as np
 
 from gluon_trace import dtypes as dt
+from gluon_trace.backend import rule_table
 from gluon_trace.errors import InterpreterError
 from gluon_trace.ir import Block, Graph
 
 from .memory import Memory
 
-RULES: dict = {}
-
-
-def rule(*names):
-    def deco(fn):
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return deco
+RULES, rule = rule_table()
 
 
 def fix(x, t: dt.dtype):

@@ -19,7 +19,7 @@ import re
 from contextlib import contextmanager
 
 from gluon_trace import dtypes as dt
-from gluon_trace.backend import Unsupported
+from gluon_trace.backend import Unsupported, rule_table
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import Block, Graph, Value
 from gluon_trace.layouts import LinearLayout
@@ -28,15 +28,7 @@ from . import ptx
 from .axisinfo import Analysis
 from .ptx import PTX_VERSION, TARGETS, param_type
 
-RULES: dict = {}
-
-
-def rule(*names):
-    def deco(fn):
-        for n in names:
-            RULES[n] = fn
-        return fn
-    return deco
+RULES, rule = rule_table()
 
 
 def _pack(coord, shape) -> int:

@@ -119,9 +119,6 @@ class _Branch:
         self.names: list[str] = []
 
 
-_last_branch: dict[int, _Branch] = {}
-
-
 def _finish_branch(br: _Branch, frame, else_vals: dict | None) -> None:
     """(Re)build the `if` op from the branch bodies and rebind the changed names."""
     b = current()
@@ -146,7 +143,28 @@ def _finish_branch(br: _Branch, frame, else_vals: dict | None) -> None:
     _set_locals(frame, {**{n: br.entry[n] for n in br.entry}, **out})
 
 
-class if_:
+class _BranchBody:
+    """A ``with`` block that traces one branch body into ``self.block``."""
+
+    br: _Branch
+
+    def _open(self, block: Block, kind: str):
+        self._ctx = current().region(block, kind, self.br.loc)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._ctx.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            return False
+        frame = sys._getframe(1)
+        now = frame.f_locals
+        rebound = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
+        self._close(frame, rebound)
+        return False
+
+
+class if_(_BranchBody):
     """``with gl.if_(cond):`` a run-time branch on a scalar condition."""
 
     def __init__(self, cond):
@@ -159,53 +177,34 @@ class if_:
         self.br.cond = c
 
     def __enter__(self):
-        frame = sys._getframe(1)
         b = current()
-        self.br.entry = _proxies(frame)
+        self.br.entry = _proxies(sys._getframe(1))
         self.br.then_block = Block(b.block)
         self.br.else_block = Block(b.block)
-        self._ctx = b.region(self.br.then_block, "a gl.if_ branch", self.br.loc)
-        self._ctx.__enter__()
-        return self
+        return self._open(self.br.then_block, "a gl.if_ branch")
 
-    def __exit__(self, exc_type, exc, tb):
-        self._ctx.__exit__(exc_type, exc, tb)
-        if exc_type is not None:
-            return False
-        frame = sys._getframe(1)
-        now = frame.f_locals
-        self.br.then_vals = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
+    def _close(self, frame, rebound):
+        self.br.then_vals = rebound
         _finish_branch(self.br, frame, None)
-        _last_branch[id(current())] = self.br
-        return False
+        current().last_branch = self.br
 
 
-class else_:
+class else_(_BranchBody):
     """``with gl.else_():`` directly after a ``with gl.if_(...)`` block."""
 
     def __enter__(self):
         b = current()
-        br = _last_branch.pop(id(b), None)
+        br, b.last_branch = b.last_branch, None
         if br is None or not b.block.ops or b.block.ops[-1] is not br.op:
             raise TraceError("gl.else_() must directly follow a `with gl.if_(...)` block",
                              user_location())
         self.br = br
         br.else_block.ops.clear()  # drop the yield the lone if_ gave it
-        frame = sys._getframe(1)
-        _set_locals(frame, dict(br.entry))  # the else body sees the values from before the if
-        self._ctx = b.region(br.else_block, "a gl.else_ branch", br.loc)
-        self._ctx.__enter__()
-        return self
+        _set_locals(sys._getframe(1), dict(br.entry))  # the else body sees the values from before the if
+        return self._open(br.else_block, "a gl.else_ branch")
 
-    def __exit__(self, exc_type, exc, tb):
-        self._ctx.__exit__(exc_type, exc, tb)
-        if exc_type is not None:
-            return False
-        frame = sys._getframe(1)
-        now = frame.f_locals
-        else_vals = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
-        _finish_branch(self.br, frame, else_vals)
-        return False
+    def _close(self, frame, rebound):
+        _finish_branch(self.br, frame, rebound)
 
 
 def fori_loop(lower, upper, body_fn, init, step=1):
