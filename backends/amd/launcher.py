@@ -104,8 +104,8 @@ class HipRuntime:
         try:
             from hip import hip
         except ImportError as e:
-            raise LaunchError("the AMD backend launches through hip-python: "
-                              "`pip install gluon-trace[amd]` (or hip-python)") from e
+            raise LaunchError("the AMD backend launches through hip-python on a machine with the ROCm "
+                              "runtime and an AMD GPU: `pip install gluon-trace[amd]` (or hip-python)") from e
         self.hip = hip
         try:
             self._check(hip.hipInit(0), "hipInit")
