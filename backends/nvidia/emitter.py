@@ -518,3 +518,16 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     em = Emitter(graph, target)
     text, locs = em.render()
     return text, locs, em.smem_bytes
+
+
+def select(em, t, p, a, b) -> str:
+    """p ? a : b"""
+    if a == b:
+        return a
+    cls = ptx.rclass(t)
+    if cls == "pred":
+        x = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {a};")
+        y = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {b};")
+        s = em.ins("b32", f"selp.b32 {{d}}, {x}, {y}, {p};")
+        return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
+    return em.ins(cls, f"selp.{cls} {{d}}, {a}, {b}, {p};")

@@ -18,7 +18,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 
 from . import ptx
-from .emitter import rule
+from .emitter import rule, select
 
 
 def _esize(t: dt.dtype) -> int:
@@ -111,7 +111,7 @@ def _load_scalar(em, t, p, pred, other):
         else:
             r = em.bf16_bits_to_f32(x)
         if pred and other is not None:
-            r = _select(em, t, pred, r, other)
+            r = select(em, t, pred, r, other)
         return r
     cls = ptx.rclass(t)
     r = em.reg(cls)
@@ -126,16 +126,6 @@ def _load_scalar(em, t, p, pred, other):
 
 def _movt(cls):
     return {"b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64", "pred": "pred"}[cls]
-
-
-def _select(em, t, pred, loaded, other):
-    cls = ptx.rclass(t)
-    if cls == "pred":
-        a = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {loaded};")
-        b = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {other};")
-        s = em.ins("b32", f"selp.b32 {{d}}, {a}, {b}, {pred};")
-        return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
-    return em.ins(cls, f"selp.{_movt(cls) if cls[0] == 'f' else cls} {{d}}, {loaded}, {other}, {pred};")
 
 
 def _load_group(em, t, p, V, pred, others):
@@ -176,7 +166,7 @@ def _load_group(em, t, p, V, pred, others):
         j = i % per
         r = _extract16(em, t, w, j) if es == 2 else _extract8(em, t, w, j)
         if pred and others:
-            r = _select(em, t, pred, r, others[i])
+            r = select(em, t, pred, r, others[i])
         out.append(r)
     return out
 
@@ -459,7 +449,7 @@ def _atomic_cas(em, op):
         else:
             def combine(old, c=c, v=v):
                 eq = _compare_eq(em, t, old, c)
-                return _select(em, t, eq, v, old)
+                return select(em, t, eq, v, old)
             out.append(cas_loop(em, t, p, owner, combine))
     return [_broadcast_from_owner(em, op, out, lin)]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from gluon_trace.errors import CompileError
 
 from . import ptx
-from .emitter import Lin, _pack, rule
+from .emitter import Lin, _pack, rule, select
 from .rules_layout import move
 
 _COMMUTATIVE = {"add", "mul", "maximum", "minimum", "and", "or", "xor"}
@@ -74,19 +74,6 @@ def shfl(em, kind: str, x: str, t, lane_arg, clamp: int = 31) -> str:
     return em.ins("b32", f"shfl.sync.{kind}.b32 {{d}}, {x}, {lane_arg}, {clamp}, -1;")
 
 
-def select(em, t, p, a, b) -> str:
-    """p ? a : b"""
-    if a == b:
-        return a
-    cls = ptx.rclass(t)
-    if cls == "pred":
-        x = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {a};")
-        y = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {b};")
-        s = em.ins("b32", f"selp.b32 {{d}}, {x}, {y}, {p};")
-        return em.ins("pred", f"setp.ne.u32 {{d}}, {s}, 0;")
-    return em.ins(cls, f"selp.{cls if cls[0] == 'f' else cls} {{d}}, {a}, {b}, {p};")
-
-
 def _smem_slot(t) -> tuple[str, int]:
     cls = ptx.rclass(t)
     return ({"pred": "b32", "b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64"}[cls],
@@ -132,15 +119,16 @@ def _regions(dtypes, count: int) -> list[int]:
     return offs
 
 
-def _lane_bit(em, i: int) -> str:
-    key = ("lanebit", i)
+def _lane_test(em, mask: int, zero: bool) -> str:
+    """A predicate, computed once per kernel: (lane & mask) == 0 if ``zero`` else != 0."""
+    key = ("lanetest", mask, zero)
     p = em.thread_cache.get(key)
     if p is None:
         _, lane, _ = em.tid()
         x = em.reg("b32")
-        em.pro(f"and.b32 {x}, {lane}, {1 << i};")
+        em.pro(f"and.b32 {x}, {lane}, {mask};")
         p = em.reg("pred")
-        em.pro(f"setp.ne.u32 {p}, {x}, 0;")
+        em.pro(f"setp.{'eq' if zero else 'ne'}.u32 {p}, {x}, 0;")
         em.thread_cache[key] = p
     return p
 
@@ -171,7 +159,7 @@ def _reduce(em, op):
             if comm:
                 vals[r] = combine(vals[r], other)
             else:
-                p = _lane_bit(em, i)
+                p = _lane_test(em, 1 << i, zero=False)
                 lhs = [select(em, t, p, o, x) for x, o, t in zip(vals[r], other, dtypes)]
                 rhs = [select(em, t, p, x, o) for x, o, t in zip(vals[r], other, dtypes)]
                 vals[r] = combine(lhs, rhs)
@@ -201,17 +189,7 @@ def _reduce(em, op):
     warp_vals = tuple((1 << rank[i]) * numel if i in rank else pk(b) for i, b in enumerate(lin.warp_bases))
     tp, tmask = em.thread_xor(lane_vals, warp_vals)
     axis_lanes = sum(1 << i for i, b in enumerate(lin.lane_bases) if b[axis])
-    writer = None
-    if axis_lanes:
-        key = ("lanes0", axis_lanes)
-        writer = em.thread_cache.get(key)
-        if writer is None:
-            _, lane, _ = em.tid()
-            x = em.reg("b32")
-            em.pro(f"and.b32 {x}, {lane}, {axis_lanes};")
-            writer = em.reg("pred")
-            em.pro(f"setp.eq.u32 {writer}, {x}, 0;")
-            em.thread_cache[key] = writer
+    writer = _lane_test(em, axis_lanes, zero=True) if axis_lanes else None
     for r in sorted(vals):
         rp = 0
         for i, b in enumerate(lin.reg_bases):
