@@ -1,20 +1,9 @@
 """Wait states the hardware does not interlock (s_nop / s_waitcnt_depctr)."""
 from gluon_trace.backends.amd.compiler import _shift64_bump
 from gluon_trace.backends.amd.hazards import fix_hazards
-from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Reg, render_inst
+from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, render_inst
 from gluon_trace.backends.amd.target import TARGETS
-
-
-def v(n, size=1):
-    r = Reg("v", size)
-    r.phys = n
-    return r
-
-
-def s(n, size=1):
-    r = Reg("s", size)
-    r.phys = n
-    return r
+from physregs import s, v
 
 
 VCC = Fixed("vcc", "special", 2)

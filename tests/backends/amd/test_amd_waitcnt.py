@@ -3,23 +3,12 @@ registers, and on small kernels."""
 
 from gluon_trace import language as gl
 import gluon_trace as gt
-from gluon_trace.backends.amd.mir import Imm, Inst, Label, Reg, render_inst
+from gluon_trace.backends.amd.mir import Imm, Inst, Label, render_inst
 from gluon_trace.backends.amd.target import TARGETS
+from physregs import s, v
 from gluon_trace.backends.amd.waitcnt import insert_waits
 
 G942, G1100 = TARGETS["gfx942"], TARGETS["gfx1100"]
-
-
-def v(n, size=1):
-    r = Reg("v", size)
-    r.phys = n
-    return r
-
-
-def s(n, size=1):
-    r = Reg("s", size)
-    r.phys = n
-    return r
 
 
 def load(dst, addr):
