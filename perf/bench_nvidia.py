@@ -376,29 +376,33 @@ def bench_launch():
             triton_tiny_kernel[(1,)](out, x, y, 128, BLOCK=128)
         tri = per_call(lambda: triton_tiny_kernel[(1,)](out, x, y, 128, BLOCK=128))
         record("launch", "kernel[grid](4 args) vs Triton", ours, "us", "triton kernel[grid](4 args)", tri)
-    import gluon_trace.backends.nvidia.launcher as lmod
-    os.environ["GLUON_TRACE_LAUNCH"] = "ctypes"
-    lmod._libcuda = False
-    cl = lmod.libcuda_launch()
-    os.environ.pop("GLUON_TRACE_LAUNCH")
-    lmod._libcuda = False
-    if cl is not None:
-        fp, sp = int(f), int(stream)
-        bare_c = per_call(lambda: cl(fp, 1, 1, 1, 128, 1, 1, 0, sp, pp, None))
-        record("launch", "kernel[grid](4 args) vs ctypes libcuda", ours, "us", "cuLaunchKernel via ctypes", bare_c)
-    os.environ["GLUON_TRACE_LAUNCH"] = "ctypes"  # the other launch call the fast path can make
-    lmod._libcuda = False
+    import ctypes as _ct
+    cl = _ct.CDLL("libcuda.so.1").cuLaunchKernel
+    u = _ct.c_uint
+    cl.argtypes = [_ct.c_void_p, u, u, u, u, u, u, u, _ct.c_void_p, _ct.c_void_p, _ct.c_void_p]
+    cl.restype = _ct.c_int
+    fp, sp = int(f), int(stream)
+    bare_c = per_call(lambda: cl(fp, 1, 1, 1, 128, 1, 1, 0, sp, pp, None))
+    record("launch", "kernel[grid](4 args) vs ctypes libcuda", ours, "us", "cuLaunchKernel via ctypes", bare_c,
+           "<= 1.2x")
+    from gluon_trace.backends.nvidia import claunch
+    record("launch", f"  launch path: {'C' if claunch.status().startswith('on') else 'Python'} "
+           f"({claunch.status()[:60]})", ours, "us")
+    os.environ["GLUON_TRACE_LAUNCH"] = "python"  # the Python fast path, for comparison
+    claunch.reset()
     tiny_kernel._fast.clear()
     tiny_kernel._fast_keys.clear()
+    get("nvidia")._launchers.clear()
     for _ in range(3):
         tiny_kernel[(1,)](out, x, y, 128, L=L)
-    ours_cp = per_call(lambda: tiny_kernel[(1,)](out, x, y, 128, L=L))
-    record("launch", "kernel[grid](4 args), GLUON_TRACE_LAUNCH=ctypes", ours_cp, "us",
-           "bare cuLaunchKernel (packed)", bare, "<= 1.2x")
+    ours_py = per_call(lambda: tiny_kernel[(1,)](out, x, y, 128, L=L))
+    record("launch", "kernel[grid](4 args), GLUON_TRACE_LAUNCH=python", ours_py, "us",
+           "bare cuLaunchKernel (packed)", bare)
     os.environ.pop("GLUON_TRACE_LAUNCH")
-    lmod._libcuda = False
+    claunch.reset()
     tiny_kernel._fast.clear()
     tiny_kernel._fast_keys.clear()
+    get("nvidia")._launchers.clear()
     # where the time goes
     a0 = out
     parts = {"data_ptr() x3": lambda: (out.data_ptr(), x.data_ptr(), y.data_ptr()),

@@ -17,7 +17,8 @@ from .ptx import TARGETS
 
 
 def _rules() -> dict:
-    from . import rules_control, rules_elementwise, rules_layout, rules_memory, rules_reduce  # noqa: F401,F811
+    from . import (rules_control, rules_division, rules_elementwise, rules_layout,  # noqa: F401,F811
+                   rules_memory, rules_reduce)
     from .emitter import RULES  # noqa: F811
     return RULES
 

@@ -3,11 +3,11 @@
 A binary is loaded once as a context-independent library (``cuLibraryLoadData``); its
 kernel handle launches on whichever device's primary context is current, and the
 launcher makes the tensors' device current (restoring the caller's afterwards). Kernel
-arguments live in one ctypes structure per compiled kernel, with a fixed array of
-pointers to its fields handed to ``cuLaunchKernel``: a launch only stores the new
-values into the fields. ``fast_launcher`` generates, per specialization, one Python
-function that checks the arguments still fit the specialization (dtype, alignment,
-int range, device), stores them and launches -- the jit's hot path.
+arguments live in one buffer per compiled kernel, with a fixed array of pointers to
+its fields handed to ``cuLaunchKernel``: a launch only stores the new values. The
+jit's hot path is one object per specialization that checks the arguments still fit
+it (dtype, alignment, int range, device), stores them and launches: in C when
+claunch.py could build its extension, else a Python function generated here.
 """
 from __future__ import annotations
 
@@ -85,30 +85,16 @@ class Driver:
 
 
 _driver: Driver | None = None
-_libcuda = False
+_launch_addr: int | None = None
 
 
-def libcuda_launch():
-    """libcuda's cuLaunchKernel through ctypes, used by the fast path with
-    GLUON_TRACE_LAUNCH=ctypes. Measured on an H100 (perf/README.md) it costs more than
-    cuda-python's Cython call (ctypes converts 11 arguments per call), so cuda-python's
-    cuLaunchKernel is the default."""
-    global _libcuda
-    if _libcuda is False:
-        import os
-        _libcuda = None
-        if os.environ.get("GLUON_TRACE_LAUNCH", "cuda-python") == "ctypes":
-            try:
-                lib = ctypes.CDLL("libcuda.so.1")
-                f = lib.cuLaunchKernel
-                u = ctypes.c_uint
-                f.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
-                              ctypes.c_void_p]
-                f.restype = ctypes.c_int
-                _libcuda = f
-            except (OSError, AttributeError):
-                _libcuda = None
-    return _libcuda
+def launch_address() -> int:
+    """Address of libcuda's cuLaunchKernel, for the C launch path."""
+    global _launch_addr
+    if _launch_addr is None:
+        f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        _launch_addr = ctypes.cast(f, ctypes.c_void_p).value
+    return _launch_addr
 
 
 def driver() -> Driver:
@@ -181,6 +167,7 @@ class KernelLauncher:
             offs.append(off)
             off += size
         self.packer = struct.Struct(fmt)
+        self.offsets, self.buf_size = offs, max(off, 8)
         self.buf = (ctypes.c_char * max(off, 8))()
         base = ctypes.addressof(self.buf)
         self.ptrs = (ctypes.c_void_p * max(len(offs), 1))(*[base + o for o in offs])
@@ -298,12 +285,15 @@ class KernelLauncher:
         torch = _torch()
         if torch is None:
             return None
+        c = self._c_fast(torch, specs, expected_kwargs)
+        if c is not None:
+            return c
         g = {"Tensor": torch.Tensor, "EXP": dict(expected_kwargs), "S": self.buf, "pack": self.packer.pack_into,
              "launch": self.drv.cu.cuLaunchKernel, "F": self.fn, "P": self.params, "NT": self.nthreads,
              "SMEM": self.smem, "getstream": torch._C._cuda_getCurrentRawStream,
              "getdev": torch._C._cuda_getDevice, "NDEV": self.drv.ndev, "CFG": self.configured,
              "CUstream": self.drv.cu.CUstream, "STREAMS": {}, "ok": self.drv.cu.CUresult.CUDA_SUCCESS,
-             "fail": self._fail, "claunch": libcuda_launch(), "FP": int(self.fn), "LOCK": self.lock}
+             "fail": self._fail, "LOCK": self.lock}
         n = len(specs)
         body = ["def fast(grid, args, kwargs, stream):",
                 f"    if len(args) != {n} or kwargs != EXP: return False"]
@@ -357,24 +347,51 @@ class KernelLauncher:
             f"    if stream is None: stream = getstream({dev})",
         ]
         pack = [f"        pack(S, 0, {', '.join(f'p{i}' for i in range(n))})"] if n else []
-        if g["claunch"] is not None:
-            g["self_err"] = self.drv.cu.CUresult
-            body += ["    if stream.__class__ is not int: return False",
-                     "    with LOCK:"] + pack + [
-                     "        err = claunch(FP, gx, gy, gz, NT, 1, 1, SMEM, stream, P, None)",
-                     "    if err: fail(self_err(err))",
-                     "    return True"]
-        else:
-            body += ["    cs = STREAMS.get(stream)",
-                     "    if cs is None:",
-                     "        if stream.__class__ is not int or len(STREAMS) > 64: return False",
-                     "        cs = STREAMS[stream] = CUstream(stream)",
-                     "    with LOCK:"] + pack + [
-                     "        err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
-                     "    if err != ok: fail(err)",
-                     "    return True"]
+        body += ["    cs = STREAMS.get(stream)",
+                 "    if cs is None:",
+                 "        if stream.__class__ is not int or len(STREAMS) > 64: return False",
+                 "        cs = STREAMS[stream] = CUstream(stream)",
+                 "    with LOCK:"] + pack + [
+                 "        err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
+                 "    if err != ok: fail(err)",
+                 "    return True"]
         exec(compile("\n".join(body), f"<gluon_trace fast launcher {self.graph.name}>", "exec"), g)
         return g["fast"]
+
+    def _c_fast(self, torch, specs, expected_kwargs):
+        """The same fast path as the generated Python function, in C (claunch.py), or None."""
+        from . import claunch
+        mod = claunch.load()
+        if mod is None:
+            return None
+        descs = []
+        for spec, off in zip(specs, self.offsets):
+            t = spec.dtype
+            if t.is_ptr:
+                td = getattr(torch, _TORCH_NAMES.get(t.element.name, t.element.name), None)
+                if td is None:
+                    return None
+                descs.append((claunch.KINDS["ptr"], spec.divisible_by_16, off, td))
+            elif t.is_bool:
+                descs.append((claunch.KINDS["bool"], False, off, None))
+            elif t.is_floating:
+                descs.append((claunch.KINDS["f64" if t.bits == 64 else "f32"], False, off, None))
+            elif t.bits in (32, 64) and t.is_signed:
+                descs.append((claunch.KINDS[f"i{t.bits}"], spec.divisible_by_16, off, None))
+            else:
+                return None
+        if not any(t.is_ptr for t in self.types):
+            return None  # the device comes from a tensor argument
+        try:
+            addr = launch_address()
+        except (OSError, AttributeError):
+            return None
+        return mod.Launch(addr, int(self.fn), self.nthreads, self.smem, self.buf_size, tuple(descs),
+                          torch.Tensor, dict(expected_kwargs), torch._C._cuda_getCurrentRawStream,
+                          torch._C._cuda_getDevice, self.drv.ndev > 1, self.configured, self._fail_code)
+
+    def _fail_code(self, code: int):
+        self._fail(self.drv.cu.CUresult(code))
 
     def _fail(self, err):
         self.drv.check(err, f"launching {self.graph.name}")

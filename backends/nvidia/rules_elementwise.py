@@ -38,7 +38,7 @@ def _fimm(x: float, t) -> str:
 
 # -- binary arithmetic --------------------------------------------------------------------
 
-def _arith(em, op, name, a, b):
+def arith(em, op, name, a, b):
     t = op.results[0].type.dtype
     if t.is_bool:
         p = {"add": "or", "sub": "xor", "mul": "and", "maximum": "or", "minimum": "and",
@@ -131,11 +131,11 @@ def _fmod(em, t, a, b):
     return em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
 
 
-for _n in ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum",
+for _n in ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum",
            "and", "or", "xor", "shl", "shr"):
     def _make(name):
         def fn(em, op):
-            return em.map(op, lambda a, b: _arith(em, op, name, a, b))
+            return em.map(op, lambda a, b: arith(em, op, name, a, b))
         return fn
     rule(_n)(_make(_n))
 

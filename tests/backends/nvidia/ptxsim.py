@@ -5,14 +5,31 @@ Every thread of the grid is one lane of numpy arrays: registers hold raw bits (u
 for .b32/.f32, uint64 for .b64/.f64, uint16 for .b16, bool for .pred). Threads run in
 lockstep by lowest program counter (the classic SIMT reconvergence rule), so loops
 whose trip count differs per thread (compare-and-swap retries) work. Floating-point
-approximations (ex2.approx, sin.approx, ...) use numpy's accurate functions; fma rounds
-through f64. It is a test tool: anything it does not know raises NotImplementedError.
+approximations (ex2.approx, sin.approx, ...) use numpy's accurate functions; an f32 fma
+rounds once (fma_f32). It is a test tool: anything it does not know raises NotImplementedError.
 """
 from __future__ import annotations
 
 import re
 
 import numpy as np
+
+
+def fma_f32(a, b, c):
+    """a*b + c for float32 arrays, rounded once (as fma.rn.f32): the product is exact in
+    f64; the f64 sum is rounded to odd (its error found by TwoSum), and rounding to odd
+    with 29 spare bits then to f32 rounds as a single rounding would."""
+    with np.errstate(all="ignore"):
+        p = a.astype(np.float64) * b.astype(np.float64)
+        c = c.astype(np.float64)
+        s = p + c
+        bv = s - p
+        e = (p - (s - bv)) + (c - bv)
+        even = (s.view(np.int64) & 1) == 0
+        fix = (e != 0) & even & np.isfinite(s)
+        s = np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+
 
 U32, U64, U16 = np.uint32, np.uint64, np.uint16
 _INT = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
@@ -442,8 +459,7 @@ class Sim:
         d, a, b, c = args
         with np.errstate(all="ignore"):
             if t == "f32":
-                r = (self.val(a, t).astype(np.float64) * self.val(b, t).astype(np.float64)
-                     + self.val(c, t).astype(np.float64)).astype(np.float32)
+                r = fma_f32(self.val(a, t), self.val(b, t), self.val(c, t))
             else:
                 import math
                 x, y, z = self.val(a, t), self.val(b, t), self.val(c, t)

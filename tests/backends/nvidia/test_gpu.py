@@ -265,3 +265,57 @@ def test_device_print(capfd):
     out = capfd.readouterr().out
     assert "pid (0, 0, 0) v=[3]: 1.500000" in out and "pid (0, 0, 0) n=8" in out
     assert out.count("v=[") == 8 and out.count("n=8") == 1
+
+
+def test_c_launch_path_is_used_and_defers_to_the_checked_path():
+    from gluon_trace.backends.nvidia import claunch
+    k = corpus.add_k
+    a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    out = torch.full_like(a, float("nan"))
+    k._fast.clear()
+    k._fast_keys.clear()
+    for _ in range(2):
+        k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+    assert claunch.status().startswith("on"), claunch.status()
+    assert type(k._fast[0]).__name__ == "Launch"
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, a + b)
+    with pytest.raises(LaunchError, match="tensor on cpu") as e:
+        k[(8,)](out, a.cpu(), b, 4096, BLOCK=512, L=corpus.L1)
+    assert e.value.loc.line == sys._getframe().f_lineno - 1
+    with pytest.raises(LaunchError, match="exceeds the device limits"):
+        k[(1, 1 << 16)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+    out.fill_(float("nan"))
+    k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)  # the fast path still works after the errors
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, a + b)
+
+
+@gt.jit
+def _row_divide(out_ptr, num_ptr, den_ptr, N: gl.constexpr, L: gl.constexpr):
+    row = gl.program_id(0)
+    c = gl.arange(0, N, layout=L)
+    x = gl.load(num_ptr + row * N + c)
+    d = gl.load(den_ptr + row)
+    gl.store(out_ptr + row * N + c, x / d)
+
+
+def test_shared_divisor_division_is_bit_identical_to_torch():
+    """Markstein's division (rules_division.py) against torch's IEEE division, bit for bit,
+    on normal data and on the special values that must take the div.rn.f32 path."""
+    g = torch.Generator(device="cuda").manual_seed(11)
+    rows, n = 4096, 1024
+    num = torch.randn(rows, n, device="cuda", generator=g) * torch.exp2(
+        torch.randint(-60, 60, (rows, n), device="cuda", generator=g).float())
+    den = torch.randn(rows, device="cuda", generator=g) * torch.exp2(
+        torch.randint(-60, 60, (rows,), device="cuda", generator=g).float())
+    specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-45, -3e-39, 3e38,
+                             1e-30, 2.0 ** 126], device="cuda")
+    num[::97, :10] = specials
+    den[1::53] = specials.repeat(len(den[1::53]) // 10 + 1)[:len(den[1::53])]
+    out = torch.full_like(num, float("nan"))
+    _row_divide[(rows,)](out, num, den, N=n, L=gl.BlockedLayout([8], [32], [4], [0]), num_warps=4)
+    want = num / den[:, None]
+    torch.cuda.synchronize()
+    diff = (out.view(torch.int32) != want.view(torch.int32)) & ~(out.isnan() & want.isnan())
+    assert int(diff.sum()) == 0, (num[diff][:5], den[:, None].expand_as(num)[diff][:5], out[diff][:5], want[diff][:5])

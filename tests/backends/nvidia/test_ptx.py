@@ -188,13 +188,13 @@ def test_versions_and_targets():
 def test_ptxas_error_names_the_user_line(monkeypatch):
     from gluon_trace.backends.nvidia import rules_elementwise
     case = next(c for c in CASES if c.name == "binop_add_float32")
-    orig = rules_elementwise._arith
+    orig = rules_elementwise.arith
 
     def broken(em, op, name, a, b):
         if name == "add":
             return em.ins("f32", f"add.rn.f32 {{d}}, {a}, %rd1;")  # f32 op on a 64-bit register
         return orig(em, op, name, a, b)
-    monkeypatch.setattr(rules_elementwise, "_arith", broken)
+    monkeypatch.setattr(rules_elementwise, "arith", broken)
     with pytest.raises(CompileError) as e:
         case.kernel.trace(*spec_args(case), target="sm_80", **case.kw).compile("sm_80")
     msg = str(e.value)

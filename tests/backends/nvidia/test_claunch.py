@@ -1,0 +1,196 @@
+"""The C launch path (backends/nvidia/_claunch.c) without a GPU: a ctypes function stands in
+for cuLaunchKernel and records what it was given; a small tensor class stands in for torch's."""
+import ctypes
+import os
+import struct
+import sys
+
+import pytest
+
+from gluon_trace.backends.nvidia import claunch
+
+F32, F16 = object(), object()  # dtype objects are compared by identity
+
+
+class FakeTensor:
+    def __init__(self, ptr, dtype=F32, device=0):
+        self.ptr, self.dtype, self.device = ptr, dtype, device
+
+    def data_ptr(self):
+        return self.ptr
+
+    def get_device(self):
+        return self.device
+
+
+class SubTensor(FakeTensor):
+    pass
+
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+# kernel(out: *f32 aligned, x: *f32 aligned, n: i32 not a multiple of 16, scale: f32, big: i64 multiple of 16, flag: bool)
+SPECS = ((0, True, 0, F32), (0, True, 8, F32), (1, False, 16, None), (3, False, 20, None), (2, True, 24, None),
+         (5, False, 32, None))
+SIZES = (8, 8, 4, 4, 8, 1)
+FORMATS = ("<Q", "<Q", "<i", "<f", "<q", "<B")
+
+
+@pytest.fixture(scope="module")
+def mod():
+    m = claunch.load()
+    if m is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the C launch path must build in CI: {claunch.status()}")
+        pytest.skip(f"C launch path unavailable here: {claunch.status()}")
+    return m
+
+
+class Recorder:
+    def __init__(self):
+        self.calls, self.result = [], 0
+        self.fn = LAUNCH(self._launch)
+        self.addr = ctypes.cast(self.fn, ctypes.c_void_p).value
+
+    def _launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        vals = [struct.unpack(f, ctypes.string_at(params[i], n))[0] for i, (f, n) in enumerate(zip(FORMATS, SIZES))]
+        self.calls.append(dict(func=func, grid=(gx, gy, gz), block=(bx, by, bz), smem=smem, stream=stream or 0,
+                               args=vals, extra=extra))
+        return self.result
+
+
+def make(mod, rec, configured=frozenset({0}), kwargs=None, current=0, multi=False, failures=None):
+    streams = []
+
+    def get_stream(dev):
+        streams.append(dev)
+        return 0x5000 + dev
+
+    def fail(code):
+        (failures if failures is not None else []).append(code)
+        raise RuntimeError(f"launch failed: {code}")
+
+    launch = mod.Launch(rec.addr, 0x1234, 128, 4096, 33, SPECS, FakeTensor, dict(kwargs or {}), get_stream,
+                        lambda: current, multi, set(configured), fail)
+    return launch, streams
+
+
+def good_args():
+    return (FakeTensor(0x10000), FakeTensor(0x20010), 7, 0.5, 1 << 40, True)
+
+
+def test_launch_packs_every_argument_and_uses_the_current_stream(mod):
+    rec = Recorder()
+    launch, streams = make(mod, rec)
+    assert launch((3, 2), good_args(), {}, None) is True
+    (c,) = rec.calls
+    assert c["func"] == 0x1234 and c["grid"] == (3, 2, 1) and c["block"] == (128, 1, 1) and c["smem"] == 4096
+    assert c["stream"] == 0x5000 and streams == [0] and c["extra"] is None
+    assert c["args"] == [0x10000, 0x20010, 7, 0.5, 1 << 40, 1]
+    assert launch(5, good_args()[:5] + (False,), {}, 77) is True
+    assert rec.calls[-1]["grid"] == (5, 1, 1) and rec.calls[-1]["stream"] == 77 and rec.calls[-1]["args"][5] == 0
+    assert launch((1, 2, 3), good_args(), {}, None) and rec.calls[-1]["grid"] == (1, 2, 3)
+
+
+def test_subclasses_of_the_tensor_type_are_accepted(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    a = good_args()
+    assert launch((1,), (SubTensor(0x30000),) + a[1:], {}, None) is True
+    assert rec.calls[-1]["args"][0] == 0x30000
+
+
+@pytest.mark.parametrize("change", [
+    lambda a: (FakeTensor(0x10000, dtype=F16),) + a[1:],          # wrong dtype
+    lambda a: (FakeTensor(0x10004),) + a[1:],                     # not 16-byte aligned any more
+    lambda a: (a[0], FakeTensor(0x20010, device=1)) + a[2:],      # two devices
+    lambda a: (FakeTensor(0x10000, device=-1),) + a[1:],          # a CPU tensor
+    lambda a: (0x10000,) + a[1:],                                 # an int where a tensor was
+    lambda a: a[:2] + (16,) + a[3:],                              # now a multiple of 16
+    lambda a: a[:2] + (1 << 31,) + a[3:],                         # no longer fits int32
+    lambda a: a[:2] + (7.0,) + a[3:],                             # a float for an int
+    lambda a: a[:2] + (True,) + a[3:],                            # a bool for an int
+    lambda a: a[:3] + (1,) + a[4:],                               # an int for a float
+    lambda a: a[:4] + (32,) + a[5:],                              # an int64 that fits 32 bits
+    lambda a: a[:4] + (1 << 64,) + a[5:],                         # does not fit 64 bits
+    lambda a: a[:5] + (1,),                                       # an int for a bool
+    lambda a: a[:5],                                              # too few arguments
+    lambda a: a + (1,),                                           # too many
+])
+def test_calls_that_do_not_fit_return_false_and_launch_nothing(mod, change):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    assert launch((1,), change(good_args()), {}, None) is False
+    assert rec.calls == []
+
+
+@pytest.mark.parametrize("grid", [(0,), (-1,), (1 << 31,), (1, 65536), (1, 1, 65536), (1, 1, 1, 1), (), [1],
+                                  (1.0,), 0, "1", (True,)])
+def test_bad_grids_are_left_to_the_checked_path(mod, grid):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    assert launch(grid, good_args(), {}, None) is False and rec.calls == []
+
+
+def test_streams_kwargs_and_devices(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec, kwargs={"BLOCK": 128})
+    assert launch((1,), good_args(), {"BLOCK": 128}, None) is True
+    assert launch((1,), good_args(), {"BLOCK": 256}, None) is False
+    assert launch((1,), good_args(), {}, None) is False
+    assert launch((1,), good_args(), {"BLOCK": 128}, object()) is False  # not an int handle
+    assert len(rec.calls) == 1
+    rec2 = Recorder()
+    unconfigured, _ = make(mod, rec2, configured={1})
+    assert unconfigured((1,), good_args(), {}, None) is False
+    multi, _ = make(mod, rec2, configured={0, 1}, multi=True, current=1)
+    assert multi((1,), good_args(), {}, None) is False  # tensors on 0 but device 1 is current
+    multi0, _ = make(mod, rec2, configured={0, 1}, multi=True, current=0)
+    assert multi0((1,), good_args(), {}, None) is True and len(rec2.calls) == 1
+
+
+def test_a_launch_error_reaches_the_fail_callable(mod):
+    rec = Recorder()
+    rec.result = 700
+    failures = []
+    launch, _ = make(mod, rec, failures=failures)
+    with pytest.raises(RuntimeError, match="launch failed: 700"):
+        launch((1,), good_args(), {}, None)
+    assert failures == [700]
+
+
+def test_no_reference_leaks(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    args = good_args()
+    bad = (FakeTensor(0x10000, dtype=F16),) + args[1:]
+    grid = (4, 1)
+    before = [sys.getrefcount(o) for o in (F32, args[0], grid, launch)]
+    for _ in range(2000):
+        launch(grid, args, {}, None)
+        launch(grid, bad, {}, None)
+    assert [sys.getrefcount(o) for o in (F32, args[0], grid, launch)] == before
+    assert len(rec.calls) == 2000
+
+
+def test_bad_specs_are_refused(mod):
+    rec = Recorder()
+    with pytest.raises(ValueError, match="bad argument spec"):
+        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 4, F32),), FakeTensor, {}, print, print, False, set(), print)
+    with pytest.raises(TypeError):
+        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 0, F32),), "not a type", {}, print, print, False, set(), print)
+
+
+def test_status_says_why_the_c_path_is_off(monkeypatch, tmp_path):
+    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path))
+    try:
+        claunch.reset()
+        monkeypatch.setenv("GLUON_TRACE_LAUNCH", "python")
+        assert claunch.load() is None and "GLUON_TRACE_LAUNCH=python" in claunch.status()
+        claunch.reset()
+        monkeypatch.delenv("GLUON_TRACE_LAUNCH")
+        monkeypatch.setattr(claunch, "_compilers", lambda: [["false"]])
+        assert claunch.load() is None
+        assert claunch.status().startswith("off: no C compiler could build it") and "false" in claunch.status()
+    finally:
+        claunch.reset()
