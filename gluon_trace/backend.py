@@ -47,6 +47,20 @@ def rule_table() -> tuple[dict, "callable"]:
     return rules, rule
 
 
+_dispatch_factory = None
+
+
+def set_dispatch_factory(make) -> None:
+    """A backend with a compiled ``kernel[grid]`` path registers ``make(grid, fast_list,
+    fallback)`` here (the jit's fast-launcher list is shared with it, mutated in place)."""
+    global _dispatch_factory
+    _dispatch_factory = make
+
+
+def dispatch_factory():
+    return _dispatch_factory
+
+
 def names() -> list[str]:
     return list(_BACKENDS)
 

@@ -125,6 +125,7 @@ class JITFunction:
         # launch fast path: functions a backend generated per specialization; each checks
         # that (grid, args, kwargs) still fit it, and launches (True) or declines (False)
         self._fast: list = []
+        self._dispatch: dict = {}  # grid -> a backend's compiled kernel[grid] (see __getitem__)
         self._fast_keys: set = set()
 
     def __repr__(self) -> str:
@@ -206,8 +207,27 @@ class JITFunction:
         return graph
 
     # -- launch --------------------------------------------------------------------------------
-    def __getitem__(self, grid) -> "Launcher":
-        return Launcher(self, grid)
+    def __getitem__(self, grid):
+        """``kernel[grid]``: a callable that launches. Where a backend offers a compiled
+        dispatcher (the NVIDIA C launch path), one per constant grid is kept, so a repeated
+        launch runs no Python of ours; else a :class:`Launcher`."""
+        c = grid.__class__
+        if c is not tuple and c is not int:
+            return Launcher(self, grid)
+        try:
+            d = self._dispatch.get(grid)
+        except TypeError:  # a tuple holding something unhashable
+            return Launcher(self, grid)
+        if d is not None:
+            return d
+        launcher = Launcher(self, grid)
+        make = backends.dispatch_factory()
+        if make is None:
+            return launcher
+        if len(self._dispatch) >= 256:  # grids that change every call: keep the table small
+            self._dispatch.clear()
+        d = self._dispatch[grid] = make(grid, self._fast, launcher)
+        return d
 
     def run(self, *args, grid, **kwargs):
         return Launcher(self, grid)(*args, **kwargs)

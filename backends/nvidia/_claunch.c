@@ -40,7 +40,7 @@ typedef struct {
     PyObject *tensor_type, *expected_kwargs, *get_stream, *get_device, *configured, *fail;
 } Launch;
 
-static PyObject *s_dtype, *s_data_ptr, *s_get_device;
+static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream;
 
 /* -1: does not fit (no Python error set); -2: a Python error is set. */
 static int as_unsigned(PyObject *v, unsigned long long limit, unsigned *out) {
@@ -127,63 +127,88 @@ static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev) {
     return -1;
 }
 
-/* fast(grid, args, kwargs, stream) -> True when launched, False when the call does not fit */
-static PyObject *launch_vectorcall(PyObject *callable, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
-    Launch *self = (Launch *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 4 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "fast launcher takes (grid, args, kwargs, stream)");
-        return NULL;
+/* Do the keyword arguments equal the specialization's? Either a dict (the Python
+ * launcher's call) or vectorcall's names + values, where "stream" is not a kernel argument. */
+static int kwargs_match_dict(Launch *self, PyObject *kwargs) {
+    if (!PyDict_CheckExact(kwargs)) return 0;
+    if (!PyDict_GET_SIZE(kwargs) && !PyDict_GET_SIZE(self->expected_kwargs)) return 1;
+    int eq = PyObject_RichCompareBool(kwargs, self->expected_kwargs, Py_EQ);
+    if (eq < 0) { PyErr_Clear(); return 0; }
+    return eq;
+}
+
+static int kwargs_match_names(Launch *self, PyObject *const *values, PyObject *kwnames, int has_stream) {
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (n - has_stream != PyDict_GET_SIZE(self->expected_kwargs)) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (name == s_stream) continue;
+        PyObject *want = PyDict_GetItemWithError(self->expected_kwargs, name);
+        if (want == NULL) { PyErr_Clear(); return 0; }
+        if (want == values[i]) continue;
+        int eq = PyObject_RichCompareBool(values[i], want, Py_EQ);
+        if (eq != 1) { if (eq < 0) PyErr_Clear(); return 0; }
     }
-    PyObject *grid = argv[0], *args = argv[1], *kwargs = argv[2], *stream = argv[3];
-    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->nargs) Py_RETURN_FALSE;
-    if (!PyDict_CheckExact(kwargs)) Py_RETURN_FALSE;
-    if (PyDict_GET_SIZE(kwargs) || PyDict_GET_SIZE(self->expected_kwargs)) {
-        int eq = PyObject_RichCompareBool(kwargs, self->expected_kwargs, Py_EQ);
-        if (eq < 0) { PyErr_Clear(); Py_RETURN_FALSE; }
-        if (!eq) Py_RETURN_FALSE;
-    }
+    return 1;
+}
+
+/* 1: launched; 0: the call does not fit (nothing launched, no error set); -1: error set */
+static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, Py_ssize_t nargs, PyObject *stream) {
+    if (nargs != self->nargs) return 0;
     long long dev = -1;
-    for (Py_ssize_t i = 0; i < self->nargs; i++)
-        if (store_arg(self, &self->args[i], PyTuple_GET_ITEM(args, i), &dev)) Py_RETURN_FALSE;
-    if (dev < 0) Py_RETURN_FALSE;
-    unsigned g[3];
-    if (parse_grid(grid, g)) Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        if (store_arg(self, &self->args[i], args[i], &dev)) return 0;
+    if (dev < 0) return 0;
     PyObject *devobj = PyLong_FromLongLong(dev);
-    if (devobj == NULL) return NULL;
+    if (devobj == NULL) return -1;
     int known = PySet_Contains(self->configured, devobj);
-    if (known != 1) { Py_DECREF(devobj); if (known < 0) PyErr_Clear(); Py_RETURN_FALSE; }
+    if (known != 1) { Py_DECREF(devobj); if (known < 0) PyErr_Clear(); return 0; }
     if (self->multi_device) {
         PyObject *cur = PyObject_CallNoArgs(self->get_device);
         int same = cur != NULL && PyLong_Check(cur) && PyLong_AsLongLong(cur) == dev;
         Py_XDECREF(cur);
         if (PyErr_Occurred()) PyErr_Clear();
-        if (!same) { Py_DECREF(devobj); Py_RETURN_FALSE; }
+        if (!same) { Py_DECREF(devobj); return 0; }
     }
     unsigned long long s;
-    if (stream == Py_None) {
+    if (stream == NULL || stream == Py_None) {
         PyObject *r = PyObject_CallOneArg(self->get_stream, devobj);
         Py_DECREF(devobj);
-        if (r == NULL) return NULL;
+        if (r == NULL) return -1;
         s = PyLong_AsUnsignedLongLong(r);
         Py_DECREF(r);
-        if (PyErr_Occurred()) return NULL;
+        if (PyErr_Occurred()) return -1;
     } else {
         Py_DECREF(devobj);
-        if (!PyLong_CheckExact(stream)) Py_RETURN_FALSE;
+        if (!PyLong_CheckExact(stream)) return 0;
         s = PyLong_AsUnsignedLongLong(stream);
-        if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_FALSE; }
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
     }
     int err = self->launch(self->func, g[0], g[1], g[2], self->nthreads, 1, 1, self->smem,
                            (void *)(uintptr_t)s, self->params, NULL);
     if (err) {
         PyObject *r = PyObject_CallFunction(self->fail, "i", err);
-        if (r == NULL) return NULL;
+        if (r == NULL) return -1;
         Py_DECREF(r);
         PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed with CUresult %d", err);
+        return -1;
+    }
+    return 1;
+}
+
+/* fast(grid, args, kwargs, stream) -> True when launched, False when the call does not fit */
+static PyObject *launch_vectorcall(PyObject *callable, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+    Launch *self = (Launch *)callable;
+    if (PyVectorcall_NARGS(nargsf) != 4 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "fast launcher takes (grid, args, kwargs, stream)");
         return NULL;
     }
-    Py_RETURN_TRUE;
+    PyObject *grid = argv[0], *args = argv[1], *kwargs = argv[2], *stream = argv[3];
+    unsigned g[3];
+    if (!PyTuple_CheckExact(args) || !kwargs_match_dict(self, kwargs) || parse_grid(grid, g)) Py_RETURN_FALSE;
+    int r = try_launch(self, g, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), stream);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
 }
 
 static void launch_dealloc(Launch *self) {
@@ -274,16 +299,87 @@ static PyTypeObject LaunchType = {
     .tp_doc = "One specialization's launch: checks, packs and calls cuLaunchKernel.",
 };
 
+/* kernel[grid]: tries the kernel's fast launchers (a list the jit keeps, newest first)
+ * straight from vectorcall's arguments, and hands any call they refuse to `fallback`
+ * (the jit's Python launcher, which explains what is wrong or specializes anew). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    unsigned g[3];
+    int grid_ok;
+    PyObject *fast, *fallback;
+} Dispatch;
+
+static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+    Dispatch *self = (Dispatch *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->grid_ok) {
+        PyObject *stream = NULL;
+        int has_stream = 0;
+        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        for (Py_ssize_t i = 0; i < nkw; i++)
+            if (PyTuple_GET_ITEM(kwnames, i) == s_stream) { stream = argv[nargs + i]; has_stream = 1; }
+        Py_ssize_t n = PyList_GET_SIZE(self->fast);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *f = PyList_GET_ITEM(self->fast, i);
+            if (Py_TYPE(f) != &LaunchType) continue;
+            Launch *l = (Launch *)f;
+            if (!kwargs_match_names(l, argv + nargs, kwnames, has_stream)) continue;
+            Py_INCREF(f);  /* the list may change under a Python call made while launching */
+            int r = try_launch(l, self->g, argv, nargs, stream);
+            Py_DECREF(f);
+            if (r < 0) return NULL;
+            if (r) Py_RETURN_NONE;
+            if (PyList_GET_SIZE(self->fast) != n) break;
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, argv, nargsf, kwnames);
+}
+
+static void dispatch_dealloc(Dispatch *self) {
+    Py_XDECREF(self->fast);
+    Py_XDECREF(self->fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Dispatch(grid, fast_list, fallback) */
+static PyObject *dispatch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
+    PyObject *grid, *fast, *fallback;
+    if (!PyArg_ParseTuple(a, "OO!O", &grid, &PyList_Type, &fast, &fallback)) return NULL;
+    Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->vectorcall = dispatch_vectorcall;
+    self->grid_ok = parse_grid(grid, self->g) == 0;
+    self->fast = Py_NewRef(fast);
+    self->fallback = Py_NewRef(fallback);
+    return (PyObject *)self;
+}
+
+static PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gluon_trace._claunch.Dispatch",
+    .tp_basicsize = sizeof(Dispatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = dispatch_new,
+    .tp_dealloc = (destructor)dispatch_dealloc,
+    .tp_doc = "kernel[grid]: the fast launchers in C, then the jit's launcher.",
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_claunch", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit__claunch(void) {
     s_dtype = PyUnicode_InternFromString("dtype");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_get_device = PyUnicode_InternFromString("get_device");
-    if (PyType_Ready(&LaunchType) < 0) return NULL;
+    s_stream = PyUnicode_InternFromString("stream");
+    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&DispatchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&LaunchType);
     if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) return NULL;
+    Py_INCREF(&DispatchType);
+    if (PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0) return NULL;
     return m;
 }

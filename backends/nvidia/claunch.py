@@ -115,6 +115,8 @@ def load():
 
 
 def reset() -> None:
-    """Forget the loaded module's state (tests)."""
+    """Forget the loaded module's state and its kernel[grid] dispatcher (tests, benchmarks)."""
     global _module, _status
+    from gluon_trace import backend
+    backend.set_dispatch_factory(None)
     _module, _status = None, "not built yet"

@@ -386,6 +386,8 @@ class KernelLauncher:
             addr = launch_address()
         except (OSError, AttributeError):
             return None
+        from gluon_trace import backend
+        backend.set_dispatch_factory(mod.Dispatch)
         return mod.Launch(addr, int(self.fn), self.nthreads, self.smem, self.buf_size, tuple(descs),
                           torch.Tensor, dict(expected_kwargs), torch._C._cuda_getCurrentRawStream,
                           torch._C._cuda_getDevice, self.drv.ndev > 1, self.configured, self._fail_code)

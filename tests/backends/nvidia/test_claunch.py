@@ -194,3 +194,108 @@ def test_status_says_why_the_c_path_is_off(monkeypatch, tmp_path):
         assert claunch.status().startswith("off: no C compiler could build it") and "false" in claunch.status()
     finally:
         claunch.reset()
+
+
+class Fallback:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return "fallback"
+
+
+def test_dispatch_launches_from_its_arguments_without_python(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec, kwargs={"BLOCK": 128})
+    fast, fb = [launch], Fallback()
+    d = mod.Dispatch((2, 3), fast, fb)
+    assert d(*good_args(), BLOCK=128) is None and fb.calls == []
+    assert rec.calls[-1]["grid"] == (2, 3, 1) and rec.calls[-1]["stream"] == 0x5000
+    assert d(*good_args(), BLOCK=128, stream=99) is None and rec.calls[-1]["stream"] == 99
+    assert d(*good_args(), stream=99, BLOCK=128) is None  # keyword order does not matter
+    assert len(rec.calls) == 3
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: d(*good_args(), BLOCK=256),                 # another constexpr: another specialization
+    lambda d: d(*good_args()),                            # a missing keyword
+    lambda d: d(*good_args(), BLOCK=128, num_warps=8),    # an extra one
+    lambda d: d(*good_args()[:5], BLOCK=128),             # too few arguments
+    lambda d: d(FakeTensor(1, dtype=F16), *good_args()[1:], BLOCK=128),
+    lambda d: d(*good_args(), BLOCK=128, stream="s"),     # not a stream handle
+])
+def test_dispatch_hands_what_does_not_fit_to_the_fallback_unchanged(mod, call):
+    rec = Recorder()
+    launch, _ = make(mod, rec, kwargs={"BLOCK": 128})
+    fb = Fallback()
+    assert call(mod.Dispatch((2,), [launch], fb)) == "fallback"
+    assert rec.calls == [] and len(fb.calls) == 1
+
+
+def test_dispatch_with_a_bad_grid_or_python_launchers_falls_back(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    for grid in [(0,), (1, 1, 1, 1), (1.5,), "x"]:
+        fb = Fallback()
+        assert mod.Dispatch(grid, [launch], fb)(*good_args()) == "fallback" and len(fb.calls) == 1
+    fb = Fallback()
+    assert mod.Dispatch((1,), [lambda *a: True], fb)(*good_args()) == "fallback"  # only Launch objects run here
+    assert rec.calls == []
+
+
+def test_dispatch_sees_launchers_added_later_and_tries_them_in_order(mod):
+    rec1, rec2 = Recorder(), Recorder()
+    other, _ = make(mod, rec1, kwargs={"BLOCK": 64})
+    fast, fb = [other], Fallback()
+    d = mod.Dispatch(4, fast, fb)
+    assert d(*good_args(), BLOCK=128) == "fallback"
+    launch, _ = make(mod, rec2, kwargs={"BLOCK": 128})
+    fast.insert(0, launch)  # what the jit does after its checked launch
+    assert d(*good_args(), BLOCK=128) is None
+    assert rec1.calls == [] and rec2.calls[0]["grid"] == (4, 1, 1) and len(fb.calls) == 1
+
+
+def test_dispatch_errors_propagate_and_nothing_leaks(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    d = mod.Dispatch((1,), [launch], Fallback())
+    args = good_args()
+    before = [sys.getrefcount(o) for o in (F32, args[0], launch, d)]
+    for _ in range(2000):
+        d(*args)
+        d(*args, stream=5)
+    assert [sys.getrefcount(o) for o in (F32, args[0], launch, d)] == before
+    rec.result = 1
+    with pytest.raises(RuntimeError, match="launch failed: 1"):
+        d(*args)
+
+
+def test_kernel_grid_through_the_dispatcher_still_reaches_other_backends(mod):
+    """With the C dispatcher registered, kernel[grid] on numpy arrays falls back to the jit's
+    launcher: the interpreter runs it, and a bad call's error still names this line."""
+    import numpy as np
+    import gluon_trace as gt
+    from gluon_trace import backend
+    from gluon_trace import language as gl
+    from gluon_trace.errors import GluonTraceError
+
+    @gt.jit
+    def double(out_ptr, x_ptr, n, BLOCK: gl.constexpr):
+        i = gl.arange(0, BLOCK, layout=gl.BlockedLayout([1], [32], [1], [0]))
+        gl.store(out_ptr + i, gl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
+
+    backend.set_dispatch_factory(mod.Dispatch)
+    try:
+        x = np.arange(32, dtype=np.float32) + 1
+        out = np.full_like(x, np.nan)
+        k = double[(1,)]
+        assert type(k).__name__ == "Dispatch" and double[(1,)] is k
+        k(out, x, 32, BLOCK=32, num_warps=1)
+        np.testing.assert_array_equal(out, 2 * x)
+        with pytest.raises(GluonTraceError) as e:
+            double[(1,)](out, "not an array", 32, BLOCK=32, num_warps=1)
+        assert e.value.loc.line == sys._getframe().f_lineno - 1
+        assert type(double[lambda meta: (1,)]).__name__ == "Launcher"  # callable grids stay in Python
+    finally:
+        backend.set_dispatch_factory(None)
