@@ -7,31 +7,32 @@ divisions in kernels share their divisor along a row (``e / gl.sum(e)[:, None]``
 when a tile has at least two elements per distinct divisor register we divide by
 Markstein's method instead: y = RN(1/b) once per divisor (``rcp.rn.f32``), then per
 element q0 = RN(a*y), r = a - b*q0 (exact in an fma), q = RN(q0 + r*y), which is the
-correctly rounded a/b when nothing under- or overflows (Markstein 1990; the residual is
-exact while the exponents leave it room). The operands' exponents are checked with
-integer compares, and a thread with any element outside the safe range -- zero,
-subnormal, huge, inf, NaN numerators; a divisor outside [2**-126, 2**102) -- recomputes
-all of its elements with ``div.rn.f32``, once, behind one branch. Either way the result
-is bit-identical to ``div.rn.f32`` (tests/backends/nvidia/test_division.py checks the
-method against numpy's division on the CPU, test_gpu.py against torch on the GPU).
+correctly rounded a/b when nothing under- or overflows (Markstein 1990). Before
+dividing, integer compares check every operand's exponent against the range where that
+holds (a zero numerator included); a thread with any operand outside it -- a subnormal,
+huge, inf or NaN numerator, a quotient that would leave the normal range, a zero, tiny,
+huge or NaN divisor -- divides all of its elements with ``div.rn.f32`` instead, behind
+one branch. Either way the result is bit-identical to ``div.rn.f32``
+(tests/backends/nvidia/test_division.py checks the method against numpy's division on
+the CPU, test_gpu.py against torch on the GPU).
 """
 from __future__ import annotations
 
 from . import ptx
 from .emitter import rule
 
-# Safe exponent windows, as offsets of |x|'s bit pattern: x is safe when
-# 0 <= bits(|x|) - LO < WIDTH. One width for all three lets a thread fold every check
-# into one running unsigned max and test it once.
-WIDTH = 0x72000000     # 228 binades: the numerator's window, the narrowest of the three
-A_LO = 0x0C800000      # numerator in [2**-102, 2**126): the residual a - b*q0 is exact
-B_LO = 0x00800000      # divisor in [2**-126, 2**102): normal, and 1/b is normal
-Q_LO = 0x01000000      # quotient in [2**-125, 2**103): the last rounding is a normal one
+# The method is exact when 1/b is normal, the residual a - b*q0 is representable
+# (|a| >= 2**-102) and the quotient is normal: |b| in [2**-126, 2**126) and |a| in
+# [max(2**-102, |b| * 2**-124), min(2**126, |b| * 2**125)), or a == 0. Scaling |b| by a
+# power of two is adding to its bit pattern, so each divisor's window for its numerators
+# is two integer ops, and a numerator is checked against it before any division.
+B_LO, B_HI = 0x00800000, 0x7E800000
+A_LO, A_HI = 0x0C800000, 0x7E800000
+BELOW, ABOVE = 124 << 23, 125 << 23
 
 
-def _offset(em, x: str, lo: int) -> str:
-    m = em.ins("b32", f"and.b32 {{d}}, {x}, 2147483647;")
-    return em.ins("b32", f"sub.s32 {{d}}, {m}, {lo};")
+def _abs_bits(em, x: str) -> str:
+    return em.ins("b32", f"and.b32 {{d}}, {x}, 2147483647;")
 
 
 def _reg(em, x: str) -> str:
@@ -39,34 +40,58 @@ def _reg(em, x: str) -> str:
     return em.ins("f32", f"mov.f32 {{d}}, {x};") if x.startswith("0f") else x
 
 
+def _window(em, b: str) -> tuple[str, str, str]:
+    """(lo, width, divisor ok) of the numerators' window for divisor ``b``."""
+    bb = _abs_bits(em, b)
+    off = em.ins("b32", f"sub.s32 {{d}}, {bb}, {B_LO};")
+    ok = em.ins("pred", f"setp.lt.u32 {{d}}, {off}, {B_HI - B_LO};")
+    lo = em.ins("b32", f"sub.s32 {{d}}, {bb}, {BELOW};")
+    lo = em.ins("b32", f"max.s32 {{d}}, {lo}, {A_LO};")
+    hi = em.ins("b32", f"add.s32 {{d}}, {bb}, {ABOVE};")
+    hi = em.ins("b32", f"min.u32 {{d}}, {hi}, {A_HI};")
+    width = em.ins("b32", f"sub.s32 {{d}}, {hi}, {lo};")
+    return lo, width, ok
+
+
 def shared_divisor_division(em, pairs: list[tuple[str, str]]) -> dict:
     """{(a, b): quotient register} for f32 registers, correctly rounded."""
     regs = {x: _reg(em, x) for x in dict.fromkeys(x for pair in pairs for x in pair)}
-    recip, worst = {}, None
-
-    def track(off):
-        nonlocal worst
-        worst = off if worst is None else em.ins("b32", f"max.u32 {{d}}, {worst}, {off};")
-
-    for b in dict.fromkeys(regs[b] for _, b in pairs):
-        recip[b] = em.ins("f32", f"rcp.rn.f32 {{d}}, {b};")
-        track(_offset(em, b, B_LO))
-    out = {}
+    divisors = list(dict.fromkeys(regs[b] for _, b in pairs))
+    windows = {b: _window(em, b) for b in divisors}
+    inside_zero = {b: em.ins("b32", f"add.s32 {{d}}, {windows[b][1]}, -1;") for b in divisors}
+    worst = {}
     for pair in pairs:
+        a, b = regs[pair[0]], regs[pair[1]]
+        # |a| - lo, except that a == 0 lands inside: min(|a| - lo, |a| + width - 1)
+        ab = _abs_bits(em, a)
+        off = em.ins("b32", f"sub.s32 {{d}}, {ab}, {windows[b][0]};")
+        zero = em.ins("b32", f"add.s32 {{d}}, {ab}, {inside_zero[b]};")
+        off = em.ins("b32", f"min.u32 {{d}}, {off}, {zero};")
+        worst[b] = off if b not in worst else em.ins("b32", f"max.u32 {{d}}, {worst[b]}, {off};")
+    ok = None
+    for b in divisors:
+        lo, width, b_ok = windows[b]
+        p = em.ins("pred", f"setp.lt.u32 {{d}}, {worst[b]}, {width};")
+        p = em.ins("pred", f"and.pred {{d}}, {p}, {b_ok};")
+        ok = p if ok is None else em.ins("pred", f"and.pred {{d}}, {ok}, {p};")
+    out = {pair: em.reg("f32") for pair in pairs}
+    slow, done = em.label("div_slow"), em.label("div_done")
+    em.emit(f"@!{ok} bra {slow};")
+    recip = {b: em.ins("f32", f"rcp.rn.f32 {{d}}, {b};") for b in divisors}
+    for pair, q in out.items():
         a, b = regs[pair[0]], regs[pair[1]]
         y = recip[b]
         q0 = em.ins("f32", f"mul.rn.f32 {{d}}, {a}, {y};")
         nq = em.ins("f32", f"neg.f32 {{d}}, {q0};")
         r = em.ins("f32", f"fma.rn.f32 {{d}}, {nq}, {b}, {a};")
-        q = em.ins("f32", f"fma.rn.f32 {{d}}, {r}, {y}, {q0};")
-        track(_offset(em, a, A_LO))
-        track(_offset(em, q, Q_LO))
-        out[pair] = q
-    ok = em.ins("pred", f"setp.lt.u32 {{d}}, {worst}, {WIDTH};")
-    done = em.label("div_done")
-    em.emit(f"@{ok} bra {done};")
-    for (a, b), q in out.items():
-        em.emit(f"div.rn.f32 {q}, {regs[a]}, {regs[b]};")
+        q1 = em.ins("f32", f"fma.rn.f32 {{d}}, {r}, {y}, {q0};")
+        # r == 0: q0 is the exact quotient (and keeps the sign of a zero numerator)
+        exact = em.ins("pred", f"setp.eq.f32 {{d}}, {r}, 0f00000000;")
+        em.emit(f"selp.f32 {q}, {q0}, {q1}, {exact};")
+    em.emit(f"bra.uni {done};")
+    em.emit(f"{slow}:")
+    for pair, q in out.items():
+        em.emit(f"div.rn.f32 {q}, {regs[pair[0]]}, {regs[pair[1]]};")
     em.emit(f"{done}:")
     return out
 
