@@ -29,6 +29,7 @@ from .emitter import rule
 B_LO, B_HI = 0x00800000, 0x7E800000
 A_LO, A_HI = 0x0C800000, 0x7E800000
 BELOW, ABOVE = 124 << 23, 125 << 23
+MIN_SHARE = 2  # elements per distinct divisor from which the shared-divisor method is used
 
 
 def _abs_bits(em, x: str) -> str:
@@ -102,7 +103,7 @@ def _div(em, op):
     a_regs, b_regs = em.vals[op.operands[0]], em.vals[op.operands[1]]
     n = max(len(a_regs), len(b_regs))
     f32ish = t.is_floating and t.bits <= 32 and not op.attrs.get("approx")
-    if not f32ish or n < 2 or len(set(b_regs)) * 2 > n:
+    if not f32ish or n < 2 or len(set(b_regs)) * MIN_SHARE > n:
         from .rules_elementwise import arith
         return em.map(op, lambda a, b: arith(em, op, "div", a, b))
     a_col = a_regs if len(a_regs) == n else a_regs * n
