@@ -3,7 +3,8 @@
 The hardware gives approximations (v_rcp, v_sqrt, v_exp, v_log are ~1 ulp and flush
 or mishandle some ranges); these sequences follow the LLVM AMDGPU expansions so that
 division and square root are correctly rounded and exp/log/exp2 keep denormals and
-their range. Transcendentals on float64 (exp, log, sin, ...) are not provided.
+their range. float64 exp/exp2/log/log2/sin/cos/erf are not here: ``compiler.lower``
+expands them into core ops (``gluon_trace.decompose``) before instruction selection.
 """
 from __future__ import annotations
 
@@ -245,8 +246,10 @@ def funary64(em, name, x):
         return em.valu("v_rsq_f64", em.v(2), [x], form="vop1")
     if name == "sqrt":
         return sqrt64(em, x)
-    raise em.error(f"{name} on float64 is not supported by the AMD backend "
-                   "(convert to float32 first)")
+    # exp, exp2, log, log2, sin, cos and erf never get here: compiler.lower expands them into
+    # core ops first (gluon_trace.decompose), the same code the NVIDIA backend emits
+    raise em.error(f"float64 {name} reached the AMD emitter unexpanded "
+                   "(lower() expands it with gluon_trace.decompose.expand_math)")
 
 
 def sqrt64(em, x):

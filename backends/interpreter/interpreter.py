@@ -144,7 +144,7 @@ def _not(p, op, a):
 
 @rule("erf")
 def _erf_rule(p, op, a):
-    return fix(_erf(a.astype(np.float64)).astype(np.float64), op.results[0].type.dtype)
+    return fix(np.asarray(_erf(a.astype(np.float64)), np.float64), op.results[0].type.dtype)
 
 
 @rule("fma")

@@ -32,6 +32,10 @@ def source_hash() -> str:
             if name.endswith(".py") and name != "launcher.py":
                 st = os.stat(os.path.join(d, name))
                 h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
+        # the float64 math expansions emit() applies live in the core
+        import gluon_trace
+        st = os.stat(os.path.join(os.path.dirname(os.path.abspath(gluon_trace.__file__)), "decompose.py"))
+        h.update(f"decompose.py:{st.st_size}:{st.st_mtime_ns};".encode())
         _src_hash = h.hexdigest()[:16]
     return _src_hash
 

@@ -513,8 +513,10 @@ def kernel_name(g: Graph) -> str:
 
 def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     """(PTX text, {PTX line: SourceLoc}, scratch shared-memory bytes)."""
+    from gluon_trace.decompose import F64_MATH, expand_math
     from . import _rules
     _rules()  # the rule modules register themselves in RULES
+    graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
     em = Emitter(graph, target)
     text, locs = em.render()
     return text, locs, em.smem_bytes

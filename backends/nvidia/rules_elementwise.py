@@ -8,10 +8,11 @@ after a reduction by 2*pi; these are a few ulp off the interpreter. Division is 
 ``div.full.f32``. ``add``/``sub``/``mul`` carry ``.rn`` so ptxas never fuses them into
 an fma the interpreter would not do; ``gl.fma`` is ``fma.rn``. float16/bfloat16 compute
 in f32 and round after every op (``fma`` of 16-bit floats goes through f64 so it rounds
-once, as the interpreter does). float64 transcendentals have no fast hardware path:
-exp/exp2/log/log2 use an f64 polynomial, sin/cos/erf compute in f32. ``erf`` is a
-polynomial (about 1e-7 absolute error). Float ``%`` is fmod computed through f64,
-exact while the quotient is below 2**50.
+once, as the interpreter does). float32 ``erf`` is a polynomial (about 1e-7 absolute
+error). float64 exp/exp2/log/log2/sin/cos/erf have no hardware path and no rule here:
+``emitter.emit`` expands them into core ops first (``gluon_trace.decompose``, shared
+with the AMD backend; within 1 ulp). Float ``%`` is fmod computed through f64, exact
+while the quotient is below 2**50.
 """
 from __future__ import annotations
 
@@ -199,12 +200,9 @@ def _unary(em, op, name, a):
             s = em.ins(cls, f"sqrt.rn.f64 {{d}}, {a};")
             return em.ins(cls, f"div.rn.f64 {{d}}, 0d3FF0000000000000, {s};")
         return em.round16(em.ins(cls, f"rsqrt.approx.f32 {{d}}, {a};"), t)
-    if f == "f64":
-        if name in ("exp", "exp2", "log", "log2"):
-            return _f64_math(em, name, a)
-        x = em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {a};")
-        y = _f32_math(em, name, x)
-        return em.ins("f64", f"cvt.f64.f32 {{d}}, {y};")
+    if f == "f64":  # exp, log, sin, ...: emit() expands them before any rule runs
+        raise CompileError(f"float64 {name} reached the NVIDIA emitter unexpanded "
+                           "(emit() expands it with gluon_trace.decompose.expand_math)", op.loc)
     return em.round16(_f32_math(em, name, a), t)
 
 
@@ -263,79 +261,6 @@ def _erf_f32(em, a):
     r = em.ins("f32", f"selp.f32 {{d}}, {small}, {big}, {is_small};")
     nan = em.ins("pred", f"setp.nan.f32 {{d}}, {a}, {a};")
     return em.ins("f32", f"selp.f32 {{d}}, {a}, {r}, {nan};")
-
-
-def _f64_math(em, name, a):
-    if name in ("exp", "exp2"):
-        # x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite), exp(r) by a degree-12 Taylor
-        # polynomial, then scale by 2**n through the exponent field
-        if name == "exp2":
-            a = em.ins("f64", f"mul.rn.f64 {{d}}, {a}, {ptx.f64_hex(LN2)};")
-        x = em.ins("f64", f"max.f64 {{d}}, {a}, 0dC087480000000000;")   # -745
-        x = em.ins("f64", f"min.f64 {{d}}, {x}, 0d40862E42FEFA39EF;")   # ~709.78
-        n = em.ins("f64", f"mul.rn.f64 {{d}}, {x}, {ptx.f64_hex(1 / LN2)};")
-        n = em.ins("f64", f"cvt.rni.f64.f64 {{d}}, {n};")
-        ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-        r = em.ins("f64", f"fma.rn.f64 {{d}}, {n}, {ptx.f64_hex(-ln2_hi)}, {x};")
-        r = em.ins("f64", f"fma.rn.f64 {{d}}, {n}, {ptx.f64_hex(-ln2_lo)}, {r};")
-        p = _poly(em, r, [1.0 / math.factorial(k) for k in range(13)], "f64")
-        # 2**n as two factors so n down to -1075 and up to 1024 stay representable
-        ni = em.ins("b32", f"cvt.rzi.s32.f64 {{d}}, {n};")
-        h = em.ins("b32", f"shr.s32 {{d}}, {ni}, 1;")
-        h2 = em.ins("b32", f"sub.s32 {{d}}, {ni}, {h};")
-        out = p
-        for part in (h, h2):
-            e = em.ins("b32", f"add.s32 {{d}}, {part}, 1023;")
-            e64 = em.ins("b64", f"cvt.u64.u32 {{d}}, {e};")
-            e64 = em.ins("b64", f"shl.b64 {{d}}, {e64}, 52;")
-            s = em.ins("f64", f"mov.b64 {{d}}, {e64};")
-            out = em.ins("f64", f"mul.rn.f64 {{d}}, {out}, {s};")
-        # overflow / underflow / NaN
-        hi = em.ins("pred", f"setp.gt.f64 {{d}}, {a}, 0d40862E42FEFA39EF;")
-        out = em.ins("f64", f"selp.f64 {{d}}, 0d7FF0000000000000, {out}, {hi};")
-        lo = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0dC0874910D52D3052;")  # below -746
-        out = em.ins("f64", f"selp.f64 {{d}}, 0d0000000000000000, {out}, {lo};")
-        nan = em.ins("pred", f"setp.nan.f64 {{d}}, {a}, {a};")
-        return em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {nan};")
-    # log: a = m * 2**e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1)
-    bits = em.ins("b64", f"mov.b64 {{d}}, {a};")
-    # subnormals: scale by 2**54 first
-    sub = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0d0010000000000000;")
-    scaled = em.ins("f64", f"mul.rn.f64 {{d}}, {a}, 0d4350000000000000;")
-    sb = em.ins("b64", f"mov.b64 {{d}}, {scaled};")
-    bits = em.ins("b64", f"selp.b64 {{d}}, {sb}, {bits}, {sub};")
-    bias = em.ins("b32", f"selp.b32 {{d}}, 1077, 1023, {sub};")
-    # move m into [sqrt(1/2), sqrt(2)) by offsetting the exponent field at 0x3FE6A09E...
-    off = em.ins("b64", f"sub.s64 {{d}}, {bits}, 4604544271217802189;")  # 0x3FE6A09E667F3BCD
-    e64 = em.ins("b64", f"shr.s64 {{d}}, {off}, 52;")
-    e = em.ins("b32", f"cvt.u32.u64 {{d}}, {e64};")
-    e = em.ins("b32", f"add.s32 {{d}}, {e}, 1022;")
-    e = em.ins("b32", f"sub.s32 {{d}}, {e}, {bias};")
-    e = em.ins("b32", f"add.s32 {{d}}, {e}, 1;")
-    e64s = em.ins("b64", f"shl.b64 {{d}}, {e64}, 52;")
-    mb = em.ins("b64", f"sub.s64 {{d}}, {bits}, {e64s};")
-    m = em.ins("f64", f"mov.b64 {{d}}, {mb};")
-    num = em.ins("f64", f"sub.rn.f64 {{d}}, {m}, 0d3FF0000000000000;")
-    den = em.ins("f64", f"add.rn.f64 {{d}}, {m}, 0d3FF0000000000000;")
-    s = em.ins("f64", f"div.rn.f64 {{d}}, {num}, {den};")
-    s2 = em.ins("f64", f"mul.rn.f64 {{d}}, {s}, {s};")
-    p = _poly(em, s2, [2.0 / (2 * k + 1) for k in range(12)], "f64")
-    lm = em.ins("f64", f"mul.rn.f64 {{d}}, {p}, {s};")
-    ef = em.ins("f64", f"cvt.rn.f64.s32 {{d}}, {e};")
-    if name == "log":
-        out = em.ins("f64", f"fma.rn.f64 {{d}}, {ef}, {ptx.f64_hex(LN2)}, {lm};")
-    else:
-        l2 = em.ins("f64", f"mul.rn.f64 {{d}}, {lm}, {ptx.f64_hex(1 / LN2)};")
-        out = em.ins("f64", f"add.rn.f64 {{d}}, {ef}, {l2};")
-    # 0 -> -inf, negative -> NaN, inf -> inf, NaN -> NaN
-    z = em.ins("pred", f"setp.eq.f64 {{d}}, {a}, 0d0000000000000000;")
-    out = em.ins("f64", f"selp.f64 {{d}}, 0dFFF0000000000000, {out}, {z};")
-    ng = em.ins("pred", f"setp.lt.f64 {{d}}, {a}, 0d0000000000000000;")
-    out = em.ins("f64", f"selp.f64 {{d}}, 0dFFF8000000000000, {out}, {ng};")
-    inf = em.ins("pred", f"setp.eq.f64 {{d}}, {a}, 0d7FF0000000000000;")
-    out = em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {inf};")
-    nan = em.ins("pred", f"setp.nan.f64 {{d}}, {a}, {a};")
-    return em.ins("f64", f"selp.f64 {{d}}, {a}, {out}, {nan};")
 
 
 for _n in ("neg", "not", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos",
