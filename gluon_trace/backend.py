@@ -103,5 +103,71 @@ def pick(args) -> str:
                 return "amd" if getattr(torch.version, "hip", None) else "nvidia"
             return "interpreter"
         if hasattr(a, "__cuda_array_interface__"):
-            return "nvidia"
+            return _gpu_vendor(a)
     return "interpreter"
+
+
+# __cuda_array_interface__ says "GPU memory", not whose: CuPy on ROCm, hip-python and
+# numba-hip arrays expose it too. What the object says of itself decides; else the GPU
+# runtime this machine has; else NVIDIA.
+_DLPACK_NVIDIA = {2, 3, 13}  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+_DLPACK_AMD = {10, 11}       # kDLROCM, kDLROCMHost
+# vendor -> (device nodes its kernel driver creates, the Python bindings we launch with)
+_RUNTIMES = {"nvidia": (("/dev/nvidiactl", "/dev/nvidia0"), "cuda.bindings"),
+             "amd": (("/dev/kfd",), "hip")}
+
+
+def _gpu_vendor(a) -> str:
+    return _self_described(a) or _machine_vendor()
+
+
+def _self_described(a) -> str | None:
+    """"nvidia"/"amd" where the array says where it lives (without touching the GPU)."""
+    dl = getattr(a, "__dlpack_device__", None)  # the array API's own answer (CuPy, JAX, ...)
+    if callable(dl):
+        try:
+            kind = int(dl()[0])
+        except Exception:  # a broken or unusual __dlpack_device__ says nothing
+            kind = None
+        if kind in _DLPACK_NVIDIA:
+            return "nvidia"
+        if kind in _DLPACK_AMD:
+            return "amd"
+    parts = type(a).__module__.split(".")
+    if parts[0] == "cupy":  # CuPy is built for one of the two; it is imported already
+        import sys
+        rt = getattr(getattr(sys.modules.get("cupy"), "cuda", None), "runtime", None)
+        is_hip = getattr(rt, "is_hip", None)
+        if isinstance(is_hip, bool):
+            return "amd" if is_hip else "nvidia"
+    if "hip" in parts or "rocm" in parts:  # hip-python (hip._util.types), numba.hip
+        return "amd"
+    for owner in (a, getattr(a, "device", None)):
+        for attr in ("type", "platform"):  # "cuda" proves nothing: hipified code says it too
+            v = getattr(owner, attr, None) if owner is not None else None
+            if isinstance(v, str) and v.lower() in ("hip", "rocm"):
+                return "amd"
+    return None
+
+
+def _machine_vendor() -> str:
+    """The vendor whose driver (device node) and bindings are both here; NVIDIA when
+    that does not single one out. Nothing is imported or initialized to find out."""
+    global _machine_cache
+    if _machine_cache is None:
+        import importlib.util
+        import os
+
+        def present(nodes, module):
+            if not any(os.path.exists(n) for n in nodes):
+                return False
+            try:
+                return importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                return False
+        have = {v: present(*r) for v, r in _RUNTIMES.items()}
+        _machine_cache = "amd" if have["amd"] and not have["nvidia"] else "nvidia"
+    return _machine_cache
+
+
+_machine_cache = None

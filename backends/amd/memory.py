@@ -1,11 +1,8 @@
-"""Global memory: loads, stores and atomics, masked through the EXEC mask.
+"""Global memory: loads and stores, masked through the EXEC mask (atomics: atomics.py).
 
 A masked access of one register index is ``v_cmp`` (mask != 0) ->
 ``s_and_saveexec`` -> the access -> ``s_mov exec`` back, so masked-off lanes never touch
 memory. Masked loads start from ``other`` (or 0), which the inactive lanes keep.
-Atomics run once per element: threads holding a copy of an element (broadcast lanes or
-warps in the layout, or every thread for a scalar) are left out but the owner, and
-the returned old value reaches the copies through LDS.
 """
 from __future__ import annotations
 
@@ -13,8 +10,8 @@ from gluon_trace.layouts import free_bits
 
 from . import arith
 from .emitter import WAVE_LOG, dwords, elem_key
-from .layout import _as_vgpr_hoisted, byte_addresses, lds_load, lds_store, row_major
-from .mir import Aff, Imm, Reg, is_vgpr
+from .layout import _as_vgpr_hoisted
+from .mir import Aff, Imm, is_vgpr
 
 
 def address(em, p, room: int = 0):
@@ -238,33 +235,7 @@ def store_group(em, d, p, xs, m=None):
         em.emit(insn, [], [addr[0], data, addr[1]], suffix=suffix, kind="vmem_store")
 
 
-# -- atomics -------------------------------------------------------------------------------------
-
-def _atomic_insn(em, kind, d):
-    """The native returning atomic, or None where a compare-and-swap loop is needed."""
-    x2 = "_x2" if d.bits == 64 else ""
-    if d.is_floating:
-        if kind == "xchg":
-            return "global_atomic_swap" + x2
-        if d.bits == 32 and kind == "add":
-            return "global_atomic_add_f32"
-        if d.bits == 64 and kind == "add" and em.t.gfx9:
-            return "global_atomic_add_f64"
-        if d.bits == 64 and kind in ("max", "min") and em.t.gfx9:
-            return f"global_atomic_{kind}_f64"
-        if d.bits == 32 and kind in ("max", "min") and not em.t.gfx9:
-            return f"global_atomic_{kind}_f32"
-        return None
-    signed = d.is_signed
-    base = {"add": "add", "max": "smax" if signed else "umax", "min": "smin" if signed else "umin",
-            "xchg": "swap", "and": "and", "or": "or", "xor": "xor"}[kind]
-    return f"global_atomic_{base}{x2}"
-
-
-def _check_atomic_type(em, d):
-    if d.bits not in (32, 64) or d.name in ("float16", "bfloat16"):
-        raise em.error(f"atomics on {d} are not supported on AMD (use 32- or 64-bit types)")
-
+# -- atomics: in atomics.py; owner_lanes is shared with printing ---------------------------
 
 def owner_lanes(em, lin):
     """SGPR lane mask of the threads that own (not merely copy) their elements, or None."""
@@ -286,122 +257,4 @@ def owner_lanes(em, lin):
     return em.memo[key]
 
 
-def rule_atomic_rmw(em, op):
-    _atomic_rule(em, op, op.attrs["kind"])
-
-
-def rule_atomic_cas(em, op):
-    _atomic_rule(em, op, "cas")
-
-
-def _atomic_rule(em, op, kind):
-    ptr = op.operands[0]
-    d = ptr.type.dtype.element
-    _check_atomic_type(em, d)
-    scalar = op.result.type.is_scalar
-    lin = None if scalar else em.linear(ptr.type)
-    ps = em.elems(ptr)
-
-    def real(v):
-        return [em.real(x) for x in em.elems(v)]
-    if kind == "cas":
-        cs, vs, ms = real(op.operands[1]), real(op.operands[2]), None
-    else:
-        cs, vs = None, real(op.operands[1])
-        ms = real(op.operands[2]) if op.attrs.get("mask") else None
-    owner = owner_lanes(em, lin)
-    free_r = free_bits(lin)["reg"] if lin is not None else 0
-    out = [None] * len(ps)
-    for i in range(len(ps)):
-        if i & free_r:
-            continue
-        m = ms[i] if ms else None
-        if isinstance(m, Imm) and not m.bits:
-            out[i] = Imm(0, dwords(d))
-            continue
-        out[i] = _atomic_one(em, kind, d, ps[i], vs[i], cs[i] if cs else None,
-                             None if isinstance(m, Imm) else m, owner)
-    for i in range(len(ps)):
-        if out[i] is None:
-            out[i] = out[i & ~free_r]
-    if owner is not None and op.result in em.used:
-        out = _broadcast_from_owners(em, d, out, lin, owner)
-    em.vals[op.result] = out[0] if scalar else out
-
-
-def _atomic_one(em, kind, d, p, x, cmp, m, owner):
-    n = dwords(d)
-    ret = em.v(n)
-    em.copy_into(ret, Imm(0, n))  # masked-off lanes read 0, as in the interpreter
-    addr, sfx = address(em, p)
-    glc = f"{sfx} {em.t.glc}".strip()
-    insn = "global_atomic_cmpswap" + ("_x2" if n == 2 else "") if kind == "cas" else \
-        _atomic_insn(em, kind, d)
-    with ExecMask(em, m, owner):
-        if kind == "cas":
-            data = em.v(2 * n)
-            _pack(em, data, [x, cmp], n)
-            em.emit(insn, [ret], [addr[0], data, addr[1]], suffix=glc, kind="vmem_atomic")
-        elif insn is not None:
-            em.emit(insn, [ret], [addr[0], em.to_v(x), addr[1]], suffix=glc, kind="vmem_atomic")
-        else:
-            _cas_loop(em, kind, d, addr, sfx, x, ret)
-    return ret
-
-
-def _pack(em, data: Reg, parts, n):
-    for j, x in enumerate(parts):
-        for k in range(n):
-            src = x if n == 1 else (arith.lo(x) if k == 0 else arith.hi(x))
-            em.emit("v_mov_b32", [data[j * n + k]], [src], kind="valu")
-
-
-def _cas_loop(em, kind, d, addr, off, x, ret):
-    """old = load; loop { new = old <op> x; swap if memory still holds old; retry the
-    lanes that lost }. The lanes finish one by one: EXEC shrinks until it is empty."""
-    n = dwords(d)
-    sfx = em.t.mask_suffix
-    em.emit(_load_insn(d), [ret], addr, suffix=off, kind="vmem_load")
-    head = em.label("cas")
-    em.place(head)
-    name = {"add": "add", "max": "maximum", "min": "minimum"}[kind]
-    new = arith.binary(em, name, d, ret, x)
-    data = em.v(2 * n)
-    _pack(em, data, [new, ret], n)
-    got = em.v(n)
-    em.emit("global_atomic_cmpswap" + ("_x2" if n == 2 else ""), [got], [addr[0], data, addr[1]],
-            suffix=f"{off} {em.t.glc}".strip(), kind="vmem_atomic")
-    done = em.mask_reg()
-    em.valu("v_cmp_eq_u64" if n == 2 else "v_cmp_eq_u32", done, [got, ret], form="vop3")
-    em.copy_into(ret, got)
-    em.emit(f"s_andn2_{sfx}", [em.exec], [em.exec, done])
-    back = em.emit("s_cbranch_execnz", kind="cbranch", target=head.name)
-    em.loops.append((head, back))
-
-
-def _broadcast_from_owners(em, d, vals, lin, owner):
-    """Copies of an element get the owner's old value through LDS."""
-    n = dwords(d)
-    es = 4 * n
-    if lin is None:  # a scalar: thread 0 did the work
-        em.use_lds(es)
-        em.lds_begin()
-        z = _as_vgpr_hoisted(em, Imm(0))
-        with ExecMask(em, None, owner):
-            lds_store(em, z, 0, vals[0], n)
-        em.barrier()
-        r = lds_load(em, z, 0, n)
-        em.lds_end()
-        return [r]
-    import numpy as np
-    em.use_lds(int(np.prod(lin.shape)) * es)
-    fn = row_major(lin.shape)
-    addrs = byte_addresses(em, lin, fn, es, range(len(vals)))
-    em.lds_begin()
-    with ExecMask(em, None, owner):
-        for (a, off), v in zip(addrs, vals):
-            lds_store(em, a, off, v, n)
-    em.barrier()
-    out = [lds_load(em, a, off, n) for a, off in addrs]
-    em.lds_end()
-    return out
+from .atomics import rule_atomic_cas, rule_atomic_rmw  # noqa: E402,F401  (for rules.py)

@@ -42,8 +42,11 @@ class Target:
 
     @property
     def glc(self) -> str:
-        """The cache-policy bit that makes an atomic return the old value."""
-        return "sc0" if self.gfx940 else "glc"
+        """The cache-policy bits of a returning, device-scope atomic: glc returns the old
+        value; on gfx940+ sc0 does that and sc1 asks for agent-scope coherence, which
+        MI300's per-XCD L2s need for all workgroups to see one value (LLVM's GFX940 memory
+        model: atomics "use sc1 to indicate system or agent scope coherence")."""
+        return "sc0 sc1" if self.gfx940 else "glc"
 
     # -- encoding limits -----------------------------------------------------------------
     @property

@@ -66,6 +66,8 @@ def _zero(em, t):
     cls = ptx.rclass(t)
     if cls in ("f32", "f64"):
         return em.ins(cls, f"mov.{cls} {{d}}, {ptx.literal(0.0, t)};")
+    if cls == "pred":
+        return em.ins("pred", "setp.ne.u32 {d}, 0, 0;")
     return em.ins(cls, f"mov.{'b64' if cls == 'b64' else 'b32'} {{d}}, 0;")
 
 
