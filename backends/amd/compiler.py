@@ -9,13 +9,14 @@ from gluon_trace.cache import disk_cache, make_key
 from gluon_trace.compiled import CompiledKernel
 
 from . import metadata as md
+from . import printing
 from .emitter import Emitter, prologue
 from .hazards import fix_hazards
 from .mir import Inst, Label, render_inst
 from .regalloc import allocate, check_assigned
 from .waitcnt import insert_waits
 
-EMITTER_VERSION = 2  # bump when the emitted code changes for the same graph
+EMITTER_VERSION = 4  # bump when the emitted code changes for the same graph
 
 
 @dataclass
@@ -30,9 +31,13 @@ class Emitted:
     code: list
     loops: list
     kernel: "KernelText"
+    prints: list       # gl.device_print sites: (prefix, dtype name, shape), by site id
 
 
 def lower(graph, target: str) -> Emitted:
+    from gluon_trace.decompose import F64_MATH, expand_math
+    # float64 exp/log/sin/... become core ops here (one implementation for every backend)
+    graph = expand_math(graph, F64_MATH)
     em = Emitter(graph, target)
     lay = md.kernarg_layout(graph)
     for k, (v, slot) in enumerate(zip(graph.args, lay.args)):
@@ -53,7 +58,7 @@ def lower(graph, target: str) -> Emitted:
     kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs)
     text = module_text(t.name, [kt])
     return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops,
-                   kt)
+                   kt, list(getattr(em, "print_sites", [])))
 
 
 def _shift64_bump(code, vgprs: int) -> int:
@@ -120,22 +125,35 @@ def compile_graph(graph, target: str) -> CompiledKernel:
     from .assembler import assemble, find_toolchain
     tc = find_toolchain()
     key = make_key(backend="amd", graph=graph.text, target=target, assembler=tc.version,
-                   origin=tc.origin, library=__version__, emitter=EMITTER_VERSION)
+                   origin=tc.origin, library=__version__, emitter=EMITTER_VERSION,
+                   decompose=_decompose_stamp())
     def build() -> bytes:
         e = lower(graph, target)
         hsaco = assemble(e.text, target, graph.name)
-        head = json.dumps({"asm": e.text}).encode()
+        head = json.dumps({"asm": e.text, "prints": e.prints}).encode()
         return len(head).to_bytes(8, "little") + head + hsaco
 
     payload, hit = disk_cache().get_or_build(key, build)
     n = int.from_bytes(payload[:8], "little")
-    asm = json.loads(payload[8:8 + n])["asm"]
+    head = json.loads(payload[8:8 + n])
     hsaco = payload[8 + n:]
-    return from_hsaco(graph, target, asm, hsaco, assembler=tc.version, cached=hit)
+    return from_hsaco(graph, target, head["asm"], hsaco, assembler=tc.version, cached=hit,
+                      prints=head.get("prints", []))
 
 
-def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False) -> CompiledKernel:
-    """A CompiledKernel whose resources and argument layout come from the binary."""
+def _decompose_stamp() -> str:
+    """Size and mtime of the float64 math expansions lower() applies, for the cache key."""
+    import os
+
+    import gluon_trace
+    st = os.stat(os.path.join(os.path.dirname(os.path.abspath(gluon_trace.__file__)), "decompose.py"))
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False,
+               prints=()) -> CompiledKernel:
+    """A CompiledKernel whose resources and argument layout come from the binary; a kernel
+    that prints also carries its print sites and the print buffer size it wants."""
     meta = md.read_metadata(hsaco)
     (k,) = [k for k in meta["amdhsa.kernels"] if k[".name"] == graph.name]
     args = []
@@ -149,5 +167,13 @@ def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False
         threads_per_warp=k[".wavefront_size"],
         extra={"sgprs": k[".sgpr_count"], "scratch_bytes": k[".private_segment_fixed_size"],
                "kernarg_bytes": k[".kernarg_segment_size"], "assembler": assembler,
-               "cached": cached, "hsaco_bytes": len(hsaco)},
+               "cached": cached, "hsaco_bytes": len(hsaco),
+               **_print_extra(prints)},
         arg_layout=args)
+
+
+def _print_extra(prints) -> dict:
+    if not prints:
+        return {}
+    sites = [(str(p), str(d), tuple(int(x) for x in s)) for p, d, s in prints]
+    return {"print_sites": sites, "print_buffer_bytes": printing.buffer_bytes(printing.print_records())}

@@ -6,12 +6,18 @@ the layout, and handed over with HIP_LAUNCH_PARAM_BUFFER_POINTER; the runtime ap
 the hidden arguments it finds in the same metadata. hip-python is imported on first
 use: it imports without ROCm, and its first call raises RuntimeError when
 libamdhip64.so is missing -- reported as a LaunchError that says so.
+
+A kernel that calls ``gl.device_print`` takes one more argument the user never passes:
+the print buffer (``printing.py``), which the runtime allocates once and reuses. Such a
+launch is synchronous: the runtime resets the buffer's header, launches, synchronizes
+the stream, copies the records back and prints them, then says if any were lost.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import struct
+import threading
 
 import numpy as np
 
@@ -19,6 +25,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import ArgumentError, LaunchError
 
 from . import metadata as md
+from . import printing
 
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 HIP_LAUNCH_PARAM_BUFFER_SIZE = 0x02
@@ -69,14 +76,33 @@ def scalar_bytes(d: dt.dtype, x, name: str, loc=None) -> bytes:
     return np.asarray(v).astype(d.np).tobytes()
 
 
-def pack_args(kmeta: dict, graph, values, loc=None) -> bytes:
-    """The explicit-argument block of the kernarg segment, laid out as the metadata says."""
-    explicit = [a for a in kmeta[".args"] if not a[".value_kind"].startswith("hidden")]
+def print_arg(kmeta: dict):
+    """The metadata entry of the print buffer argument, or None (the kernel never prints)."""
+    for a in kmeta[".args"]:
+        if a.get(".name") == md.PRINT_ARG:
+            return a
+    return None
+
+
+def pack_args(kmeta: dict, graph, values, loc=None, print_buffer: int | None = None) -> bytes:
+    """The explicit-argument block of the kernarg segment, laid out as the metadata says;
+    ``print_buffer`` is the address of the print buffer of a kernel that prints."""
+    pa = print_arg(kmeta)
+    explicit = [a for a in kmeta[".args"] if not a[".value_kind"].startswith("hidden")
+                and a is not pa]
     if len(explicit) != len(graph.args) or len(values) != len(graph.args):
         raise LaunchError(f"kernel {graph.name} takes {len(explicit)} arguments, got {len(values)}",
                           loc)
-    end = max((a[".offset"] + a[".size"] for a in explicit), default=0)
+    end = max((a[".offset"] + a[".size"] for a in explicit + ([pa] if pa else [])), default=0)
     buf = bytearray(end)
+    if pa is not None:
+        if print_buffer is None:
+            raise LaunchError(f"kernel {graph.name} calls gl.device_print: its launch needs a "
+                              "print buffer", loc)
+        if pa[".size"] != 8 or pa[".value_kind"] != "global_buffer":
+            raise LaunchError(f"metadata of the print buffer argument ({pa['.value_kind']}, "
+                              f"{pa['.size']} bytes) is not an 8-byte global buffer", loc)
+        struct.pack_into("<Q", buf, pa[".offset"], int(print_buffer))
     for a, v, name, x in zip(explicit, graph.args, graph.arg_names, values):
         d = v.type.dtype
         off, size, kind = a[".offset"], a[".size"], a[".value_kind"]
@@ -115,6 +141,8 @@ class HipRuntime:
         if not n:
             raise LaunchError("no AMD GPU visible to the ROCm runtime")
         self.modules: dict = {}
+        self.print_buf = (0, 0)  # (device address, bytes), grown on demand, kept for reuse
+        self.print_lock = threading.Lock()  # one printing launch at a time shares the buffer
 
     def _check(self, res, what):
         err, *rest = res if isinstance(res, tuple) else (res,)
@@ -142,8 +170,47 @@ class HipRuntime:
         return self.modules[key][2]
 
     def launch(self, ck, graph, grid, args, stream=None, loc=None):
+        if 0 in grid:
+            return
+        sites = ck.extra.get("print_sites")
+        if sites:
+            with self.print_lock:
+                return self._launch_printing(ck, graph, grid, args, stream, loc, sites)
+        self._launch(ck, graph, grid, args, stream, loc, None)
+
+    def _print_buffer(self, nbytes: int) -> int:
+        addr, size = self.print_buf
+        if size < nbytes:
+            if addr:
+                self._check(self.hip.hipFree(addr), "hipFree")
+            ptr = self._check(self.hip.hipMalloc(nbytes), "hipMalloc (print buffer)")
+            self.print_buf = addr, size = int(ptr), nbytes
+        return addr
+
+    def _launch_printing(self, ck, graph, grid, args, stream, loc, sites):
+        nbytes = ck.extra.get("print_buffer_bytes") or printing.buffer_bytes(printing.DEFAULT_RECORDS)
+        records = printing.capacity_of(nbytes)
+        addr = self._print_buffer(nbytes)
+        head = ctypes.create_string_buffer(printing.header(records), printing.HEADER_BYTES)
+        self._check(self.hip.hipMemcpyHtoD(addr, ctypes.addressof(head), printing.HEADER_BYTES),
+                    "hipMemcpyHtoD (print buffer header)")
+        s = self._launch(ck, graph, grid, args, stream, loc, addr)
+        self._check(self.hip.hipStreamSynchronize(s or None), "hipStreamSynchronize")
+        self._check(self.hip.hipMemcpyDtoH(ctypes.addressof(head), addr, printing.HEADER_BYTES),
+                    "hipMemcpyDtoH (print buffer header)")
+        cursor = struct.unpack_from("<I", head.raw, 0)[0]
+        kept = min(cursor, records) * printing.RECORD_BYTES
+        body = ctypes.create_string_buffer(max(kept, 1))
+        if kept:
+            self._check(self.hip.hipMemcpyDtoH(ctypes.addressof(body),
+                                               addr + printing.HEADER_BYTES, kept),
+                        "hipMemcpyDtoH (print records)")
+        lines, lost = printing.decode(head.raw + body.raw[:kept], sites)
+        printing.report(lines, lost, graph.name)
+
+    def _launch(self, ck, graph, grid, args, stream, loc, print_buffer):
         kmeta = kernel_meta(ck.binary, graph.name)
-        buf = pack_args(kmeta, graph, args, loc)
+        buf = pack_args(kmeta, graph, args, loc, print_buffer)
         fn = self.function(ck.binary, graph.name)
         cbuf = ctypes.create_string_buffer(buf, max(len(buf), 1))
         size = ctypes.c_size_t(len(buf))
@@ -152,11 +219,10 @@ class HipRuntime:
                                       HIP_LAUNCH_PARAM_END)
         s = 0 if stream is None else int(getattr(stream, "cuda_stream", stream))
         gx, gy, gz = grid
-        if 0 in grid:
-            return
         self._check(self.hip.hipModuleLaunchKernel(
             fn, gx, gy, gz, graph.num_warps * ck.threads_per_warp, 1, 1, 0, s or None, None,
             ctypes.addressof(extra)), "hipModuleLaunchKernel")
+        return s
 
 
 _runtime = None

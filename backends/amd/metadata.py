@@ -3,8 +3,10 @@ the code-object v5 ``.amdgpu_metadata`` YAML, and reading them back out of an HS
 
 Explicit arguments come first (pointers 8-byte aligned, every scalar in its own
 4-byte-aligned slot so ``s_load_dword`` can fetch it), then the hidden arguments the
-runtime fills, at the offsets clang uses for code object v5. The launcher never
-trusts this module's layout: it packs from the metadata read back from the binary.
+runtime fills, at the offsets clang uses for code object v5. A kernel that calls
+``gl.device_print`` gets one more explicit argument the user never passes, ``PRINT_ARG``:
+the print buffer the launcher owns (see ``printing.py``). The launcher never trusts this
+module's layout: it packs from the metadata read back from the binary.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ HIDDEN = (  # name, offset from the start of the hidden block, size
     ("hidden_global_offset_z", 56, 8), ("hidden_grid_dims", 64, 2),
 )
 HIDDEN_BYTES = 256
+PRINT_ARG = "__gt_print_buffer"  # the launcher's print buffer (kernels with gl.device_print)
 
 
 @dataclass
@@ -36,6 +39,7 @@ class KernargLayout:
     hidden_start: int = 0
     hidden: dict = field(default_factory=dict)
     size: int = 0
+    print_slot: ArgSlot | None = None  # after the user's arguments, when the kernel prints
 
 
 def _align(x: int, a: int) -> int:
@@ -54,10 +58,18 @@ def kernarg_layout(graph) -> KernargLayout:
         off = _align(off, align)
         lay.args.append(ArgSlot(name, d, off, size, kind))
         off += size
+    if has_print(graph):
+        off = _align(off, 8)
+        lay.print_slot = ArgSlot(PRINT_ARG, None, off, 8, "global_buffer")
+        off += 8
     lay.hidden_start = _align(off, 8)
     lay.hidden = {n: lay.hidden_start + o for n, o, _ in HIDDEN}
     lay.size = lay.hidden_start + HIDDEN_BYTES
     return lay
+
+
+def has_print(graph) -> bool:
+    return any(op.name == "print" for op in graph.body.walk())
 
 
 def _q(s: str) -> str:
@@ -82,7 +94,7 @@ def metadata_kernel(*, name, lay: KernargLayout, lds: int, vgprs: int, sgprs: in
     if gfx9:
         lines.append("    .agpr_count: 0")
     lines.append("    .args:")
-    for a in lay.args:
+    for a in lay.args + ([lay.print_slot] if lay.print_slot else []):
         lines += [f"      - .name: {_q(a.name)}", f"        .offset: {a.offset}",
                   f"        .size: {a.size}", f"        .value_kind: {a.kind}"]
         if a.kind == "global_buffer":

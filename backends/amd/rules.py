@@ -4,7 +4,7 @@ from __future__ import annotations
 from gluon_trace import ops as op_table
 from gluon_trace.backend import Unsupported
 
-from . import affine, arith, control, layout, memory, reduce
+from . import affine, arith, control, layout, memory, printing, reduce
 from .emitter import elem_key
 from .mir import Aff, Imm
 
@@ -111,8 +111,7 @@ RULES.update({
     "store": memory.rule_store,
     "atomic_rmw": memory.rule_atomic_rmw,
     "atomic_cas": memory.rule_atomic_cas,
-    "print": Unsupported("device printf needs the ROCm hostcall buffer, which this backend "
-                         "does not set up; use the interpreter to print"),
+    "print": printing.lower_print,  # records in a launcher-owned buffer, not ROCm's hostcall
     "reduce": reduce.rule_reduce,
     "scan": reduce.rule_scan,
     "for": control.rule_for,

@@ -11,7 +11,6 @@ are compared with the interpreter's within a tolerance.
 """
 from __future__ import annotations
 
-import math
 import struct
 
 import numpy as np
@@ -771,9 +770,8 @@ def vector_op(op, srcs, w, i):
             return outd(D(0) + D(1))
         if op == "v_mul_f64":
             return outd(D(0) * D(1))
-        if op in ("v_fma_f64", "v_div_fmas_f64"):
-            return outd(np.array([math.fsum([float(a) * float(b), float(c)]) for a, b, c in
-                                  zip(D(0), D(1), D(2))]))
+        if op in ("v_fma_f64", "v_div_fmas_f64"):  # the product rounds (Python 3.11 has no fma)
+            return outd(D(0) * D(1) + D(2))
         if op in ("v_max_f64", "v_min_f64"):
             return outd((np.fmax if "max" in op else np.fmin)(D(0), D(1)))
         if op in ("v_floor_f64", "v_ceil_f64", "v_trunc_f64"):
@@ -800,9 +798,10 @@ class DeviceBuffer:
                                          "typestr": arr.dtype.str, "version": 3}
 
 
-def simulate(traced, target: str, grid, args):
+def simulate(traced, target: str, grid, args, print_records: int = 4096):
     """Run ``traced`` (a TracedKernel) on the simulator; numpy array arguments are
-    copied in and the results copied back into them."""
+    copied in and the results copied back into them. A kernel that prints gets a
+    print buffer of ``print_records`` records; its bytes end up in ``sim.print_bytes``."""
     from gluon_trace.backends.amd import launcher
     from gluon_trace.backends.amd.compiler import lower
     from gluon_trace.backends.amd.target import TARGETS
@@ -818,7 +817,13 @@ def simulate(traced, target: str, grid, args):
         else:
             dev.append(a)
     grid = tuple(grid) + (1,) * (3 - len(grid))
-    kernarg = bytearray(launcher.pack_args(km, g, dev))
+    pbuf = None
+    if launcher.print_arg(km) is not None:
+        from gluon_trace.backends.amd import printing
+        raw = bytearray(printing.buffer_bytes(print_records))
+        raw[:printing.HEADER_BYTES] = printing.header(print_records)
+        pbuf = mem.add(np.frombuffer(bytes(raw), np.uint8))
+    kernarg = bytearray(launcher.pack_args(km, g, dev, print_buffer=pbuf))
     kernarg += bytes(km[".kernarg_segment_size"] - len(kernarg))
     for h in km[".args"]:
         k = h[".value_kind"]
@@ -827,6 +832,7 @@ def simulate(traced, target: str, grid, args):
     t = TARGETS[target]
     sim = Sim(e.code, t, t.wave, e.lds, bytes(kernarg), mem, g.num_warps, e.vgprs)
     sim.run(grid)
+    sim.print_bytes = bytes(mem.bufs[(pbuf >> 36) - 1]) if pbuf else None
     for d in dev:
         if isinstance(d, DeviceBuffer):
             k = (d.addr >> 36) - 1

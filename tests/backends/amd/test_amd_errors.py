@@ -15,40 +15,14 @@ def _lay():
 def test_every_op_has_a_rule_or_says_why_not():
     assert set(BACKEND.RULES) == set(OPS)
     unsupported = {k: r for k, r in BACKEND.RULES.items() if isinstance(r, Unsupported)}
-    assert set(unsupported) == {"print"} and "hostcall" in unsupported["print"].why
+    assert "print" not in unsupported  # a launcher-owned buffer (test_amd_print.py)
+    assert all(r.why for r in unsupported.values())
 
 
 def _emit_error(kernel, *args, **kw):
     with pytest.raises(gt.CompileError) as e:
         kernel.trace(*args, num_warps=1, target="gfx942", **kw).amdgcn("gfx942")
     return str(e.value)
-
-
-def test_print_is_unsupported_at_its_line():
-    @gt.jit
-    def k(x_ptr):
-        gl.device_print("x", gl.load(x_ptr))  # PRINT HERE
-
-    msg = _emit_error(k, gl.pointer(gl.float32))
-    assert "`print` is not supported" in msg and "PRINT HERE" in msg
-
-
-def test_float64_transcendentals_are_refused_at_their_line():
-    @gt.jit
-    def k(o, x_ptr):
-        gl.store(o, gl.exp(gl.load(x_ptr)))  # EXP64
-
-    msg = _emit_error(k, gl.pointer(gl.float64), gl.pointer(gl.float64))
-    assert "exp on float64" in msg and "EXP64" in msg
-
-
-def test_16_bit_atomics_are_refused_at_their_line():
-    @gt.jit
-    def k(p):
-        gl.atomic_add(p, 1.0)  # ATOMIC16
-
-    msg = _emit_error(k, gl.pointer(gl.float16))
-    assert "atomics on float16" in msg and "ATOMIC16" in msg
 
 
 def test_unknown_target():

@@ -319,3 +319,100 @@ def test_shared_divisor_division_is_bit_identical_to_torch():
     torch.cuda.synchronize()
     diff = (out.view(torch.int32) != want.view(torch.int32)) & ~(out.isnan() & want.isnan())
     assert int(diff.sum()) == 0, (num[diff][:5], den[:, None].expand_as(num)[diff][:5], out[diff][:5], want[diff][:5])
+
+
+# -- float64 math (gluon_trace.decompose) ----------------------------------------------------
+
+@gt.jit
+def f64_math_k(out, x, n, OP: gl.constexpr):
+    fn = {"exp": gl.exp, "exp2": gl.exp2, "log": gl.log, "log2": gl.log2, "sin": gl.sin,
+          "cos": gl.cos, "erf": gl.erf}[OP]
+    offs = gl.program_id(0) * 512 + gl.arange(0, 512, layout=corpus.L1)
+    m = offs < n
+    gl.store(out + offs, fn(gl.load(x + offs, mask=m, other=1.0)), mask=m)
+
+
+@pytest.mark.parametrize("op", ["exp", "exp2", "log", "log2", "sin", "cos", "erf"])
+def test_float64_math_within_ulp_bounds(op):
+    """Fused fma, real instructions: the expansions on the GPU against numpy/math.erf over
+    the whole double range (subnormals, overflow, huge sin/cos arguments, specials)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    import decompose_cases as C
+    x = C.inputs(op, np.random.default_rng(), 1 << 18)
+    xt = torch.from_numpy(x).cuda()
+    out = torch.full_like(xt, float("nan"))
+    f64_math_k[(-(-x.size // 512),)](out, xt, x.size, OP=op)
+    torch.cuda.synchronize()
+    got = out.cpu().numpy()
+    u = C.ulps(got, C.reference(op, x))
+    i = int(np.argmax(u))
+    assert u.max() <= C.BOUND[op], f"{op}: x={x[i]!r} got {got[i]!r} want {C.reference(op, x[i:i + 1])[0]!r}"
+    specials = np.array([a for a, _ in C.SPECIALS[op]])
+    want = np.array([b for _, b in C.SPECIALS[op]])
+    st = torch.from_numpy(specials).cuda()
+    so = torch.full_like(st, 1234.5)
+    f64_math_k[(1,)](so, st, specials.size, OP=op)
+    torch.cuda.synchronize()
+    sg = so.cpu().numpy()
+    same = (sg == want) & (np.signbit(sg) == np.signbit(want)) | np.isnan(sg) & np.isnan(want)
+    assert same.all(), [(specials[i], sg[i], want[i]) for i in np.flatnonzero(~same)]
+
+
+# -- several GPUs (run on a machine with two: `pytest -m gpu -k two_gpus`) --------------------
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2,
+                              reason=f"needs 2 GPUs, this machine has {torch.cuda.device_count()}")
+
+
+@two_gpus
+def test_two_gpus_each_tensor_launches_on_its_own_device():
+    torch.cuda.set_device(0)
+    k = corpus.add_k
+    res = {}
+    for d in (0, 1, 1, 0, 1):  # alternate, so each device's fast path and the switching path both run
+        a = torch.randn(4096, device=f"cuda:{d}")
+        b = torch.randn(4096, device=f"cuda:{d}")
+        out = torch.full_like(a, float("nan"))
+        k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+        res.setdefault(d, []).append((out, a, b))
+        assert torch.cuda.current_device() == 0  # the caller's device is left as it was
+    for d, runs in res.items():
+        torch.cuda.synchronize(d)
+        for out, a, b in runs:
+            torch.testing.assert_close(out, a + b)
+    with torch.cuda.device(1):  # the usual way: make device 1 current, then launch there
+        a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+        out = torch.full_like(a, float("nan"))
+        for _ in range(3):
+            k[(8,)](out, a, b, 4096, BLOCK=512, L=corpus.L1)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):  # device 1's current stream is the one used
+            out2 = torch.full_like(a, float("nan"))
+            k[(8,)](out2, a, b, 4096, BLOCK=512, L=corpus.L1)
+        s.synchronize()
+        torch.testing.assert_close(out, a + b)
+        torch.testing.assert_close(out2, a + b)
+
+
+@two_gpus
+def test_two_gpus_mixed_devices_are_refused_before_launch():
+    a = torch.randn(1024, device="cuda:0")
+    b = torch.randn(1024, device="cuda:1")
+    out = torch.full_like(a, float("nan"))
+    with pytest.raises(LaunchError, match="`b` is on cuda:1 but `out` is on cuda:0") as e:
+        corpus.add_k[(2,)](out, a, b, 1024, BLOCK=512, L=corpus.L1)
+    assert e.value.loc.line == sys._getframe().f_lineno - 1
+    torch.cuda.synchronize(0)
+    assert torch.isnan(out).all()  # nothing ran
+
+
+@two_gpus
+def test_two_gpus_cupy_arrays_on_device_one():
+    cp = pytest.importorskip("cupy")
+    with cp.cuda.Device(1):
+        x = cp.random.standard_normal(1000, dtype=cp.float32)
+        out = cp.full(1000, cp.nan, dtype=cp.float32)
+    corpus.copy_k[(2,)](out, x, 1000, BLOCK=512, L=corpus.L1)
+    with cp.cuda.Device(1):
+        cp.cuda.runtime.deviceSynchronize()
+        assert cp.array_equal(out, x)
