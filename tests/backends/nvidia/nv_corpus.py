@@ -483,8 +483,11 @@ def cases() -> list[Case]:
             out.append(Case(f"cumsum1d_{_lname(L)}_{'rev' if rev else 'fwd'}", cumsum1d_k,
                             lambda r: [empty(1024, I32), arr(r, 1024, I32)], (1,), (0,),
                             dict(BLOCK=1024, REVERSE=rev, L=L, num_warps=L.num_warps)))
+    # the GPU scan (in-thread, then lanes, then warps) and the interpreter's add in different
+    # orders: prefix sums of 512 normals reach ~30, where f32 rounding differences of a few
+    # hundred ulp accumulate (an H200 run saw 1e-5 exceeded)
     out.append(Case("cumsum1d_f32", cumsum1d_k, lambda r: [empty(512, F32), arr(r, 512, F32)], (1,), (0,),
-                    dict(BLOCK=512, REVERSE=False, L=L1), rtol=1e-5, atol=1e-5))
+                    dict(BLOCK=512, REVERSE=False, L=L1), rtol=1e-5, atol=2e-4))
     for L in (L2_ROW, L2_COL, L2_WARPS_N, L2_WARPS_M):
         for axis in (0, 1):
             for rev in (False, True):
