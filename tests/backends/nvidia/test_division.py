@@ -102,24 +102,26 @@ def elementwise_divide(out_ptr, a_ptr, b_ptr, BLOCK: gl.constexpr):
     gl.store(out_ptr + i, gl.load(a_ptr + i) / gl.load(b_ptr + i))
 
 
-def _trace_rows(dtype=gl.float32):
-    return row_divide.trace(gl.pointer(dtype), gl.pointer(dtype), gl.pointer(dtype), BLOCK=64, ROWS=16,
+def _trace_rows(dtype=gl.float32, block=256):
+    return row_divide.trace(gl.pointer(dtype), gl.pointer(dtype), gl.pointer(dtype), BLOCK=block, ROWS=16,
                             num_warps=4, target="sm_90")
 
 
 def test_shared_divisors_use_one_reciprocal_and_one_branch():
     text, _, _ = emit(_trace_rows().graph, "sm_90")
-    # 16 rows over 4 warps x 4 lanes: each thread holds 1 row of 8 elements -> 1 divisor
+    # 16 rows over 4 warps x 4 lanes: each thread holds 1 row of 32 elements -> 1 divisor
     assert text.count("rcp.rn.f32") == 1
-    assert text.count("div.rn.f32") == 8  # the fallback, behind one branch
+    assert text.count("div.rn.f32") == 32  # the fallback, behind one branch
     assert text.count("bra ") + text.count("bra.uni ") == 2
+    short, _, _ = emit(_trace_rows(block=64).graph, "sm_90")  # 8 per divisor: below MIN_SHARE
+    assert "rcp.rn.f32" not in short and short.count("div.rn.f32") == 8
     text2, _, _ = emit(elementwise_divide.trace(gl.pointer(gl.float32), gl.pointer(gl.float32),
                                                 gl.pointer(gl.float32), BLOCK=512, target="sm_90").graph, "sm_90")
     assert "rcp.rn.f32" not in text2 and text2.count("div.rn.f32") == 4  # distinct divisors: plain div.rn
 
 
 def _special_rows(rng):
-    num = rng.standard_normal((16, 64)).astype(F32)
+    num = rng.standard_normal((16, 256)).astype(F32)
     den = np.abs(rng.standard_normal(16)).astype(F32) + F32(0.5)
     num[1, :8] = F32([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 3e38])  # numerators out of the window
     den[2], den[3], den[4], den[5], den[6] = 0.0, np.inf, 1e-40, 3e37, np.nan      # divisors out of it
