@@ -235,7 +235,7 @@ def store_group(em, d, p, xs, m=None):
         em.emit(insn, [], [addr[0], data, addr[1]], suffix=suffix, kind="vmem_store")
 
 
-# -- atomics: in atomics.py; owner_lanes is shared with printing ---------------------------
+# -- the lanes that own their elements (atomics and printing act once per element) ----------
 
 def owner_lanes(em, lin):
     """SGPR lane mask of the threads that own (not merely copy) their elements, or None."""
@@ -256,5 +256,3 @@ def owner_lanes(em, lin):
             em.memo[key] = r
     return em.memo[key]
 
-
-from .atomics import rule_atomic_cas, rule_atomic_rmw  # noqa: E402,F401  (for rules.py)

@@ -34,9 +34,9 @@ from gluon_trace import dtypes as dt
 from gluon_trace.layouts import free_bits
 
 from . import metadata as md
-from .emitter import WAVE_LOG, dwords
+from .emitter import dwords
 from .layout import _as_vgpr_hoisted, combine, reg_part, row_major, thread_part, tid_pairs
-from .memory import ExecMask
+from .memory import ExecMask, owner_lanes
 from .mir import Imm, hi, lo
 
 HEADER_BYTES = 16
@@ -85,28 +85,6 @@ def _state(em):
     return st
 
 
-def _owners(em, lin):
-    """SGPR lane mask of the threads that own (not merely copy) their elements, or None
-    when every thread does: a scalar is work-item 0's; a tile's copies are the threads
-    that differ only in lane/warp bits with zero bases."""
-    if lin is None:
-        m = 0x3FF
-    else:
-        fb = free_bits(lin)
-        m = fb["lane"] | (fb["warp"] << WAVE_LOG[em.wave])
-    if m == 0:
-        return None
-    key = ("print_owners", m)
-    if key not in em.memo:
-        with em.hoisted():
-            t = em.valu("v_and_b32", em.v(), [Imm(m), em.tid])
-            em.valu("v_cmp_eq_u32", em.vcc, [Imm(0), t], form="vopc")
-            r = em.mask_reg()
-            em.emit(f"s_mov_{em.t.mask_suffix}", [r], [em.vcc])
-            em.memo[key] = r
-    return em.memo[key]
-
-
 def lower_print(em, op):
     for v in op.operands:
         _print_value(em, op.attrs.get("prefix", ""), v)
@@ -134,7 +112,7 @@ def _print_value(em, prefix: str, v):
         x = em.real(x)
         vals.append((lo(x), hi(x)) if dwords(d) == 2 else (x, Imm(0)))
     zero = _as_vgpr_hoisted(em, Imm(0))
-    with ExecMask(em, None, _owners(em, lin)):
+    with ExecMask(em, None, owner_lanes(em, lin)):
         first = em.v()
         # device scope (sc1 on gfx942, whose L2 is per XCD): one cursor for every workgroup
         em.emit("global_atomic_add", [first], [zero, em.to_v(Imm(len(vals))), base],
@@ -207,11 +185,11 @@ def decode(raw: bytes, sites) -> tuple[list[str], int]:
         raise ValueError(f"the header says {n} records were kept; the buffer holds fewer")
     recs = np.frombuffer(raw, np.uint32, n * RECORD_DWORDS, HEADER_BYTES).reshape(n, RECORD_DWORDS)
     lines, lost = [], max(0, cursor - cap)
-    for site, index, lo, hi, px, py, pz, mark in recs.tolist():
+    for site, index, low, high, px, py, pz, mark in recs.tolist():
         if mark != MAGIC or site >= len(sites):
             lost += 1  # reserved but never written: cannot happen once the kernel finished
             continue
-        lines.append(format_record(sites[site], index, lo, hi, (px, py, pz)))
+        lines.append(format_record(sites[site], index, low, high, (px, py, pz)))
     return lines, lost
 
 

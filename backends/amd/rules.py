@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 from gluon_trace import ops as op_table
-from gluon_trace.backend import Unsupported
 
-from . import affine, arith, control, layout, memory, printing, reduce
+from . import affine, arith, atomics, control, layout, memory, printing, reduce
 from .emitter import elem_key
 from .mir import Aff, Imm
 
@@ -109,8 +108,8 @@ RULES.update({
     "permute": layout.rule_permute,
     "load": memory.rule_load,
     "store": memory.rule_store,
-    "atomic_rmw": memory.rule_atomic_rmw,
-    "atomic_cas": memory.rule_atomic_cas,
+    "atomic_rmw": atomics.rule_atomic_rmw,
+    "atomic_cas": atomics.rule_atomic_cas,
     "print": printing.lower_print,  # records in a launcher-owned buffer, not ROCm's hostcall
     "reduce": reduce.rule_reduce,
     "scan": reduce.rule_scan,

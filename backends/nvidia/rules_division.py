@@ -18,7 +18,6 @@ the CPU, test_gpu.py against torch on the GPU).
 """
 from __future__ import annotations
 
-from . import ptx
 from .emitter import rule
 
 # The method is exact when 1/b is normal, the residual a - b*q0 is representable
