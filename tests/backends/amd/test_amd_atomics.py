@@ -16,7 +16,6 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import dtypes as dt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 from gluon_trace.backends.interpreter import BACKEND as INTERP
 
 import amdsim
@@ -33,13 +32,7 @@ M = DISTINCT + HOT
 OUT_OF_RANGE = 1 << 22  # where masked-off lanes point: touching memory fails the simulation
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "amd-cache"))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
 
 
 @gt.jit

@@ -11,7 +11,6 @@ import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 
 import amdsim
 
@@ -23,13 +22,7 @@ FN = {"exp": gl.exp, "exp2": gl.exp2, "log": gl.log, "log2": gl.log2, "sin": gl.
       "erf": gl.erf}
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "amd-cache"))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
 
 
 @gt.jit

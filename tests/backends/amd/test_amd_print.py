@@ -17,7 +17,6 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.backends.amd import launcher, metadata as md, printing
-from gluon_trace.backends.amd.assembler import find_toolchain
 from gluon_trace.backends.interpreter import interpreter as interp
 
 import amdsim
@@ -25,13 +24,7 @@ import amdsim
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "amd-cache"))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
 
 
 # -- kernels ----------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import dtypes as dt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 
 import amd_corpus as C
 import amdsim
@@ -16,13 +15,7 @@ import amdsim
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "amd-cache"))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
 
 
 def run_both(kernel, make_args, grid, target, outs, cx=None, nw=4, rtol=1e-6, atol=1e-6,
