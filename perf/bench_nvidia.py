@@ -519,10 +519,68 @@ def table() -> str:
     return "\n".join(lines)
 
 
+@gt.jit
+def transpose_kernel(out, x, M, N, BM: gl.constexpr, BN: gl.constexpr, A: gl.constexpr, B: gl.constexpr):
+    """out (N x M) = x (M x N) transposed, one BM x BN tile per program: read along x's rows,
+    convert_layout (through shared memory), write along out's rows."""
+    pm, pn = gl.program_id(0), gl.program_id(1)
+    rm = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, A))
+    rn = pn * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, A))
+    v = gl.load(x + rm[:, None] * N + rn[None, :])
+    w = gl.convert_layout(v, B)
+    sm = pm * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, B))
+    sn = pn * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, B))
+    gl.store(out + sn[None, :] * M + sm[:, None], w)
+
+
+def bench_transpose():
+    """A layout conversion's cost: transpose through the shared-memory scratch, with and
+    without the bank-conflict swizzle (rules_layout.SWIZZLE), against torch's transpose copy."""
+    from gluon_trace.backend import get as get_backend
+    from gluon_trace.backends.nvidia import compiler, rules_layout
+    cache_env = os.environ.get("GLUON_TRACE_CACHE_DIR")
+    M = N = 8192
+    xs = [torch.randn(M, N, device="cuda") for _ in range(2)]
+    ys = [torch.empty(N, M, device="cuda") for _ in range(2)]
+    pairs = list(zip(ys, xs))
+    gbs = lambda ms: 2 * M * N * 4 / (ms * 1e-3) / 1e12  # noqa: E731
+    A = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+    B = gl.BlockedLayout([4, 1], [16, 2], [1, 4], [0, 1])
+    times = {}
+    for swz in (True, False):
+        rules_layout.SWIZZLE = swz
+        compiler._memory.clear()
+        transpose_kernel.cache.clear()
+        transpose_kernel._fast.clear()
+        transpose_kernel._fast_keys.clear()
+        transpose_kernel._dispatch.clear()
+        get_backend("nvidia")._launchers.clear()
+        os.environ["GLUON_TRACE_CACHE_DIR"] = tempfile.mkdtemp()
+        f = lambda y, x: transpose_kernel[(M // 64, N // 64)](y, x, M, N, BM=64, BN=64, A=A, B=B)  # noqa: E731
+        f(*pairs[0])
+        torch.testing.assert_close(ys[0], xs[0].t())
+        times[swz] = f
+    rules_layout.SWIZZLE = True
+    if cache_env is None:
+        os.environ.pop("GLUON_TRACE_CACHE_DIR")
+    else:
+        os.environ["GLUON_TRACE_CACHE_DIR"] = cache_env
+    t_torch = lambda y, x: y.copy_(x.t())  # noqa: E731
+    med = {k: [] for k in ("on", "off", "torch")}
+    for _ in range(3):  # interleaved rounds
+        med["on"].append(gpu_time(times[True], pairs, reps=20))
+        med["off"].append(gpu_time(times[False], pairs, reps=20))
+        med["torch"].append(gpu_time(t_torch, pairs, reps=20))
+    on, off, tt = (statistics.median(med[k]) for k in ("on", "off", "torch"))
+    record("layout", "transpose 8192x8192 fp32 via convert_layout, swizzled scratch", gbs(on), "TB/s",
+           "torch transpose copy", gbs(tt))
+    record("layout", "same, scratch not swizzled", gbs(off), "TB/s", "swizzled", gbs(on))
+
+
 def main():
     dev = torch.cuda.get_device_name()
     print(f"device: {dev}; torch {torch.__version__}; triton {getattr(triton, '__version__', 'absent')}")
-    only = sys.argv[1:] or ["bandwidth", "softmax", "layernorm", "launch", "compile"]
+    only = sys.argv[1:] or ["bandwidth", "softmax", "layernorm", "transpose", "launch", "compile"]
     for name in only:
         try:
             globals()[f"bench_{name}"]()

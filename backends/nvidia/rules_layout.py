@@ -8,14 +8,15 @@ when fn maps the destination's lane and warp bases onto the source's, every thre
 already holds what it needs: register i is the source register solving a GF(2) system,
 and no instruction is emitted. Otherwise the tile goes through the shared-memory
 scratch: every thread stores its registers at their row-major offsets (16-byte
-vectors where the registers are contiguous), one barrier, and every thread loads what
-its destination registers hold.
+vectors where the registers are contiguous), swizzled where that spreads a warp's
+accesses over more banks (swizzle.py), one barrier, and every thread loads what its
+destination registers hold.
 """
 from __future__ import annotations
 
 from gluon_trace.layouts import LinearLayout
 
-from . import ptx
+from . import ptx, swizzle
 from .emitter import _pack, _unpack, rule
 
 _SMEM_TYPE = {"b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64", "pred": "b32"}
@@ -53,6 +54,19 @@ def _addr(em, lin, key, es, r, tp, tmask, base_reg_cache):
     return a, 0
 
 
+SWIZZLE = True  # bank-conflict swizzle of the scratch (swizzle.py); a switch for benchmarks
+
+
+def _swizzle(src, dst, skey, dkey, V, Vd, es, numel):
+    """An element-offset map against bank conflicts for this exchange, or None."""
+    accesses = [([skey(b) * es for b in src.lane_bases], V * es),
+                ([dkey(b) * es for b in dst.lane_bases], Vd * es)]
+    f = swizzle.choose(accesses, (max(V, Vd) * es).bit_length() - 1, (numel * es).bit_length() - 1)
+    if f is None:
+        return None
+    return lambda o: f(o * es) // es
+
+
 def exchange(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn) -> list[str]:
     """Move a tile between layouts through shared memory (see the module docstring)."""
     cls = ptx.rclass(dtype)
@@ -64,8 +78,13 @@ def exchange(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn) -> list[
     em.scratch(numel * es)
     cache = em.thread_cache
     skey = lambda b: _pack(b, src.shape)  # noqa: E731
+    dkey = lambda b: _pack(fn(b), src.shape)  # noqa: E731
+    V, Vd = _vec(src, skey, 16 // es), _vec(dst, dkey, 16 // es)
+    swz = _swizzle(src, dst, skey, dkey, V, Vd, es, numel) if SWIZZLE else None
+    if swz is not None:
+        skey = lambda b, k=skey: swz(k(b))  # noqa: E731
+        dkey = lambda b, k=dkey: swz(k(b))  # noqa: E731
     tp, tmask = em.thread_part(src, skey)
-    V = _vec(src, skey, 16 // es)
     vals = [em.to_b32(r, dtype) for r in regs] if cls == "pred" else regs
     for g in range(0, src.num_regs, V):
         a, off = _addr(em, src, skey, es, g, tp, tmask, cache)
@@ -75,9 +94,8 @@ def exchange(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn) -> list[
         else:
             em.emit(f"st.shared.{st} [{a}+{off}], {group[0]};")
     em.barrier()
-    dkey = lambda b: _pack(fn(b), src.shape)  # noqa: E731
     tp, tmask = em.thread_part(dst, dkey)
-    V = _vec(dst, dkey, 16 // es)
+    V = Vd
     out = []
     lcls = "b32" if cls == "pred" else cls
     for g in range(0, dst.num_regs, V):
