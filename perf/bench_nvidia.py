@@ -533,48 +533,81 @@ def transpose_kernel(out, x, M, N, BM: gl.constexpr, BN: gl.constexpr, A: gl.con
     gl.store(out + sn[None, :] * M + sm[:, None], w)
 
 
+@gt.jit
+def pingpong_kernel(out, x, N, R: gl.constexpr, A: gl.constexpr, B: gl.constexpr):
+    """A conversion-bound kernel: a 64-row tile converted between two layouts 2R times."""
+    rm = gl.program_id(0) * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, A))
+    rn = gl.arange(0, 64, layout=gl.SliceLayout(0, A))
+    v = gl.load(x + rm[:, None] * N + rn[None, :])
+    for _ in range(R):
+        v = gl.convert_layout(gl.convert_layout(v, B) * 1.5, A)
+    gl.store(out + rm[:, None] * N + rn[None, :], v)
+
+
 def bench_transpose():
-    """A layout conversion's cost: transpose through the shared-memory scratch, with and
-    without the bank-conflict swizzle (rules_layout.SWIZZLE), against torch's transpose copy."""
+    """Layout conversions through the shared-memory scratch, with and without the
+    bank-conflict swizzle (rules_layout.SWIZZLE): a transpose (memory-bound) against
+    torch's transpose copy, and a conversion-bound kernel."""
     from gluon_trace.backend import get as get_backend
     from gluon_trace.backends.nvidia import compiler, rules_layout
-    cache_env = os.environ.get("GLUON_TRACE_CACHE_DIR")
+    A = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+    B = gl.BlockedLayout([4, 1], [16, 2], [1, 4], [0, 1])
+
+    def variants(kernel, args, grid, **kw):
+        """{swizzled?: launch(y, x)}: each compiled while the switch was set, and kept."""
+        out = {}
+        for swz in (True, False):
+            rules_layout.SWIZZLE = swz
+            compiler._memory.clear()
+            kernel.cache.clear()
+            get_backend("nvidia")._launchers.clear()
+            with tempfile.TemporaryDirectory() as d:
+                old = os.environ.get("GLUON_TRACE_CACHE_DIR")
+                os.environ["GLUON_TRACE_CACHE_DIR"] = d
+                launcher = get_backend("nvidia").launcher(kernel.trace(*args, **kw).graph)
+                if old is None:
+                    os.environ.pop("GLUON_TRACE_CACHE_DIR")
+                else:
+                    os.environ["GLUON_TRACE_CACHE_DIR"] = old
+            out[swz] = lambda y, x, L=launcher: L.launch(grid, [y, x] + list(args[2:]))
+        rules_layout.SWIZZLE = True
+        return out
+
+    def timed(fns, pairs):
+        t = {k: [] for k in fns}
+        for _ in range(3):  # interleaved rounds
+            for k, f in fns.items():
+                t[k].append(gpu_time(f, pairs, reps=20))
+        return {k: statistics.median(v) for k, v in t.items()}
+
     M = N = 8192
     xs = [torch.randn(M, N, device="cuda") for _ in range(2)]
     ys = [torch.empty(N, M, device="cuda") for _ in range(2)]
     pairs = list(zip(ys, xs))
-    gbs = lambda ms: 2 * M * N * 4 / (ms * 1e-3) / 1e12  # noqa: E731
-    A = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
-    B = gl.BlockedLayout([4, 1], [16, 2], [1, 4], [0, 1])
-    times = {}
-    for swz in (True, False):
-        rules_layout.SWIZZLE = swz
-        compiler._memory.clear()
-        transpose_kernel.cache.clear()
-        transpose_kernel._fast.clear()
-        transpose_kernel._fast_keys.clear()
-        transpose_kernel._dispatch.clear()
-        get_backend("nvidia")._launchers.clear()
-        os.environ["GLUON_TRACE_CACHE_DIR"] = tempfile.mkdtemp()
-        f = lambda y, x: transpose_kernel[(M // 64, N // 64)](y, x, M, N, BM=64, BN=64, A=A, B=B)  # noqa: E731
+    fns = variants(transpose_kernel, [ys[0], xs[0], M, N], (M // 64, N // 64, 1), BM=64, BN=64, A=A, B=B)
+    for f in fns.values():
+        ys[0].fill_(float("nan"))
         f(*pairs[0])
         torch.testing.assert_close(ys[0], xs[0].t())
-        times[swz] = f
-    rules_layout.SWIZZLE = True
-    if cache_env is None:
-        os.environ.pop("GLUON_TRACE_CACHE_DIR")
-    else:
-        os.environ["GLUON_TRACE_CACHE_DIR"] = cache_env
-    t_torch = lambda y, x: y.copy_(x.t())  # noqa: E731
-    med = {k: [] for k in ("on", "off", "torch")}
-    for _ in range(3):  # interleaved rounds
-        med["on"].append(gpu_time(times[True], pairs, reps=20))
-        med["off"].append(gpu_time(times[False], pairs, reps=20))
-        med["torch"].append(gpu_time(t_torch, pairs, reps=20))
-    on, off, tt = (statistics.median(med[k]) for k in ("on", "off", "torch"))
-    record("layout", "transpose 8192x8192 fp32 via convert_layout, swizzled scratch", gbs(on), "TB/s",
-           "torch transpose copy", gbs(tt))
-    record("layout", "same, scratch not swizzled", gbs(off), "TB/s", "swizzled", gbs(on))
+    fns["torch"] = lambda y, x: y.copy_(x.t())
+    t = timed(fns, pairs)
+    gbs = lambda ms: 2 * M * N * 4 / (ms * 1e-3) / 1e12  # noqa: E731
+    record("layout", "transpose 8192x8192 fp32 via convert_layout, swizzled scratch", gbs(t[True]), "TB/s",
+           "torch transpose copy", gbs(t["torch"]))
+    record("layout", "  same, scratch not swizzled", gbs(t[False]), "TB/s", "swizzled", gbs(t[True]))
+    del xs, ys, pairs
+    rows = 64 * 132 * 8
+    xs = [torch.randn(rows, 64, device="cuda") for _ in range(2)]
+    ys = [torch.empty_like(xs[0]) for _ in range(2)]
+    pairs = list(zip(ys, xs))
+    fns = variants(pingpong_kernel, [ys[0], xs[0], 64], (rows // 64, 1, 1), R=8, A=A, B=B)
+    for f in fns.values():
+        ys[0].fill_(float("nan"))
+        f(*pairs[0])
+        torch.testing.assert_close(ys[0], xs[0] * 1.5 ** 8)
+    t = timed(fns, pairs)
+    record("layout", f"16 conversions of a 64x64 fp32 tile x {rows // 64} programs, swizzled", t[True] * 1e3,
+           "us", "not swizzled", t[False] * 1e3)
 
 
 def main():
