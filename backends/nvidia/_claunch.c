@@ -40,7 +40,7 @@ typedef struct {
     PyObject *tensor_type, *expected_kwargs, *get_stream, *get_device, *configured, *fail;
 } Launch;
 
-static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream;
+static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream, *s_cuda_stream, *s_ptr;
 
 /* -1: does not fit (no Python error set); -2: a Python error is set. */
 static int as_unsigned(PyObject *v, unsigned long long limit, unsigned *out) {
@@ -152,6 +152,23 @@ static int kwargs_match_names(Launch *self, PyObject *const *values, PyObject *k
     return 1;
 }
 
+/* An int handle, or a torch stream (.cuda_stream) or CuPy stream (.ptr); -1 otherwise. */
+static int stream_handle(PyObject *stream, unsigned long long *out) {
+    PyObject *h = NULL;
+    if (PyLong_CheckExact(stream)) {
+        h = Py_NewRef(stream);
+    } else {
+        h = PyObject_GetAttr(stream, s_cuda_stream);
+        if (h == NULL) { PyErr_Clear(); h = PyObject_GetAttr(stream, s_ptr); }
+        if (h == NULL) { PyErr_Clear(); return -1; }
+        if (!PyLong_Check(h)) { Py_DECREF(h); return -1; }
+    }
+    *out = PyLong_AsUnsignedLongLong(h);
+    Py_DECREF(h);
+    if (PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    return 0;
+}
+
 /* 1: launched; 0: the call does not fit (nothing launched, no error set); -1: error set */
 static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, Py_ssize_t nargs, PyObject *stream) {
     if (nargs != self->nargs) return 0;
@@ -180,9 +197,7 @@ static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, 
         if (PyErr_Occurred()) return -1;
     } else {
         Py_DECREF(devobj);
-        if (!PyLong_CheckExact(stream)) return 0;
-        s = PyLong_AsUnsignedLongLong(stream);
-        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (stream_handle(stream, &s)) return 0;
     }
     int err = self->launch(self->func, g[0], g[1], g[2], self->nthreads, 1, 1, self->smem,
                            (void *)(uintptr_t)s, self->params, NULL);
@@ -374,6 +389,8 @@ PyMODINIT_FUNC PyInit__claunch(void) {
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_get_device = PyUnicode_InternFromString("get_device");
     s_stream = PyUnicode_InternFromString("stream");
+    s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
+    s_ptr = PyUnicode_InternFromString("ptr");
     if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&DispatchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

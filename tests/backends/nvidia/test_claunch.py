@@ -27,6 +27,16 @@ class SubTensor(FakeTensor):
     pass
 
 
+class TorchStream:
+    def __init__(self, h):
+        self.cuda_stream = h
+
+
+class CupyStream:
+    def __init__(self, h):
+        self.ptr = h
+
+
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
 # kernel(out: *f32 aligned, x: *f32 aligned, n: i32 not a multiple of 16, scale: f32, big: i64 multiple of 16, flag: bool)
@@ -138,8 +148,12 @@ def test_streams_kwargs_and_devices(mod):
     assert launch((1,), good_args(), {"BLOCK": 128}, None) is True
     assert launch((1,), good_args(), {"BLOCK": 256}, None) is False
     assert launch((1,), good_args(), {}, None) is False
-    assert launch((1,), good_args(), {"BLOCK": 128}, object()) is False  # not an int handle
-    assert len(rec.calls) == 1
+    assert launch((1,), good_args(), {"BLOCK": 128}, object()) is False  # not a stream
+    assert launch((1,), good_args(), {"BLOCK": 128}, TorchStream(41)) is True  # torch's .cuda_stream
+    assert launch((1,), good_args(), {"BLOCK": 128}, CupyStream(43)) is True  # CuPy's .ptr
+    assert launch((1,), good_args(), {"BLOCK": 128}, TorchStream("x")) is False
+    assert [c["stream"] for c in rec.calls[1:]] == [41, 43]
+    assert len(rec.calls) == 3
     rec2 = Recorder()
     unconfigured, _ = make(mod, rec2, configured={1})
     assert unconfigured((1,), good_args(), {}, None) is False
