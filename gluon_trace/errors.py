@@ -31,12 +31,20 @@ class SourceLoc:
 _KERNEL_FILES = {os.path.join(_PKG_DIR, n) for n in ("__main__.py", "examples.py")}  # library files that hold user-style kernels
 
 
+_library_file: dict[str, bool] = {}  # per code filename: every traced op asks, for every frame
+
+
 def _is_library_file(filename: str) -> bool:
+    known = _library_file.get(filename)
+    if known is not None:
+        return known
     path = os.path.abspath(filename)
-    if path in _KERNEL_FILES:
-        return False
-    return path.startswith(_PKG_DIR + os.sep) or path.startswith(_BACKENDS_DIR + os.sep) or (
-        os.sep + "gluon_trace" + os.sep + "backends" + os.sep in path)
+    known = path not in _KERNEL_FILES and (
+        path.startswith(_PKG_DIR + os.sep) or path.startswith(_BACKENDS_DIR + os.sep)
+        or os.sep + "gluon_trace" + os.sep + "backends" + os.sep in path)
+    if os.path.isabs(filename):  # a relative name depends on the working directory
+        _library_file[filename] = known
+    return known
 
 
 def user_location(depth: int = 1) -> SourceLoc | None:
