@@ -67,13 +67,48 @@ def _unpack(data: bytes) -> CompiledKernel:
     return CompiledKernel(binary=data[4 + n:], **meta)
 
 
+# Per SM (sm_80 .. sm_90): registers, warps, shared memory usable by CTAs (bytes)
+SM_REGS, SM_WARPS = 65536, 64
+SM_SMEM = {"sm_80": 164 << 10, "sm_86": 100 << 10, "sm_89": 100 << 10, "sm_90": 228 << 10, "sm_90a": 228 << 10}
+
+
+def ctas_per_sm(regs: int, warps: int, smem: int, target: str) -> int:
+    """Resident CTAs per SM (registers are allocated per warp in units of 256)."""
+    by_regs = SM_REGS // (max(8, -(-regs // 8) * 8) * 32 * warps)
+    by_smem = SM_SMEM.get(target, 100 << 10) // (smem + 1024) if smem else 32
+    return min(by_regs, SM_WARPS // warps, by_smem, 32)
+
+
+def register_cap(regs: int, warps: int, smem: int, target: str) -> int | None:
+    """A register limit that fits one more CTA per SM, when registers are what stops it
+    and the limit is within 1/8 of what ptxas used; else None."""
+    k = ctas_per_sm(regs, warps, smem, target)
+    if ctas_per_sm(32, warps, smem, target) <= k:
+        return None  # warps or shared memory stop the next CTA, not registers
+    cap = SM_REGS // (32 * warps * (k + 1)) // 8 * 8
+    return cap if cap * 8 >= regs * 7 and cap < regs else None
+
+
 def build(graph: Graph, target: str) -> CompiledKernel:
+    """Emit, then assemble. A kernel a few registers past an occupancy cliff (one CTA per SM
+    fewer than its warps and shared memory allow) is assembled again with ``.maxnreg`` at
+    the cliff, and that binary kept when ptxas fits it without spilling (CUDA's
+    __launch_bounds__ does this on request; here it is automatic)."""
     from .emitter import emit, kernel_name
     text, line_locs, smem = emit(graph, target)
     name = kernel_name(graph)
     cubin, info = ptxas.assemble(text, target, line_locs, name)
     extra = {"ptxas_version": info["ptxas_version"], "stack_bytes": info["stack"],
              "spill_loads": info["spill_loads"], "scratch_bytes": smem}
+    cap = register_cap(info["registers"], graph.num_warps, smem + info["static_smem"], target)
+    if cap is not None:
+        maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"
+        capped = text.replace(maxntid, f"{maxntid}\n.maxnreg {cap}", 1)
+        cubin2, info2 = ptxas.assemble(capped, target, line_locs, name)
+        if not (info2["spill_stores"] or info2["spill_loads"] or info2["stack"]) and info2["registers"] <= cap:
+            extra["registers_uncapped"] = info["registers"]
+            text, cubin, info = capped, cubin2, info2
+            extra.update(stack_bytes=info["stack"], spill_loads=info["spill_loads"])
     return CompiledKernel(name=name, target=target, asm=text, binary=cubin,
                           registers=info["registers"], shared_bytes=smem + info["static_smem"],
                           spill_bytes=info["spill_stores"], num_warps=graph.num_warps,
