@@ -18,6 +18,7 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                          unsigned bz, unsigned smem, void *stream, void **params, void **extra);
 
 enum { K_PTR = 0, K_I32 = 1, K_I64 = 2, K_F32 = 3, K_F64 = 4, K_BOOL = 5 };
+enum { STAGING = 1024 };  /* parameter bytes a launch stages on the stack; more: the Python path */
 
 typedef struct {
     int kind;
@@ -77,8 +78,8 @@ static int call_int(PyObject *obj, PyObject *name, long long *out) {
     return 0;
 }
 
-static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev) {
-    char *slot = self->buf + d->offset;
+static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char *staging) {
+    char *slot = staging + d->offset;
     switch (d->kind) {
     case K_PTR: {
         if (Py_TYPE(a) != (PyTypeObject *)self->tensor_type &&
@@ -171,10 +172,15 @@ static int stream_handle(PyObject *stream, unsigned long long *out) {
 
 /* 1: launched; 0: the call does not fit (nothing launched, no error set); -1: error set */
 static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, Py_ssize_t nargs, PyObject *stream) {
-    if (nargs != self->nargs) return 0;
+    /* The checks call into Python (data_ptr, a tensor subclass's __torch_function__, the
+     * stream getter), where another thread may launch the same kernel: arguments are
+     * staged here and copied into the shared parameter buffer only after the last call
+     * into Python, right before cuLaunchKernel copies them, with the GIL held throughout. */
+    char staging[STAGING];
+    if (nargs != self->nargs || self->buf_size > STAGING) return 0;
     long long dev = -1;
     for (Py_ssize_t i = 0; i < nargs; i++)
-        if (store_arg(self, &self->args[i], args[i], &dev)) return 0;
+        if (store_arg(self, &self->args[i], args[i], &dev, staging)) return 0;
     if (dev < 0) return 0;
     PyObject *devobj = PyLong_FromLongLong(dev);
     if (devobj == NULL) return -1;
@@ -199,6 +205,7 @@ static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, 
         Py_DECREF(devobj);
         if (stream_handle(stream, &s)) return 0;
     }
+    memcpy(self->buf, staging, self->buf_size);
     int err = self->launch(self->func, g[0], g[1], g[2], self->nthreads, 1, 1, self->smem,
                            (void *)(uintptr_t)s, self->params, NULL);
     if (err) {

@@ -313,3 +313,29 @@ def test_kernel_grid_through_the_dispatcher_still_reaches_other_backends(mod):
         assert type(double[lambda meta: (1,)]).__name__ == "Launcher"  # callable grids stay in Python
     finally:
         backend.set_dispatch_factory(None)
+
+
+def test_a_launch_made_while_another_is_checking_its_arguments_does_not_mix_them(mod):
+    """Checks call into Python (a tensor subclass's data_ptr here), where another thread --
+    or, here, the same one -- can launch the same kernel: each launch sends its own values."""
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    inner_args = (FakeTensor(0xAA00), FakeTensor(0xBB00), 9, 1.5, 1 << 41, False)
+
+    class Reentrant(FakeTensor):
+        def data_ptr(self):
+            assert launch((7,), inner_args, {}, None) is True
+            return self.ptr
+
+    outer = (FakeTensor(0x10000), Reentrant(0x20010)) + good_args()[2:]
+    assert launch((3,), outer, {}, None) is True
+    inner, outer_call = rec.calls
+    assert inner["grid"] == (7, 1, 1) and inner["args"] == [0xAA00, 0xBB00, 9, 1.5, 1 << 41, 0]
+    assert outer_call["grid"] == (3, 1, 1) and outer_call["args"] == [0x10000, 0x20010, 7, 0.5, 1 << 40, 1]
+
+
+def test_parameter_buffers_larger_than_the_staging_area_take_the_python_path(mod):
+    rec = Recorder()
+    big = mod.Launch(rec.addr, 1, 32, 0, 4096, ((0, True, 4000, F32),), FakeTensor, {}, lambda d: 0,
+                     lambda: 0, False, {0}, print)
+    assert big((1,), (FakeTensor(0x10000),), {}, None) is False and rec.calls == []
