@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from gluon_trace import dtypes as dt
+from gluon_trace.addressing import cai_contiguous, contiguous_pointer_args, not_contiguous
 from gluon_trace.errors import ArgumentError, LaunchError
 
 from . import metadata as md
@@ -40,16 +41,43 @@ def kernel_meta(hsaco: bytes, name: str) -> dict:
     raise LaunchError(f"the code object has no kernel named {name}")
 
 
-def device_pointer(x, name: str, loc=None) -> int:
+def _same(convert, x, want) -> bool:
+    try:
+        return convert(x) == want
+    except TypeError:  # no gluon_trace equivalent
+        return False
+
+
+def device_pointer(x, name: str, loc=None, want: dt.dtype | None = None, kernel: str = "",
+                   contiguous: bool = False) -> int:
+    """The device address of a pointer argument, after checking what can be checked before a
+    launch: where it lives, its element type (``want``), and, where the kernel addresses it as
+    a dense array (``contiguous``, see gluon_trace/addressing.py), that it is one."""
     mod = type(x).__module__
     if mod.startswith("torch") and hasattr(x, "data_ptr"):
         if x.device.type != "cuda":
             raise ArgumentError(f"argument `{name}` is a torch tensor on {x.device}; the AMD "
                                 "backend needs a ROCm device tensor (device='cuda' on a ROCm build)",
                                 loc)
+        if want is not None and not _same(dt.from_torch, x.dtype, want):
+            raise ArgumentError(f"argument `{name}` has dtype {x.dtype}, but the kernel was traced with a "
+                                f"pointer to {want}", loc)
+        if contiguous and not x.is_contiguous():
+            raise ArgumentError(not_contiguous(name, kernel, f"shape {tuple(x.shape)}, strides "
+                                                             f"{tuple(x.stride())}"), loc)
         return int(x.data_ptr())
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
+        if want is not None:
+            got = np.dtype(cai["typestr"])
+            # bfloat16 and bool have no portable typestr: 2- and 1-byte ints stand for them
+            raw = {"bfloat16": 2, "int1": 1}.get(want.name) == got.itemsize and got.kind in "uiVb"
+            if not raw and not _same(dt.from_numpy, got, want):
+                raise ArgumentError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
+                                    f"traced with a pointer to {want}", loc)
+        if contiguous and not cai_contiguous(cai):
+            raise ArgumentError(not_contiguous(name, kernel, f"shape {tuple(cai['shape'])}, byte strides "
+                                                             f"{tuple(cai['strides'])}"), loc)
         return int(cai["data"][0])
     if isinstance(x, np.ndarray):
         raise ArgumentError(f"argument `{name}` is a host numpy array; the AMD backend needs device "
@@ -103,14 +131,15 @@ def pack_args(kmeta: dict, graph, values, loc=None, print_buffer: int | None = N
             raise LaunchError(f"metadata of the print buffer argument ({pa['.value_kind']}, "
                               f"{pa['.size']} bytes) is not an 8-byte global buffer", loc)
         struct.pack_into("<Q", buf, pa[".offset"], int(print_buffer))
-    for a, v, name, x in zip(explicit, graph.args, graph.arg_names, values):
+    dense = contiguous_pointer_args(graph)
+    for i, (a, v, name, x) in enumerate(zip(explicit, graph.args, graph.arg_names, values)):
         d = v.type.dtype
         off, size, kind = a[".offset"], a[".size"], a[".value_kind"]
         if kind == "global_buffer":
             if size != 8 or not d.is_ptr:
                 raise LaunchError(f"metadata of `{name}` (global_buffer, {size} bytes) does not "
                                   f"match its type {d}", loc)
-            struct.pack_into("<Q", buf, off, device_pointer(x, name, loc))
+            struct.pack_into("<Q", buf, off, device_pointer(x, name, loc, d.element, graph.name, i in dense))
         elif kind == "by_value":
             raw = scalar_bytes(d, x, name, loc)
             if len(raw) != size:

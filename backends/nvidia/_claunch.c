@@ -25,6 +25,7 @@ typedef struct {
     int align16;          /* pointers: 16-byte aligned; ints: a multiple of 16 */
     Py_ssize_t offset;    /* in the parameter buffer */
     PyObject *dtype;      /* pointers: the tensor dtype object, compared by identity */
+    int contiguous;       /* pointers: the kernel assumes a contiguous tensor */
 } ArgDesc;
 
 typedef struct {
@@ -41,7 +42,7 @@ typedef struct {
     PyObject *tensor_type, *expected_kwargs, *get_stream, *get_device, *configured, *fail;
 } Launch;
 
-static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream, *s_cuda_stream, *s_ptr;
+static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream, *s_cuda_stream, *s_ptr, *s_is_contiguous;
 
 /* -1: does not fit (no Python error set); -2: a Python error is set. */
 static int as_unsigned(PyObject *v, unsigned long long limit, unsigned *out) {
@@ -93,6 +94,13 @@ static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char
         if (call_int(a, s_data_ptr, &p)) return -1;
         if (((p & 15) == 0) != d->align16) return -1;
         if (call_int(a, s_get_device, &dv)) return -1;
+        if (d->contiguous) {
+            PyObject *c = PyObject_CallMethodNoArgs(a, s_is_contiguous);
+            int yes = c == Py_True;
+            Py_XDECREF(c);
+            if (c == NULL) PyErr_Clear();
+            if (!yes) return -1;  /* the checked path says what is wrong */
+        }
         if (*dev == -1) {
             if (dv < 0) return -1;
             *dev = dv;
@@ -245,7 +253,7 @@ static void launch_dealloc(Launch *self) {
 
 /* Launch(launch_addr, func, nthreads, smem, buf_size, specs, tensor_type, expected_kwargs,
  *        get_stream, get_device, multi_device, configured, fail)
- * specs: tuple of (kind, align16, offset, dtype-or-None) */
+ * specs: tuple of (kind, align16, offset, dtype-or-None, contiguous) */
 static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     unsigned long long launch_addr, func;
     unsigned nthreads, smem;
@@ -277,7 +285,8 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     for (Py_ssize_t i = 0; i < n; i++) {
         ArgDesc *d = &self->args[i];
         PyObject *dt;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "ipnO", &d->kind, &d->align16, &d->offset, &dt)) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "ipnOp", &d->kind, &d->align16, &d->offset, &dt,
+                              &d->contiguous)) {
             Py_DECREF(self);
             return NULL;
         }
@@ -398,6 +407,7 @@ PyMODINIT_FUNC PyInit__claunch(void) {
     s_stream = PyUnicode_InternFromString("stream");
     s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
     s_ptr = PyUnicode_InternFromString("ptr");
+    s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&DispatchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from gluon_trace.addressing import cai_contiguous
 from gluon_trace.errors import LaunchError
 
 _STRUCT = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i", "u64": "Q", "s64": "q",
@@ -154,6 +155,8 @@ class KernelLauncher:
         self.lib, self.kern, self.configured = self.drv.kernel(ck)
         self.types = [v.type.dtype for v in graph.args]
         self.names = list(graph.arg_names)
+        from gluon_trace.addressing import contiguous_pointer_args
+        self.contiguous = contiguous_pointer_args(graph)
         import struct
         from .ptx import param_type
         # every argument at its natural alignment in one buffer; one struct.pack_into a launch
@@ -203,6 +206,8 @@ class KernelLauncher:
             if got != _TORCH_NAMES.get(want.name, want.name):
                 raise LaunchError(f"argument `{name}` has dtype {a.dtype}, but the kernel was traced with "
                                   f"{t} (a pointer to {want})", loc)
+            if i in self.contiguous and not a.is_contiguous():
+                self._not_contiguous(name, f"shape {tuple(a.shape)}, strides {tuple(a.stride())}", loc)
             return a.data_ptr(), a.get_device(), True
         cai = getattr(a, "__cuda_array_interface__", None)
         if cai is not None:
@@ -217,12 +222,18 @@ class KernelLauncher:
             if got != want:
                 raise LaunchError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
                                   f"traced with {t}", loc)
+            if i in self.contiguous and not cai_contiguous(cai):
+                self._not_contiguous(name, f"shape {tuple(cai['shape'])}, byte strides {tuple(cai['strides'])}", loc)
             dev = getattr(getattr(a, "device", None), "id", None)
             return int(cai["data"][0]), dev, False
         if isinstance(a, int) and not isinstance(a, bool):
             return a, None, False
         raise LaunchError(f"argument `{name}` is a {type(a).__name__}; a pointer parameter takes a CUDA "
                           "tensor, an object with __cuda_array_interface__ (CuPy) or an int address", loc)
+
+    def _not_contiguous(self, name, what, loc):
+        from gluon_trace.addressing import not_contiguous
+        raise LaunchError(not_contiguous(name, self.graph.name, what), loc)
 
     def _scalar(self, i, a, loc):
         name, t = self.names[i], self.types[i]
@@ -309,6 +320,8 @@ class KernelLauncher:
                 g[f"TD{i}"] = td
                 body.append(f"    if (a{i}.__class__ is not Tensor and not isinstance(a{i}, Tensor)) "
                             f"or a{i}.dtype is not TD{i}: return False")
+                if i in self.contiguous:
+                    body.append(f"    if not a{i}.is_contiguous(): return False")
                 body.append(f"    p{i} = a{i}.data_ptr()")
                 body.append(f"    if (p{i} & 15 == 0) is not {bool(spec.divisible_by_16)}: return False")
                 if dev is None:
@@ -365,19 +378,19 @@ class KernelLauncher:
         if mod is None:
             return None
         descs = []
-        for spec, off in zip(specs, self.offsets):
+        for i, (spec, off) in enumerate(zip(specs, self.offsets)):
             t = spec.dtype
             if t.is_ptr:
                 td = getattr(torch, _TORCH_NAMES.get(t.element.name, t.element.name), None)
                 if td is None:
                     return None
-                descs.append((claunch.KINDS["ptr"], spec.divisible_by_16, off, td))
+                descs.append((claunch.KINDS["ptr"], spec.divisible_by_16, off, td, i in self.contiguous))
             elif t.is_bool:
-                descs.append((claunch.KINDS["bool"], False, off, None))
+                descs.append((claunch.KINDS["bool"], False, off, None, False))
             elif t.is_floating:
-                descs.append((claunch.KINDS["f64" if t.bits == 64 else "f32"], False, off, None))
+                descs.append((claunch.KINDS["f64" if t.bits == 64 else "f32"], False, off, None, False))
             elif t.bits in (32, 64) and t.is_signed:
-                descs.append((claunch.KINDS[f"i{t.bits}"], spec.divisible_by_16, off, None))
+                descs.append((claunch.KINDS[f"i{t.bits}"], spec.divisible_by_16, off, None, False))
             else:
                 return None
         if not any(t.is_ptr for t in self.types):

@@ -15,8 +15,8 @@ from gluon_trace.backends.amd.assembler import find_toolchain
 class DeviceArray:
     """Stands in for a device tensor: only __cuda_array_interface__."""
 
-    def __init__(self, addr, typestr="<f4", n=1024):
-        self.__cuda_array_interface__ = {"data": (addr, False), "shape": (n,),
+    def __init__(self, addr, typestr="<f4", n=1024, strides=None):
+        self.__cuda_array_interface__ = {"data": (addr, False), "shape": (n,), "strides": strides,
                                          "typestr": typestr, "version": 3}
 
 
@@ -102,6 +102,20 @@ def test_packing_errors_name_the_argument():
         launcher.pack_args(km, g, bad)
     with pytest.raises(gt.LaunchError, match="takes 10 arguments, got 9"):
         launcher.pack_args(km, g, ok[:9])
+    from gluon_trace.errors import SourceLoc
+    here = SourceLoc(__file__, 1, "caller")
+    bad = list(ok)
+    bad[0] = DeviceArray(16, typestr="<i4")
+    with pytest.raises(gt.ArgumentError, match="`out` holds <i4 elements, but the kernel was traced with a "
+                                               "pointer to float32") as e:
+        launcher.pack_args(km, g, bad, loc=here)
+    assert e.value.loc is here
+    bad[0] = DeviceArray(16, strides=(8,))  # every other float: `out + offs` assumes dense
+    with pytest.raises(gt.ArgumentError, match="`out` is not contiguous .shape .1024,., byte strides .8,.") as e:
+        launcher.pack_args(km, g, bad, loc=here)
+    assert e.value.loc is here
+    bad[0] = DeviceArray(16, strides=(4,))  # explicit C-order strides are fine
+    launcher.pack_args(km, g, bad)
 
 
 def _rocm_available():

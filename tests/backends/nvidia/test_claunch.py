@@ -13,8 +13,11 @@ F32, F16 = object(), object()  # dtype objects are compared by identity
 
 
 class FakeTensor:
-    def __init__(self, ptr, dtype=F32, device=0):
-        self.ptr, self.dtype, self.device = ptr, dtype, device
+    def __init__(self, ptr, dtype=F32, device=0, contiguous=True):
+        self.ptr, self.dtype, self.device, self.contiguous = ptr, dtype, device, contiguous
+
+    def is_contiguous(self):
+        return self.contiguous
 
     def data_ptr(self):
         return self.ptr
@@ -39,9 +42,10 @@ class CupyStream:
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
-# kernel(out: *f32 aligned, x: *f32 aligned, n: i32 not a multiple of 16, scale: f32, big: i64 multiple of 16, flag: bool)
-SPECS = ((0, True, 0, F32), (0, True, 8, F32), (1, False, 16, None), (3, False, 20, None), (2, True, 24, None),
-         (5, False, 32, None))
+# kernel(out: *f32 aligned, assumed contiguous, x: *f32 aligned, n: i32 not a multiple of 16, scale: f32,
+#        big: i64 multiple of 16, flag: bool)
+SPECS = ((0, True, 0, F32, True), (0, True, 8, F32, False), (1, False, 16, None, False),
+         (3, False, 20, None, False), (2, True, 24, None, False), (5, False, 32, None, False))
 SIZES = (8, 8, 4, 4, 8, 1)
 FORMATS = ("<Q", "<Q", "<i", "<f", "<q", "<B")
 
@@ -102,6 +106,14 @@ def test_launch_packs_every_argument_and_uses_the_current_stream(mod):
     assert launch((1, 2, 3), good_args(), {}, None) and rec.calls[-1]["grid"] == (1, 2, 3)
 
 
+def test_contiguity_is_checked_only_where_the_kernel_assumes_it(mod):
+    rec = Recorder()
+    launch, _ = make(mod, rec)
+    a = good_args()
+    assert launch((1,), (a[0], FakeTensor(0x20010, contiguous=False)) + a[2:], {}, None) is True  # x: strided ok
+    assert launch((1,), (FakeTensor(0x10000, contiguous=False),) + a[1:], {}, None) is False  # out: assumed
+
+
 def test_subclasses_of_the_tensor_type_are_accepted(mod):
     rec = Recorder()
     launch, _ = make(mod, rec)
@@ -112,6 +124,7 @@ def test_subclasses_of_the_tensor_type_are_accepted(mod):
 
 @pytest.mark.parametrize("change", [
     lambda a: (FakeTensor(0x10000, dtype=F16),) + a[1:],          # wrong dtype
+    lambda a: (FakeTensor(0x10000, contiguous=False),) + a[1:],   # a view where the kernel assumed contiguity
     lambda a: (FakeTensor(0x10004),) + a[1:],                     # not 16-byte aligned any more
     lambda a: (a[0], FakeTensor(0x20010, device=1)) + a[2:],      # two devices
     lambda a: (FakeTensor(0x10000, device=-1),) + a[1:],          # a CPU tensor
@@ -190,9 +203,11 @@ def test_no_reference_leaks(mod):
 def test_bad_specs_are_refused(mod):
     rec = Recorder()
     with pytest.raises(ValueError, match="bad argument spec"):
-        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 4, F32),), FakeTensor, {}, print, print, False, set(), print)
+        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 4, F32, False),), FakeTensor, {}, print, print, False, set(),
+                   print)
     with pytest.raises(TypeError):
-        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 0, F32),), "not a type", {}, print, print, False, set(), print)
+        mod.Launch(rec.addr, 1, 32, 0, 8, ((0, True, 0, F32, False),), "not a type", {}, print, print, False,
+                   set(), print)
 
 
 def test_status_says_why_the_c_path_is_off(monkeypatch, tmp_path):
@@ -336,6 +351,6 @@ def test_a_launch_made_while_another_is_checking_its_arguments_does_not_mix_them
 
 def test_parameter_buffers_larger_than_the_staging_area_take_the_python_path(mod):
     rec = Recorder()
-    big = mod.Launch(rec.addr, 1, 32, 0, 4096, ((0, True, 4000, F32),), FakeTensor, {}, lambda d: 0,
+    big = mod.Launch(rec.addr, 1, 32, 0, 4096, ((0, True, 4000, F32, False),), FakeTensor, {}, lambda d: 0,
                      lambda: 0, False, {0}, print)
     assert big((1,), (FakeTensor(0x10000),), {}, None) is False and rec.calls == []

@@ -418,3 +418,37 @@ def test_two_gpus_cupy_arrays_on_device_one():
     with cp.cuda.Device(1):
         cp.cuda.runtime.deviceSynchronize()
         assert cp.array_equal(out, x)
+
+
+@gt.jit
+def _strided_rows(out, x, stride_x, n, BLOCK: gl.constexpr, L: gl.constexpr):
+    row = gl.program_id(0)
+    cols = gl.arange(0, BLOCK, layout=L)
+    gl.store(out + row * BLOCK + cols, gl.load(x + row * stride_x + cols, mask=cols < n) * 2.0, mask=cols < n)
+
+
+def test_non_contiguous_views_where_the_kernel_assumes_contiguity():
+    k = corpus.add_k
+    a, b = torch.randn(8192, device="cuda"), torch.randn(4096, device="cuda")
+    out = torch.full((4096,), float("nan"), device="cuda")
+    for _ in range(3):  # the fast paths exist before the bad call
+        k[(8,)](out, a[:4096], b, 4096, BLOCK=512, L=corpus.L1)
+    torch.cuda.synchronize()
+    before = out.clone()
+    with pytest.raises(LaunchError, match="`a` is not contiguous .shape .4096,., strides .2,..") as e:
+        k[(8,)](out, a[::2], b, 4096, BLOCK=512, L=corpus.L1)
+    assert e.value.loc.line == sys._getframe().f_lineno - 1
+    torch.cuda.synchronize()
+    assert torch.equal(out, before)  # nothing was launched
+    # a kernel that takes the row stride from its caller takes a view
+    x = torch.randn(64, 1024, device="cuda")
+    o = torch.full((64, 1024), float("nan"), device="cuda")
+    _strided_rows[(64,)](o, x[:, 24:], x.stride(0), 1000, BLOCK=1024, L=gl.BlockedLayout([4], [32], [8], [0]),
+                         num_warps=8)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(o[:, :1000], x[:, 24:] * 2)
+    cp = pytest.importorskip("cupy")
+    xc = cp.random.standard_normal(2000, dtype=cp.float32)
+    oc = cp.full(1000, cp.nan, dtype=cp.float32)
+    with pytest.raises(LaunchError, match="`inp` is not contiguous"):
+        corpus.copy_k[(2,)](oc, xc[::2], 1000, BLOCK=512, L=corpus.L1)
