@@ -6,7 +6,7 @@ launcher makes the tensors' device current (restoring the caller's afterwards). 
 arguments live in one buffer per compiled kernel, with a fixed array of pointers to
 its fields handed to ``cuLaunchKernel``: a launch only stores the new values. The
 jit's hot path is one object per specialization that checks the arguments still fit
-it (dtype, alignment, int range, device), stores them and launches: in C when
+it (dtype, alignment, contiguity, int range, device), stores them and launches: in C when
 claunch.py could build its extension, else a Python function generated here.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from gluon_trace.addressing import cai_contiguous
+from gluon_trace.addressing import cai_contiguous, contiguous_pointer_args, not_contiguous
 from gluon_trace.errors import LaunchError
 
 _STRUCT = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i", "u64": "Q", "s64": "q",
@@ -155,7 +155,6 @@ class KernelLauncher:
         self.lib, self.kern, self.configured = self.drv.kernel(ck)
         self.types = [v.type.dtype for v in graph.args]
         self.names = list(graph.arg_names)
-        from gluon_trace.addressing import contiguous_pointer_args
         self.contiguous = contiguous_pointer_args(graph)
         import struct
         from .ptx import param_type
@@ -232,7 +231,6 @@ class KernelLauncher:
                           "tensor, an object with __cuda_array_interface__ (CuPy) or an int address", loc)
 
     def _not_contiguous(self, name, what, loc):
-        from gluon_trace.addressing import not_contiguous
         raise LaunchError(not_contiguous(name, self.graph.name, what), loc)
 
     def _scalar(self, i, a, loc):
