@@ -25,6 +25,16 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "gluon_trace"
 
 
+def file_stamp(path: str) -> str:
+    """Name, size and mtime of a source file (what Python's bytecode cache trusts): a cheap
+    part of a cache key for code that decides a binary."""
+    st = os.stat(path)
+    return f"{os.path.basename(path)}:{st.st_size}:{st.st_mtime_ns};"
+
+
+DECOMPOSE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decompose.py")
+
+
 def make_key(**parts) -> str:
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()

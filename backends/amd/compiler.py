@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gluon_trace.cache import disk_cache, make_key
+from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
 
 from . import metadata as md
@@ -126,7 +126,7 @@ def compile_graph(graph, target: str) -> CompiledKernel:
     tc = find_toolchain()
     key = make_key(backend="amd", graph=graph.text, target=target, assembler=tc.version,
                    origin=tc.origin, library=__version__, emitter=EMITTER_VERSION,
-                   decompose=_decompose_stamp())
+                   decompose=file_stamp(DECOMPOSE_SOURCE))
     def build() -> bytes:
         e = lower(graph, target)
         hsaco = assemble(e.text, target, graph.name)
@@ -139,15 +139,6 @@ def compile_graph(graph, target: str) -> CompiledKernel:
     hsaco = payload[8 + n:]
     return from_hsaco(graph, target, head["asm"], hsaco, assembler=tc.version, cached=hit,
                       prints=head.get("prints", []))
-
-
-def _decompose_stamp() -> str:
-    """Size and mtime of the float64 math expansions lower() applies, for the cache key."""
-    import os
-
-    import gluon_trace
-    st = os.stat(os.path.join(os.path.dirname(os.path.abspath(gluon_trace.__file__)), "decompose.py"))
-    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False,

@@ -11,7 +11,7 @@ import json
 import os
 import struct
 
-from gluon_trace.cache import disk_cache, make_key
+from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
 from gluon_trace.ir import Graph
 
@@ -30,12 +30,8 @@ def source_hash() -> str:
         d = os.path.dirname(os.path.abspath(__file__))
         for name in sorted(os.listdir(d)):
             if name.endswith(".py") and name != "launcher.py":
-                st = os.stat(os.path.join(d, name))
-                h.update(f"{name}:{st.st_size}:{st.st_mtime_ns};".encode())
-        # the float64 math expansions emit() applies live in the core
-        import gluon_trace
-        st = os.stat(os.path.join(os.path.dirname(os.path.abspath(gluon_trace.__file__)), "decompose.py"))
-        h.update(f"decompose.py:{st.st_size}:{st.st_mtime_ns};".encode())
+                h.update(file_stamp(os.path.join(d, name)).encode())
+        h.update(file_stamp(DECOMPOSE_SOURCE).encode())  # the float64 expansions emit() applies
         _src_hash = h.hexdigest()[:16]
     return _src_hash
 

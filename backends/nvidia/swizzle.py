@@ -35,6 +35,11 @@ def _add(basis: list[int], v: int) -> bool:
     return True
 
 
+def _phase(lane_offsets: list[int], width: int) -> list[int]:
+    """The lane bits of one phase: 128 / width lanes are served together."""
+    return lane_offsets[:(128 // width).bit_length() - 1]
+
+
 def _bank(a: int, width: int) -> int:
     return (a >> (width.bit_length() - 1)) & ((128 // width) - 1)
 
@@ -42,7 +47,7 @@ def _bank(a: int, width: int) -> int:
 def wavefronts(lane_offsets: list[int], width: int, apply=lambda a: a) -> int:
     """Wavefronts of one phase of an access of ``width`` bytes per lane, given the byte
     offsets that the lane bits add (lane bits 0, 1, ...)."""
-    phase = lane_offsets[:(128 // width).bit_length() - 1]
+    phase = _phase(lane_offsets, width)
     full, bank = [], []
     for v in phase:
         _add(full, apply(v))
@@ -69,7 +74,7 @@ def choose(accesses: list[tuple[list[int], int]], lo: int, nbits: int):
 
     fixed: set[int] = set()  # high bits whose mask can no longer change
     for offsets, width in accesses:
-        phase = offsets[:(128 // width).bit_length() - 1]
+        phase = _phase(offsets, width)
         full, bank = [], []
         for v in phase:
             if not _add(full, v):
