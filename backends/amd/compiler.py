@@ -14,9 +14,10 @@ from .emitter import Emitter, prologue
 from .hazards import fix_hazards
 from .mir import Inst, Label, render_inst
 from .regalloc import allocate, check_assigned
+from .spill import Scratch
 from .waitcnt import insert_waits
 
-EMITTER_VERSION = 4  # bump when the emitted code changes for the same graph
+EMITTER_VERSION = 5  # bump when the emitted code changes for the same graph
 
 
 @dataclass
@@ -50,12 +51,14 @@ def lower(graph, target: str) -> Emitted:
     code = prologue(em, lay.hidden_start, lay.hidden) + em.code
     t = em.t
     alloc = allocate(code, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
-                     sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps)
+                     sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,
+                     scratch=Scratch(t, em.kernarg, em.wgid))
+    code = alloc.code  # with spill code, when the kernel did not fit
     check_assigned(code)
     code = insert_waits(code, t)
     code = fix_hazards(code, t)
     vgprs = _shift64_bump(code, alloc.vgprs) if t.name == "gfx90a" else alloc.vgprs
-    kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs)
+    kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs, scratch=alloc.scratch)
     text = module_text(t.name, [kt])
     return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops,
                    kt, list(getattr(em, "print_sites", [])))
@@ -81,7 +84,7 @@ class KernelText:
     meta: list         # its amdhsa.kernels entry (YAML lines)
 
 
-def render_kernel(graph, em, code, lay, *, vgprs, sgprs) -> KernelText:
+def render_kernel(graph, em, code, lay, *, vgprs, sgprs, scratch=None) -> KernelText:
     t = em.t
     name = graph.name
     out = [f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
@@ -95,11 +98,12 @@ def render_kernel(graph, em, code, lay, *, vgprs, sgprs) -> KernelText:
             last = i.loc
         out.append("  " + render_inst(i))
     out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}"]
+    spills = md.Spills.of(scratch)
     desc = md.descriptor(name=name, lds=em.lds_size, kernarg_size=lay.size, vgprs=vgprs,
-                         sgprs=sgprs, gfx9=t.gfx9, wave=t.wave)
+                         sgprs=sgprs, gfx9=t.gfx9, wave=t.wave, spills=spills)
     meta = md.metadata_kernel(name=name, lay=lay, lds=em.lds_size, vgprs=max(vgprs, 1),
                               sgprs=max(sgprs, 5) + 2, wave=t.wave,
-                              workgroup=graph.num_warps * t.wave, gfx9=t.gfx9)
+                              workgroup=graph.num_warps * t.wave, gfx9=t.gfx9, spills=spills)
     return KernelText("\n".join(out), desc, meta)
 
 
@@ -157,6 +161,8 @@ def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False
         spill_bytes=k[".private_segment_fixed_size"], num_warps=graph.num_warps,
         threads_per_warp=k[".wavefront_size"],
         extra={"sgprs": k[".sgpr_count"], "scratch_bytes": k[".private_segment_fixed_size"],
+               "spilled_vgprs": k.get(".vgpr_spill_count", 0),
+               "spilled_sgprs": k.get(".sgpr_spill_count", 0),
                "kernarg_bytes": k[".kernarg_segment_size"], "assembler": assembler,
                "cached": cached, "hsaco_bytes": len(hsaco),
                **_print_extra(prints)},

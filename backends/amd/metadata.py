@@ -77,20 +77,40 @@ def _q(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+@dataclass
+class Spills:
+    """What register spilling asks of the ABI: private segment bytes per lane, how it is
+    reached (gfx90a: the private segment buffer in s[0:3] and the wave's offset in a
+    system SGPR; gfx942/gfx1100: architected flat scratch), and counts for the summary."""
+    scratch_bytes: int = 0
+    private_buffer: bool = False
+    vgprs: int = 0     # dwords spilled to scratch
+    sgprs: int = 0     # dwords spilled to VGPR lanes
+
+    @staticmethod
+    def of(scratch) -> "Spills":
+        if scratch is None:
+            return Spills()
+        return Spills(scratch.bytes, scratch.rsrc is not None, scratch.spilled_v,
+                      scratch.spilled_s)
+
+
 def metadata_kernel(*, name, lay: KernargLayout, lds: int, vgprs: int, sgprs: int, wave: int,
-                    workgroup: int, gfx9: bool) -> list:
+                    workgroup: int, gfx9: bool, spills: Spills = Spills()) -> list:
     """The lines of one kernel's entry in ``amdhsa.kernels``."""
     lines = [f"  - .name: {_q(name)}",
              f"    .symbol: {_q(name + '.kd')}",
              f"    .kernarg_segment_size: {lay.size}",
              "    .kernarg_segment_align: 8",
              f"    .group_segment_fixed_size: {lds}",
-             "    .private_segment_fixed_size: 0",
+             f"    .private_segment_fixed_size: {spills.scratch_bytes}",
              f"    .wavefront_size: {wave}",
              f"    .sgpr_count: {sgprs}",
              f"    .vgpr_count: {vgprs}",
              f"    .max_flat_workgroup_size: {workgroup}",
-             "    .uniform_work_group_size: 1"]
+             "    .uniform_work_group_size: 1",
+             f"    .vgpr_spill_count: {spills.vgprs}",
+             f"    .sgpr_spill_count: {spills.sgprs}"]
     if gfx9:
         lines.append("    .agpr_count: 0")
     lines.append("    .args:")
@@ -116,13 +136,15 @@ def metadata_document(target: str, kernels: list) -> str:
 
 
 def descriptor(*, name, lds: int, kernarg_size: int, vgprs: int, sgprs: int, gfx9: bool,
-               wave: int) -> str:
+               wave: int, spills: Spills = Spills()) -> str:
     v = max(vgprs, 1)
     lines = [f".amdhsa_kernel {name}",
              f"  .amdhsa_group_segment_fixed_size {lds}",
-             "  .amdhsa_private_segment_fixed_size 0",
+             f"  .amdhsa_private_segment_fixed_size {spills.scratch_bytes}",
              f"  .amdhsa_kernarg_size {kernarg_size}",
-             "  .amdhsa_user_sgpr_count 2",
+             f"  .amdhsa_user_sgpr_count {6 if spills.private_buffer else 2}",
+             f"  .amdhsa_user_sgpr_private_segment_buffer {int(spills.private_buffer)}"
+             if spills.private_buffer else None,
              "  .amdhsa_user_sgpr_kernarg_segment_ptr 1",
              "  .amdhsa_system_sgpr_workgroup_id_x 1",
              "  .amdhsa_system_sgpr_workgroup_id_y 1",
@@ -133,6 +155,12 @@ def descriptor(*, name, lds: int, kernarg_size: int, vgprs: int, sgprs: int, gfx
              "  .amdhsa_reserve_vcc 1",
              "  .amdhsa_float_denorm_mode_32 3",
              "  .amdhsa_float_denorm_mode_16_64 3"]
+    lines = [x for x in lines if x is not None]
+    if spills.scratch_bytes:
+        # the wave's scratch offset in an SGPR (private segment buffer targets), or the
+        # hardware's own flat scratch base (architected flat scratch)
+        lines.append("  .amdhsa_system_sgpr_private_segment_wavefront_offset 1"
+                     if spills.private_buffer else "  .amdhsa_enable_private_segment 1")
     if gfx9:
         lines.append(f"  .amdhsa_accum_offset {min(256, _align(v, 4))}")
     if wave == 32:
@@ -227,6 +255,7 @@ def read_descriptor(data: bytes, kernel: str) -> dict:
         "user_sgpr_count": (rsrc2 >> 1) & 0x1F,
         "workgroup_id": tuple((rsrc2 >> b) & 1 for b in (7, 8, 9)),
         "kernarg_segment_ptr": (props >> 3) & 1, "wavefront_size32": (props >> 10) & 1,
+        "private_segment_buffer": props & 1,
         "rsrc1": rsrc1, "rsrc2": rsrc2, "rsrc3": rsrc3,
     }
 

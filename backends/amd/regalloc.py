@@ -6,14 +6,17 @@ the loop's back edge, so the next iteration still finds it. Branch arms are laid
 one after the other, which is conservative and correct. Two registers that share an
 instruction never share a physical register (no early-clobber cases to reason about).
 Pairs are even-aligned (needed on gfx90a+/SGPR pairs), SGPR quads 4-aligned.
-There is no spilling: a kernel that needs more than the target allows is a
-CompileError naming the kernel, the count it wanted and the line at peak pressure.
+
+A kernel that needs more than the target allows spills (spill.py): SGPRs into VGPR
+lanes, VGPRs into scratch, until it fits; only an instruction that alone needs more
+registers than exist is a CompileError (naming the kernel, the count and the line).
 """
 from __future__ import annotations
 
 from gluon_trace.errors import CompileError
 
 from .mir import Inst, Label, Reg, Sub, strip
+from .spill import Scratch, choose_victims, spill_sgprs, spill_vgprs
 
 
 def _mentions(inst: Inst):
@@ -54,10 +57,11 @@ class Allocation:
         self.vgprs = 0
         self.sgprs = 0
         self.peak_at = {"v": None, "s": None}
+        self.code: list = []               # the program, with spill code when it spilled
+        self.scratch: Scratch | None = None
 
 
-def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit: int,
-             target: str, num_warps: int, vgpr_align2: bool = True) -> Allocation:
+def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
     iv = live_intervals(code, loops)
     order = sorted(iv.items(), key=lambda kv: (kv[1][0], -kv[0].size, kv[0].id))
     busy = {"v": {}, "s": {}}          # phys -> end
@@ -83,18 +87,52 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
             peak[cls] = top
             result.peak_at[cls] = start
     result.vgprs, result.sgprs = peak["v"], peak["s"]
-    for cls, have, limit, what in (("v", result.vgprs, vgpr_limit, "VGPRs"),
-                                   ("s", result.sgprs, sgpr_limit, "SGPRs")):
-        if have > limit:
+    return result
+
+
+MAX_ROUNDS = 48
+
+
+def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit: int,
+             target: str, num_warps: int, vgpr_align2: bool = True,
+             scratch: Scratch | None = None) -> Allocation:
+    """Physical registers for ``code``; with ``scratch``, spill until the limits hold.
+    Each round spills what the pressure sweep says must go; when fragmentation (aligned
+    pairs) still leaves the scan over the limit, the next sweep aims lower."""
+    budget = {"v": vgpr_limit, "s": sgpr_limit}
+    limit = {"v": vgpr_limit, "s": sgpr_limit}
+    for _ in range(MAX_ROUNDS):
+        result = _scan(code, loops, vgpr_align2)
+        have = {"v": result.vgprs, "s": result.sgprs}
+        over = [c for c in ("s", "v") if have[c] > limit[c]]
+        if not over:
+            result.code, result.scratch = code, scratch
+            return result
+        if scratch is None:
+            break
+        cls = over[0]  # SGPRs first: their spills take VGPR lanes
+        victims = choose_victims(code, live_intervals(code, loops), loops, cls, budget[cls],
+                                 scratch.frozen)
+        if victims:
+            code = (spill_sgprs if cls == "s" else spill_vgprs)(code, victims, scratch)
+        else:
+            budget[cls] -= max(2, have[cls] - limit[cls])
+            if budget[cls] < 4:
+                break
+    for cls, what in (("v", "VGPRs"), ("s", "SGPRs")):
+        have = result.vgprs if cls == "v" else result.sgprs
+        if have > limit[cls]:
             k = result.peak_at[cls]
             loc = None
             if k is not None and 0 <= k < len(code) and isinstance(code[k], Inst):
                 loc = code[k].loc
+            how = ("; the instruction there alone needs more than fit" if scratch is not None
+                   else "")
             raise CompileError(
-                f"kernel {name} needs {have} {what} on {target} but at most {limit} fit "
-                f"(num_warps={num_warps}); the AMD backend does not spill. Use smaller tiles, "
-                "fewer live values, or fewer warps", loc)
-    return result
+                f"kernel {name} needs {have} {what} on {target} but at most {limit[cls]} fit "
+                f"(num_warps={num_warps}){how}. Use smaller tiles, fewer live values, or "
+                "fewer warps", loc)
+    raise AssertionError("unreachable")
 
 
 def check_assigned(code: list) -> None:

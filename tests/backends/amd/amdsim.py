@@ -87,8 +87,7 @@ class Wave:
         self.poison = set()
         tid = np.arange(self.W, dtype=np.uint32) + wid * self.W
         self.v[0] = tid
-        self.s[0], self.s[1] = sim.kernarg & M32, sim.kernarg >> 32
-        self.s[2], self.s[3], self.s[4] = wgid
+        init_sgprs(self, sim, wgid)  # as the descriptor asks (see "Private segment" below)
 
     # -- operands ---------------------------------------------------------------------------
     def units(self, x):
@@ -234,6 +233,7 @@ class Sim:
         self.nw = num_warps
         self.nvgpr = nvgpr
         self.steps = 0
+        self.abi = Abi()  # simulate() sets it from the kernel descriptor
 
     def text(self, pc):
         from gluon_trace.backends.amd.mir import render_inst
@@ -296,6 +296,8 @@ class Sim:
             return self.salu(w, i)
         if op.startswith(("global_", "ds_")):
             return self.mem_op(w, i)
+        if op.startswith(("scratch_", "buffer_")):
+            return scratch_op(self, w, i)
         return self.valu(w, i)
 
     # -- scalar ALU ------------------------------------------------------------------------------
@@ -546,6 +548,8 @@ class Sim:
             lanes = np.nonzero(act)[0]
             w.swrite(i.defs[0], int(x[lanes[0]]) & M32 if len(lanes) else 0)
             return
+        if op in ("v_readlane_b32", "v_writelane_b32"):
+            return lane_op(w, i)
         if op == "v_mov_b32_dpp":
             x, _ = w.read(i.uses[0])
             perm = [int(c) for c in i.suffix.split("quad_perm:[")[1].split("]")[0].split(",")]
@@ -831,6 +835,7 @@ def simulate(traced, target: str, grid, args, print_records: int = 4096):
             struct.pack_into("<I", kernarg, h[".offset"], grid["xyz".index(k[-1])])
     t = TARGETS[target]
     sim = Sim(e.code, t, t.wave, e.lds, bytes(kernarg), mem, g.num_warps, e.vgprs)
+    sim.abi = Abi.from_descriptor(ck.binary, g.name)
     sim.run(grid)
     sim.print_bytes = bytes(mem.bufs[(pbuf >> 36) - 1]) if pbuf else None
     for d in dev:
@@ -838,3 +843,132 @@ def simulate(traced, target: str, grid, args, print_records: int = 4096):
             k = (d.addr >> 36) - 1
             d.arr.reshape(-1).view(np.uint8)[:] = mem.bufs[k][:d.arr.nbytes]
     return sim
+
+
+# -- Private segment: initial SGPRs, scratch memory, spills (test helper section) ---------------
+#
+# The hardware sets up a wave from the kernel descriptor, so the simulator does too: the user
+# SGPRs it enables (private segment buffer s[0:3], kernarg pointer), then the workgroup ids,
+# then the wave's scratch offset where the target has no architected flat scratch. Scratch is
+# private per lane and per wave, filled with a pattern, and an access outside the size the
+# descriptor declares, or through other SGPRs than the dispatch set up, is an error.
+
+RSRC = (0x5C0A0000, 0x00008000, 0xFFFFFFFF, 0x00E40000)  # a stand-in private segment V#
+GARBAGE = 0xDEADBEEF
+
+
+class Abi:
+    def __init__(self, private_buffer=False, user_sgprs=2, private_bytes=0, private_enabled=False):
+        self.private_buffer, self.user_sgprs = private_buffer, user_sgprs
+        self.private_bytes, self.private_enabled = private_bytes, private_enabled
+
+    @staticmethod
+    def from_descriptor(hsaco: bytes, name: str) -> "Abi":
+        from gluon_trace.backends.amd.metadata import read_descriptor
+        d = read_descriptor(hsaco, name)
+        return Abi(bool(d["private_segment_buffer"]), d["user_sgpr_count"],
+                   d["private_segment_fixed_size"], bool(d["rsrc2"] & 1))
+
+
+def init_sgprs(w, sim, wgid) -> None:
+    abi = sim.abi
+    k = 0
+    if abi.private_buffer:
+        w.s[0:4] = RSRC
+        k = 4
+    w.s[k], w.s[k + 1] = sim.kernarg & M32, sim.kernarg >> 32
+    if k + 2 != abi.user_sgprs:
+        raise SimError(f"descriptor declares {abi.user_sgprs} user SGPRs, the enabled ones take {k + 2}")
+    k += 2
+    w.s[k], w.s[k + 1], w.s[k + 2] = wgid
+    w.wave_offset = None
+    if abi.private_enabled and abi.private_buffer:
+        w.wave_offset = 0x40000 * (w.wid + 1)
+        w.s[k + 3] = w.wave_offset
+    dwords = -(-abi.private_bytes // 4) if abi.private_enabled else 0
+    w.scratch = np.full((dwords, w.W), GARBAGE, np.uint32)
+
+
+def _scratch_addrs(sim, w, i, vaddr, saddr):
+    imm = 0
+    for part in i.suffix.split():
+        if part.startswith("offset:"):
+            imm = int(part[len("offset:"):], 0)
+    a = np.full(w.W, imm, np.int64)
+    if not isinstance(vaddr, str):
+        a += w.read(vaddr)[0].astype(np.int64) & M32
+    if saddr is not None and not isinstance(saddr, str):
+        a += w.sval(saddr)
+    return a
+
+
+def _check_scratch(sim, w, i, addrs, n, act):
+    if not sim.abi.private_enabled:
+        raise SimError(f"`{render(i)}`: scratch access, but the descriptor enables no private segment")
+    for l in np.nonzero(act)[0]:
+        a = int(addrs[l])
+        if a % 4 or a < 0 or a + n > sim.abi.private_bytes:
+            raise SimError(f"`{render(i)}`: lane {l} accesses private bytes [{a}, {a + n}) but "
+                           f"the descriptor declares {sim.abi.private_bytes}")
+
+
+def render(i):
+    from gluon_trace.backends.amd.mir import render_inst
+    return render_inst(i)
+
+
+def scratch_op(sim, w, i):
+    op = i.op
+    act = w.mask_lanes(w.exec)
+    if op.startswith("scratch_"):
+        if sim.abi.private_buffer:
+            raise SimError(f"`{render(i)}`: flat scratch on a target without architected flat scratch")
+        store = op.startswith("scratch_store")
+        vaddr, saddr = (i.uses[0], i.uses[2]) if store else (i.uses[0], i.uses[1])
+        data = i.uses[1] if store else i.defs[0]
+        n = 2 if op.endswith("x2") else 1
+    else:
+        if not sim.abi.private_buffer:
+            raise SimError(f"`{render(i)}`: buffer scratch access without a private segment buffer")
+        store = op.startswith("buffer_store")
+        data = i.uses[0] if store else i.defs[0]
+        vaddr, rsrc, soff = i.uses[1:4] if store else i.uses[0:3]
+        n = 1
+        if tuple(int(w.s[rsrc.phys + k]) for k in range(4)) != RSRC:
+            raise SimError(f"`{render(i)}`: the resource is not the private segment buffer")
+        if w.sval(soff) != w.wave_offset:
+            raise SimError(f"`{render(i)}`: soffset is not the wave's scratch offset")
+        if ("offen" in i.suffix) == isinstance(vaddr, str):
+            raise SimError(f"`{render(i)}`: offen and the VGPR offset disagree")
+        saddr = None
+    addrs = _scratch_addrs(sim, w, i, vaddr, saddr)
+    _check_scratch(sim, w, i, addrs, 4 * n, act)
+    slots = addrs // 4
+    lanes = np.nonzero(act)[0]
+    if store:
+        vals, _ = w.read(data)
+        for k in range(n):
+            part = ((vals >> np.uint64(32 * k)) & np.uint64(M32)).astype(np.uint32)
+            w.scratch[slots[lanes] + k, lanes] = part[lanes]
+        w.issue("vs" if sim.t.stores_use_vscnt else "vm", [])
+        return
+    vals = np.zeros(w.W, np.uint64)
+    for k in range(n):
+        got = np.zeros(w.W, np.uint64)
+        got[lanes] = w.scratch[slots[lanes] + k, lanes]
+        vals |= got << np.uint64(32 * k)
+    w.issue("vm", w.vdest(data, vals, act))
+
+
+def lane_op(w, i):
+    """v_writelane/v_readlane: one lane, whatever EXEC says (SGPR spills live there)."""
+    lane = int(i.uses[1].bits) if isinstance(i.uses[1], Imm) else w.sval(i.uses[1])
+    lane %= w.W
+    if i.op == "v_readlane_b32":
+        x, _ = w.read(i.uses[0])
+        w.swrite(i.defs[0], int(x[lane]) & M32)
+        return
+    d = i.defs[0]
+    base = d.reg.phys + d.index if isinstance(d, Sub) else d.phys
+    w.v[base, lane] = w.sval(i.uses[0]) & M32
+

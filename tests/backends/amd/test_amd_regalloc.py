@@ -77,24 +77,23 @@ def test_no_two_live_values_share_a_register(target, name, kernel, args, cx, nw)
     assert _overlaps(e) is None
 
 
-def test_running_out_of_vgprs_names_kernel_count_and_line():
+def test_running_out_of_vgprs_spills_instead_of_refusing():
+    """More live values than VGPRs: the kernel still builds, within the limit, and says
+    how much it spilled (the spill code itself is tested in test_amd_spill.py)."""
     @gt.jit
     def too_big(out_ptr, x_ptr, BLOCK: gl.constexpr):
         lay = gl.BlockedLayout([1], [gl.threads_per_warp()], [1], [0])
         offs = gl.arange(0, BLOCK, layout=lay)
         x = gl.load(x_ptr + offs)
         y = gl.load(x_ptr + offs + BLOCK)
-        gl.store(out_ptr + offs, x * y + y)  # PRESSURE
+        gl.store(out_ptr + offs, x * y + y)
 
     tk = too_big.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), BLOCK=64 * 256,
                        num_warps=1, target="gfx942")
-    with pytest.raises(gt.CompileError) as e:
-        tk.amdgcn("gfx942")
-    msg = str(e.value)
-    assert "too_big" in msg and "VGPRs" in msg and "at most 256" in msg
-    wanted = int(msg.split("needs ")[1].split(" ")[0])
-    assert wanted > 256
-    assert "test_amd_regalloc.py" in msg
+    e = lower(tk.graph, "gfx942")
+    assert e.vgprs <= 256
+    assert ".amdhsa_enable_private_segment 1" in e.text
+    assert e.text.count("scratch_store_dword") > 200
 
 
 def test_vgpr_budget_shrinks_with_more_warps():

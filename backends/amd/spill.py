@@ -1,0 +1,339 @@
+"""Spilling: what the register allocator does when a kernel needs more registers than fit.
+
+Running out of registers is a speed problem, never a kernel that cannot be built, so the
+allocator (``regalloc.allocate``) calls in here until the program fits:
+
+* ``choose_victims`` sweeps the linearized program keeping the register pressure of one
+  class; wherever it exceeds the budget it takes the live values whose next mention is
+  furthest away (weighted by how often, and how deep in loops, they are mentioned), and
+  never one the instruction at that point reads or writes (spilling it would not help).
+* ``spill_vgprs`` rewrites every mention of a victim VGPR: a fresh short-lived register
+  is loaded from the victim's scratch slot before an instruction that reads it and stored
+  back after one that writes it (spill everywhere). Scratch accesses honour EXEC like the
+  instruction they serve, so a def under a partial mask updates only those lanes of the
+  slot, as it would have updated only those lanes of the register.
+* ``spill_sgprs`` does the same for SGPRs into lanes of a VGPR (``v_writelane_b32`` /
+  ``v_readlane_b32``, as LLVM does): those ignore EXEC, so a uniform value survives any
+  mask, and they cost no memory traffic.
+
+Scratch is the private segment, addressed per lane. gfx942 and gfx1100 have architected
+flat scratch: the hardware sets the wave's scratch base and ``scratch_*`` instructions take
+the per-lane offset (here only the immediate). gfx90a reaches it through the private
+segment buffer resource the dispatch puts in s[0:3] plus the wave's offset in a system
+SGPR, with single-dword ``buffer_*`` accesses (the swizzled scratch buffer does not do
+multi-dword ones); taking those SGPRs moves the kernarg pointer and workgroup ids up.
+"""
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+
+from .mir import Imm, Inst, Reg, Sub, strip
+
+IMM_MAX = 4096  # the instructions' immediate offset reaches bytes [0, 4096)
+
+
+class Scratch:
+    """The spill frame of one kernel: slots in the private segment (bytes per lane) and
+    the lanes of VGPRs that hold spilled SGPRs, plus the target's way of reaching them."""
+
+    def __init__(self, target, kernarg: Reg, wgid: list):
+        self.t = target
+        self.kernarg, self.wgid = kernarg, wgid
+        self.bytes = 0                   # private segment bytes per lane
+        self.vslots: dict = {}           # Reg id -> byte offset of dword 0
+        self.sslots: dict = {}           # Reg id -> (lane VGPR, first lane) per dword
+        self.lane_regs: list = []        # VGPRs holding spilled SGPRs
+        self.lanes_used = 0
+        self.spilled_v = 0               # dwords
+        self.spilled_s = 0
+        self.frozen: set = set()         # ids of spill temporaries and lane VGPRs
+        self.rsrc = self.wave_offset = None
+
+    @property
+    def private_buffer(self) -> bool:
+        """gfx90a: scratch through the private segment buffer (no architected flat scratch)."""
+        return self.t.name == "gfx90a"
+
+    def _enable(self) -> None:
+        if self.rsrc is not None or not self.private_buffer:
+            return
+        # user SGPRs in dispatch order: private segment buffer s[0:3], kernarg pointer
+        # s[4:5]; then the system SGPRs: workgroup ids s6..s8, the wave's scratch offset s9
+        self.rsrc = Reg("s", 4, fixed=0)
+        self.kernarg.fixed = self.kernarg.phys = 4
+        for k, r in enumerate(self.wgid):
+            r.fixed = r.phys = 6 + k
+        self.wave_offset = Reg("s", 1, fixed=9)
+
+    @property
+    def user_sgprs(self) -> int:
+        return 6 if self.rsrc is not None else 2
+
+    # -- slots ---------------------------------------------------------------------------
+    def vslot(self, reg: Reg) -> int:
+        if reg.id not in self.vslots:
+            self._enable()
+            if reg.size > 1:
+                self.bytes = -(-self.bytes // 8) * 8
+            self.vslots[reg.id] = self.bytes
+            self.bytes += 4 * reg.size
+            self.spilled_v += reg.size
+        return self.vslots[reg.id]
+
+    def sslot(self, reg: Reg) -> list:
+        if reg.id not in self.sslots:
+            out = []
+            for _ in range(reg.size):
+                k = self.lanes_used % self.t.wave
+                if k == 0:
+                    lane = Reg("v")
+                    self.lane_regs.append(lane)
+                    self.frozen.add(lane.id)
+                out.append((self.lane_regs[-1], k))
+                self.lanes_used += 1
+            self.sslots[reg.id] = out
+            self.spilled_s += reg.size
+        return self.sslots[reg.id]
+
+    def temp(self, cls: str, size: int) -> Reg:
+        r = Reg(cls, size)
+        self.frozen.add(r.id)
+        return r
+
+    # -- scratch accesses ------------------------------------------------------------------
+    def _access(self, offset: int, size: int):
+        """(per-lane address operand, immediate suffix, setup instructions) for a slot."""
+        if offset + 4 * size <= IMM_MAX:
+            return None, (f"offset:{offset}" if offset else ""), []
+        addr = self.temp("v", 1)  # past the immediate's reach: the offset in a VGPR
+        return addr, "", [Inst("v_mov_b32", [addr], [Imm(offset)], kind="valu")]
+
+    def store(self, src, offset: int, loc) -> list:
+        """Instructions writing the 1- or 2-dword VGPR operand ``src`` to the slot."""
+        size = src.size
+        if self.private_buffer:
+            out = []
+            for k in range(size):
+                part = src if size == 1 else _dword(src, k)
+                addr, sfx, pre = self._access(offset + 4 * k, 1)
+                uses = [part, addr or "off", self.rsrc, self.wave_offset]
+                out += pre + [Inst("buffer_store_dword", [], uses, _join(sfx, addr), "vmem_store", loc)]
+            return _at(out, loc)
+        op = "scratch_store_dword" + ("x2" if size == 2 else "")
+        addr, sfx, pre = self._access(offset, size)
+        return _at(pre + [Inst(op, [], [addr or "off", src, "off"], sfx, "vmem_store", loc)], loc)
+
+    def load(self, dst, offset: int, loc) -> list:
+        size = dst.size
+        if self.private_buffer:
+            out = []
+            for k in range(size):
+                part = dst if size == 1 else _dword(dst, k)
+                addr, sfx, pre = self._access(offset + 4 * k, 1)
+                uses = [addr or "off", self.rsrc, self.wave_offset]
+                out += pre + [Inst("buffer_load_dword", [part], uses, _join(sfx, addr), "vmem_load", loc)]
+            return _at(out, loc)
+        op = "scratch_load_dword" + ("x2" if size == 2 else "")
+        addr, sfx, pre = self._access(offset, size)
+        return _at(pre + [Inst(op, [dst], [addr or "off", "off"], sfx, "vmem_load", loc)], loc)
+
+
+def _join(sfx: str, addr) -> str:
+    return " ".join(x for x in ("offen" if addr is not None else "", sfx) if x)
+
+
+def _at(insts, loc):
+    for i in insts:
+        i.loc = loc
+    return insts
+
+
+def _dword(x, k):
+    return Sub(x, k) if isinstance(x, Reg) else x
+
+
+# -- choosing what to spill ----------------------------------------------------------------------
+
+def _mentioned(inst):
+    for x in (*inst.defs, *inst.uses):
+        x = strip(x)
+        if isinstance(x, Reg):
+            yield x
+        elif isinstance(x, Sub):
+            yield x.reg
+
+
+def _loop_depth(code: list, loops: list) -> list:
+    pos = {id(x): k for k, x in enumerate(code)}
+    delta = [0] * (len(code) + 1)
+    for h, b in loops:
+        delta[pos[id(h)]] += 1
+        delta[pos[id(b)] + 1] -= 1
+    out, d = [], 0
+    for k in range(len(code)):
+        d += delta[k]
+        out.append(d)
+    return out
+
+
+def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, frozen: set) -> list:
+    """Registers of class ``cls`` to spill so that at most ``budget`` dwords are live at
+    every instruction (a spilled register still counts where it is mentioned: its
+    temporary lives there)."""
+    mentions: dict = {}
+    at: list = [()] * len(code)
+    for k, inst in enumerate(code):
+        if isinstance(inst, Inst):
+            regs = {r for r in _mentioned(inst) if r.cls == cls}
+            at[k] = regs
+            for r in regs:
+                mentions.setdefault(r, []).append(k)
+    depth = _loop_depth(code, loops)
+    cost = {r: sum(8 ** min(depth[k], 4) for k in ks) for r, ks in mentions.items()}
+    starts: dict = {}
+    for r, (s, e) in iv.items():
+        if r.cls == cls:
+            starts.setdefault(max(s, 0), []).append(r)
+    active: set = set()
+    ends: list = []
+    live = 0
+    spilled: set = set()
+    victims = []
+    for k in range(len(code)):
+        for r in starts.get(k, ()):
+            active.add(r)
+            live += r.size
+            heapq.heappush(ends, (iv[r][1], r.id, r))
+        while ends and ends[0][0] < k:
+            _, _, r = heapq.heappop(ends)
+            if r in active:
+                active.discard(r)
+                live -= r.size
+        need = live + sum(r.size for r in at[k] if r in spilled)
+        if need <= budget:
+            continue
+        cands = [r for r in active if r.fixed is None and r.id not in frozen and r not in at[k]]
+
+        def score(r):
+            ks = mentions[r]
+            nxt = bisect_right(ks, k)
+            dist = (ks[nxt] - k) if nxt < len(ks) else (iv[r][1] - k + len(code))
+            return (dist * r.size / cost[r], r.id)
+        cands.sort(key=score, reverse=True)
+        for r in cands:
+            if need <= budget:
+                break
+            active.discard(r)
+            live -= r.size
+            need -= r.size
+            spilled.add(r)
+            victims.append(r)
+    return victims
+
+
+# -- rewriting ---------------------------------------------------------------------------------
+
+def _rewrite(code: list, victims: list, reload, writeback, sc: Scratch) -> list:
+    """Replace every mention of a victim by a temporary: ``reload(temp, reg, index)``
+    before an instruction reading it, ``writeback(temp, reg, index)`` after one writing it
+    (index None: the whole register; k: its dword k)."""
+    vic = {r.id for r in victims}
+    out = []
+    for inst in code:
+        if not isinstance(inst, Inst) or not any(r.id in vic for r in _mentioned(inst)):
+            out.append(inst)
+            continue
+        whole: dict = {}    # victim id -> temp for the whole register
+        parts: dict = {}    # (victim id, k) -> temp for one dword
+        for x in (*inst.defs, *inst.uses):
+            x = strip(x)
+            if isinstance(x, Reg) and x.id in vic and x.id not in whole:
+                whole[x.id] = (x, sc.temp(x.cls, x.size))
+        for x in (*inst.defs, *inst.uses):
+            x = strip(x)
+            if isinstance(x, Sub) and x.reg.id in vic and x.reg.id not in whole \
+                    and (x.reg.id, x.index) not in parts:
+                parts[(x.reg.id, x.index)] = (x.reg, sc.temp(x.reg.cls, 1))
+
+        def swap(x):
+            base = strip(x)
+            new = base
+            if isinstance(base, Reg) and base.id in whole:
+                new = whole[base.id][1]
+            elif isinstance(base, Sub) and base.reg.id in vic:
+                if base.reg.id in whole:
+                    new = Sub(whole[base.reg.id][1], base.index)
+                else:
+                    new = parts[(base.reg.id, base.index)][1]
+            if new is base:
+                return x
+            return type(x)(new) if x is not base else new
+
+        read = _dwords(inst.uses, vic)
+        written = _dwords(inst.defs, vic)
+        pre, post = [], []
+        for rid, (reg, t) in whole.items():
+            pre += _each(reload, t, reg, read.get(rid, ()), inst.loc)
+            post += _each(writeback, t, reg, written.get(rid, ()), inst.loc)
+        for (rid, k), (reg, t) in parts.items():
+            if k in read.get(rid, ()):
+                pre += reload(t, reg, k, inst.loc)
+            if k in written.get(rid, ()):
+                post += writeback(t, reg, k, inst.loc)
+        inst.defs = [swap(x) for x in inst.defs]
+        inst.uses = [swap(x) for x in inst.uses]
+        out += pre + [inst] + post
+    return out
+
+
+def _dwords(xs, vic) -> dict:
+    """{victim id: the dwords of it that operands ``xs`` name}."""
+    out: dict = {}
+    for x in xs:
+        x = strip(x)
+        if isinstance(x, Reg) and x.id in vic:
+            out.setdefault(x.id, set()).update(range(x.size))
+        elif isinstance(x, Sub) and x.reg.id in vic:
+            out.setdefault(x.reg.id, set()).add(x.index)
+    return out
+
+
+def _each(move, t, reg, ks, loc) -> list:
+    """``move`` for the dwords ``ks`` of the whole-register temporary ``t``: all at once
+    when it is all of them, else one by one (a def of r[1] must not store r[0])."""
+    if not ks:
+        return []
+    if len(ks) == reg.size:
+        return move(t, reg, None, loc)
+    out = []
+    for k in sorted(ks):
+        out += move(Sub(t, k), reg, k, loc)
+    return out
+
+
+def spill_vgprs(code: list, victims: list, sc: Scratch) -> list:
+    def reload(t, reg, k, loc):
+        off = sc.vslot(reg) + 4 * (k or 0)
+        return sc.load(t, off, loc)
+
+    def writeback(t, reg, k, loc):
+        off = sc.vslot(reg) + 4 * (k or 0)
+        return sc.store(t, off, loc)
+    return _rewrite(code, victims, reload, writeback, sc)
+
+
+def spill_sgprs(code: list, victims: list, sc: Scratch) -> list:
+    def lanes(reg, k):
+        slots = sc.sslot(reg)
+        return slots if k is None else [slots[k]]
+
+    def reload(t, reg, k, loc):
+        return [Inst("v_readlane_b32", [t if t.size == 1 else Sub(t, j)], [lane, Imm(n)],
+                     kind="valu", loc=loc) for j, (lane, n) in enumerate(lanes(reg, k))]
+
+    def writeback(t, reg, k, loc):
+        # the lane VGPR is read as well as written: its other lanes hold other SGPRs
+        return [Inst("v_writelane_b32", [lane], [t if t.size == 1 else Sub(t, j), Imm(n)],
+                     kind="valu", loc=loc, imp=[lane]) for j, (lane, n) in enumerate(lanes(reg, k))]
+    return _rewrite(code, victims, reload, writeback, sc)
