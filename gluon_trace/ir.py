@@ -42,7 +42,53 @@ class Type:
         return type_str(self, {})
 
 
+@dataclass(frozen=True)
+class MemDescType(Type):
+    """A shared-memory descriptor: a view (``shape``, ``layout``) into an allocation of
+    ``alloc_shape``. Views (index/slice/permute/reshape) are pure; loads, stores, async copies
+    and MMA reads through it are effects, ordered as traced."""
+
+    alloc_shape: tuple[int, ...] = ()
+    mutable: bool = True
+
+    @property
+    def is_scalar(self) -> bool:
+        return False
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.bits // 8
+
+
+@dataclass(frozen=True)
+class TensorDescType(Type):
+    """A TMA tensor descriptor argument: ``shape`` is the block (box) shape, ``layout`` the
+    NVMMA shared layout of the block, ``rank`` the global tensor's rank."""
+
+    rank: int = 2
+
+    @property
+    def is_scalar(self) -> bool:
+        return False
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.bits // 8
+
+
+def is_memory(t: Type) -> bool:
+    """Descriptors (shared memory, TMA) as opposed to register tiles and scalars."""
+    return isinstance(t, (MemDescType, TensorDescType))
+
+
 def type_str(t: Type, layout_names: dict) -> str:
+    if isinstance(t, (MemDescType, TensorDescType)):
+        lay = (layout_names.get(t.layout) if layout_names else None) or repr(t.layout)
+        dims = "x".join(map(str, t.shape))
+        if isinstance(t, TensorDescType):
+            return f"!tensordesc<{dims}x{t.dtype}, {lay}, rank={t.rank}>"
+        alloc = "" if t.alloc_shape == t.shape else f", alloc={'x'.join(map(str, t.alloc_shape))}"
+        return f"!smem<{dims}x{t.dtype}, {lay}{alloc}{'' if t.mutable else ', const'}>"
     if t.is_scalar:
         return str(t.dtype)
     lay = layout_names.get(t.layout) if layout_names else None

@@ -15,7 +15,7 @@ import numpy as np
 from . import backend as backends
 from . import dtypes as dt
 from .errors import ArgumentError, TraceError, user_location
-from .ir import Block, Graph, Type, Value
+from .ir import Block, Graph, TensorDescType, Type, Value
 from .tracer import tracing
 from .verifier import verify
 
@@ -28,6 +28,7 @@ class ArgSpec:
 
     dtype: dt.dtype
     divisible_by_16: bool = False
+    type: Type | None = None  # for arguments that are not plain scalars/pointers (TMA descriptors)
 
     @property
     def attrs(self) -> dict:
@@ -42,6 +43,10 @@ def _is_constexpr_annotation(ann) -> bool:
 
 
 def arg_spec(name: str, value, loc) -> ArgSpec:
+    if isinstance(value, TensorDescType):  # a descriptor type spec (TensorDescriptor.type_spec)
+        return ArgSpec(value.dtype, type=value)
+    if type(value).__name__ == "TensorDescriptor" and hasattr(value, "ir_type"):
+        return ArgSpec(value.dtype, type=value.ir_type)
     if isinstance(value, dt.dtype):
         # a type spec: pointers are assumed 16-byte aligned, as allocators give them
         return ArgSpec(value, value.is_ptr)
@@ -187,17 +192,17 @@ class JITFunction:
         graph = Graph(self.__name__, [], [], [], body, num_warps, tpw, target,
                       {k: getattr(v, "value", v) for k, v in bound.items() if k in self.constexprs})
         call = {}
-        from .language.tensor import tensor
+        from .language.tensor import wrap
         for (name, v), part in zip(bound.items(), key[0]):
             if name in self.constexprs:
                 call[name] = getattr(v, "value", v)
                 continue
             spec: ArgSpec = part[1]
-            val = Value(Type(spec.dtype), None, body, name)
+            val = Value(spec.type or Type(spec.dtype), None, body, name)
             graph.args.append(val)
             graph.arg_names.append(name)
             graph.arg_attrs.append(spec.attrs)
-            call[name] = tensor(val)
+            call[name] = wrap(val)
         with tracing(graph):
             out = self.fn(**call)
         if out is not None:

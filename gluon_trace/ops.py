@@ -24,6 +24,9 @@ class OpDef:
     elementwise: bool = False
     has_side_effects: bool = False
     doc: str = ""
+    # whether operands may be shared-memory / TMA descriptors (memory ops); other ops refuse
+    # them with an error saying to load the buffer first
+    memory_operands: bool = False
 
 
 OPS: dict[str, OpDef] = {}
@@ -32,11 +35,13 @@ OPS: dict[str, OpDef] = {}
 class Ctx:
     """What a type rule may need beyond the operands: the launch shape and the source line."""
 
-    def __init__(self, num_warps: int, threads_per_warp: int, loc=None, opname: str = ""):
+    def __init__(self, num_warps: int, threads_per_warp: int, loc=None, opname: str = "",
+                 target: str | None = None):
         self.opname = opname
         self.num_warps = num_warps
         self.threads_per_warp = threads_per_warp
         self.loc = loc
+        self.target = target
 
     def error(self, msg: str, cls=TraceError, notes=()):
         return cls(msg, self.loc, notes=notes)
@@ -417,3 +422,7 @@ define("scan", _scan)
 define("for", _for, has_side_effects=True)
 define("if", _if, has_side_effects=True)
 define("yield", _yield)
+
+
+# the memory-hierarchy and tensor-core ops live beside this table, registered into it
+from . import ops_memory, ops_mma  # noqa: E402,F401

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from . import ops as op_table
 from .errors import SourceLoc, TraceError, user_location
-from .ir import Block, Graph, Op, Type, Value
+from .ir import Block, Graph, Op, TensorDescType, Type, Value, is_memory
 
 _state = threading.local()
 
@@ -37,6 +37,9 @@ class Builder:
         # which op opened each nested block, to name it when a value escapes
         self.block_owner: dict[int, tuple[str, SourceLoc | None]] = {}
         self.last_branch = None  # the gl.if_ a gl.else_ may extend
+        # warps of the partition being traced (gl.warp_specialize workers have their own)
+        self.warps: list[int] = [graph.num_warps]
+        self.partition: list[int] = [0]  # 0: the default partition; k: worker k
 
     @property
     def block(self) -> Block:
@@ -44,14 +47,14 @@ class Builder:
 
     @property
     def num_warps(self) -> int:
-        return self.graph.num_warps
+        return self.warps[-1]
 
     @property
     def threads_per_warp(self) -> int:
         return self.graph.threads_per_warp
 
     def ctx(self, loc, opname="") -> op_table.Ctx:
-        return op_table.Ctx(self.graph.num_warps, self.graph.threads_per_warp, loc, opname)
+        return op_table.Ctx(self.warps[-1], self.graph.threads_per_warp, loc, opname, self.graph.target)
 
     def check_visible(self, v: Value, loc) -> None:
         if v.block is None or self.block.is_within(v.block):
@@ -77,6 +80,14 @@ class Builder:
         for v in operands:
             self.check_visible(v, loc)
         opdef = op_table.OPS[name]
+        if not opdef.memory_operands:
+            for v in operands:
+                if is_memory(v.type):
+                    what = "a TMA tensor descriptor" if isinstance(v.type, TensorDescType) else \
+                        "a shared-memory descriptor"
+                    raise TraceError(f"{name}: an operand is {what} ({v.type}), not a register tile",
+                                     loc, notes=("read a shared buffer into registers with "
+                                                 "smem.load(layout) first",))
         types = opdef.infer(self.ctx(loc, name), [v.type for v in operands], attrs, list(regions))
         if results is not None:
             types = results

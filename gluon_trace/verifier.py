@@ -9,10 +9,10 @@ from .ir import Block, Graph
 
 
 def verify(graph: Graph) -> None:
-    _block(graph, graph.body, set(graph.args))
+    _block(graph, graph.body, set(graph.args), graph.num_warps)
 
 
-def _block(graph: Graph, block: Block, visible: set) -> None:
+def _block(graph: Graph, block: Block, visible: set, num_warps: int) -> None:
     visible = visible | set(block.args)
     for op in block.ops:
         if op.name not in op_table.OPS:
@@ -23,8 +23,12 @@ def _block(graph: Graph, block: Block, visible: set) -> None:
         for region in op.regions:
             if not region.ops or region.ops[-1].name != "yield":
                 raise VerifyError(f"a region of {op.name} does not end in yield", op.loc)
-            _block(graph, region, visible)
-        ctx = op_table.Ctx(graph.num_warps, graph.threads_per_warp, op.loc, op.name)
+        for i, region in enumerate(op.regions):
+            warps = num_warps
+            if op.name == "warp_specialize" and i > 0:
+                warps = op.attrs["worker_num_warps"][i - 1]
+            _block(graph, region, visible, warps)
+        ctx = op_table.Ctx(num_warps, graph.threads_per_warp, op.loc, op.name, graph.target)
         try:
             types = op_table.OPS[op.name].infer(ctx, [v.type for v in op.operands], op.attrs,
                                                 op.regions)

@@ -118,4 +118,9 @@ RULES.update({
     "yield": control.rule_yield,
 })
 
+from .tensorcore import RULES as _TENSORCORE  # noqa: E402
+
+for _n, _r in _TENSORCORE.items():
+    RULES.setdefault(_n, _r)
+
 assert set(RULES) == set(op_table.OPS), set(op_table.OPS) ^ set(RULES)

@@ -5,9 +5,10 @@ import numpy as np
 
 from gluon_trace.addressing import contiguous_pointer_args, not_contiguous
 from gluon_trace.errors import ArgumentError
+from gluon_trace.ir import TensorDescType
 
 from .interpreter import RULES, run
-from .memory import Memory
+from .memory import Memory, _as_numpy
 
 
 class InterpreterBackend:
@@ -24,10 +25,17 @@ class InterpreterBackend:
     def run(self, graph, grid, args, stream=None, loc=None):
         mem = Memory()
         values = []
+        tma_arrays = {}
         contiguous = contiguous_pointer_args(graph)
+        if any(op.name == "smem_alloc" for op in graph.body.walk()):
+            from gluon_trace.smem_plan import plan
+            plan(graph, target="interpreter")  # over the limit: an error listing the buffers
         for i, (v, name, a) in enumerate(zip(graph.args, graph.arg_names, args)):
             t = v.type.dtype
-            if t.is_ptr:
+            if isinstance(v.type, TensorDescType):
+                tma_arrays[id(a)] = _tma_array(a, name, loc)
+                values.append(a)
+            elif t.is_ptr:
                 if isinstance(a, (int, float)):
                     raise ArgumentError(f"argument `{name}` must be an array for the interpreter", loc)
                 if i in contiguous and not _dense(a):
@@ -41,7 +49,25 @@ class InterpreterBackend:
                 values.append(np.bool_(a))
             else:
                 values.append(t.np.type(int(a)))
-        run(graph, grid, values, mem)
+        run(graph, grid, values, mem, tma_arrays)
+
+
+def _tma_array(desc, name, loc) -> np.ndarray:
+    """The descriptor's global tensor as a numpy view of its storage (bfloat16 as its bits)."""
+    if getattr(desc, "device", "cpu") != "cpu":
+        raise ArgumentError(f"argument `{name}`: the interpreter runs on CPU tensors and numpy arrays; "
+                            f"this TensorDescriptor describes a {desc.device} tensor", loc)
+    if desc.current_address() != desc._address:
+        raise ArgumentError(f"argument `{name}`: the tensor this TensorDescriptor was built from has moved "
+                            "(its storage was reallocated); build the descriptor again", loc)
+    arr = _as_numpy(desc.base, name, loc)
+    storage = desc.dtype.np_storage
+    if arr.dtype.itemsize == np.dtype(storage).itemsize and arr.dtype != storage:
+        arr = arr.view(storage)
+    item = arr.itemsize
+    view = np.lib.stride_tricks.as_strided(arr, shape=tuple(desc.shape),
+                                           strides=tuple(s * item for s in desc.strides))
+    return view
 
 
 def _dense(a) -> bool:

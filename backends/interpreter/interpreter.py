@@ -42,10 +42,13 @@ def fix(x, t: dt.dtype):
 
 
 class Program:
-    __slots__ = ("pid", "grid", "mem", "env")
+    __slots__ = ("pid", "grid", "mem", "env", "sync", "tma_arrays", "strict")
 
-    def __init__(self, pid, grid, mem, env):
+    def __init__(self, pid, grid, mem, env, tma_arrays=None, strict=False):
         self.pid, self.grid, self.mem, self.env = pid, grid, mem, env
+        self.sync = None  # shared memory and barriers (rules_memory.state), made on first use
+        self.tma_arrays = tma_arrays  # id(TensorDescriptor) -> its tensor's storage array
+        self.strict = strict  # the graph has async wgmmas: check no op reads a Pending value
 
 
 # -- element-wise ----------------------------------------------------------------------------
@@ -396,8 +399,13 @@ def _exec(p: Program, block: Block, env: dict) -> list:
         if op.name == "yield":
             return [env[v] for v in op.operands]
         fn = RULES[op.name]
+        args = [env[v] for v in op.operands]
+        if p.strict and op.name not in PASS_PENDING:
+            for a in args:
+                if isinstance(a, Pending):
+                    raise pending_error(op, a)
         try:
-            out = fn(p, op, *[env[v] for v in op.operands])
+            out = fn(p, op, *args)
         except InterpreterError:
             raise
         except (FloatingPointError, ValueError, IndexError, TypeError) as e:
@@ -410,13 +418,18 @@ def _exec(p: Program, block: Block, env: dict) -> list:
     return []
 
 
-def run(graph: Graph, grid, args, mem: Memory) -> None:
+def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
     env0 = {}
     for v, a in zip(graph.args, args):
         env0[v] = a
+    strict = any(op.name == "wgmma" and op.attrs.get("is_async") for op in graph.body.walk())
     with np.errstate(all="ignore"):
         for z in range(grid[2]):
             for y in range(grid[1]):
                 for x in range(grid[0]):
                     env = dict(env0)
-                    _exec(Program((x, y, z), grid, mem, env), graph.body, env)
+                    _exec(Program((x, y, z), grid, mem, env, tma_arrays, strict), graph.body, env)
+
+
+from . import rules_memory  # noqa: E402,F401  (shared memory, barriers, async copies, TMA)
+from .rules_mma import PASS_PENDING, Pending, pending_error  # noqa: E402  (MMA, warp specialization)

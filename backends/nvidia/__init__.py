@@ -18,7 +18,7 @@ from .ptx import TARGETS
 
 def _rules() -> dict:
     from . import (rules_control, rules_division, rules_elementwise, rules_layout,  # noqa: F401,F811
-                   rules_memory, rules_reduce)
+                   rules_memory, rules_reduce, rules_tensorcore)
     from .emitter import RULES  # noqa: F811
     return RULES
 

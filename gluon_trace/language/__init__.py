@@ -13,5 +13,8 @@ from .core import (abs, arange, argmax, argmin, associative_scan, atomic_add, at
                    rsqrt, sin, sqrt, static_assert, static_print, store, sum, threads_per_warp,
                    trans, where, zeros, zeros_like)
 from .tensor import broadcast_to, tensor
+from .memory import (allocate_shared_memory, shared_memory_descriptor, tensor_descriptor,  # noqa: E402
+                     thread_barrier, warp_specialize)
+from .mma import dot_fma  # noqa: E402
 
 bool = int1  # noqa: A001  (gl.bool reads better than gl.int1 in masks)

@@ -22,7 +22,7 @@ from .. import dtypes as dt
 from ..errors import TraceError, user_location
 from ..ir import Block, Type
 from ..tracer import current
-from .tensor import cast, tensor, to_tensor
+from .tensor import cast, tensor, to_tensor, wrap
 
 _WRITE_THROUGH = sys.version_info >= (3, 13)  # PEP 667: f_locals is a write-through proxy
 
@@ -79,7 +79,7 @@ class range:
         entry = _proxies(frame)
         body = Block(b.block)
         iv = body.add_arg(Type(ity), "i")
-        fresh = {name: tensor(body.add_arg(p.type, name)) for name, p in entry.items()}
+        fresh = {name: wrap(body.add_arg(p.type, name)) for name, p in entry.items()}
         _set_locals(frame, fresh)
         with b.region(body, "the loop", loc):
             yield tensor(iv)
@@ -98,7 +98,7 @@ class range:
             b.create("yield", [now.value for _, _, now in carried], loc=loc)
         op = b.create("for", [lo.value, hi.value, step.value] + [p.value for _, p, _ in carried],
                       {}, [body], loc=loc)
-        restore.update({name: tensor(r) for (name, _, _), r in zip(carried, op.results)})
+        restore.update({name: wrap(r) for (name, _, _), r in zip(carried, op.results)})
         _set_locals(frame, restore)
 
 
@@ -138,7 +138,7 @@ def _finish_branch(br: _Branch, frame, else_vals: dict | None) -> None:
         b.block.ops.remove(br.op)
     br.op = b.create("if", [br.cond.value], {}, [br.then_block, br.else_block], loc=br.loc)
     br.names = names
-    out = {n: tensor(r) for n, r in zip(names, br.op.results)}
+    out = {n: wrap(r) for n, r in zip(names, br.op.results)}
     # names the then-body rebound but that no branch carries any more are left as they were
     _set_locals(frame, {**{n: br.entry[n] for n in br.entry}, **out})
 
@@ -221,7 +221,7 @@ def fori_loop(lower, upper, body_fn, init, step=1):
     lo, hi, st = cast(lo, ity), cast(hi, ity), cast(st, ity)
     body = Block(b.block)
     iv = tensor(body.add_arg(Type(ity), "i"))
-    args = [tensor(body.add_arg(t.type)) for t in inits]
+    args = [wrap(body.add_arg(t.type)) for t in inits]
     with b.region(body, "the fori_loop body", loc):
         out = body_fn(iv, args[0] if single else type(init)(args))
         outs = [to_tensor(o) for o in ([out] if single else out)]
@@ -232,5 +232,5 @@ def fori_loop(lower, upper, body_fn, init, step=1):
             _carry_type_check(f"carry[{i}]", t, o, loc, "the fori_loop body")
         b.create("yield", [o.value for o in outs], loc=loc)
     op = b.create("for", [lo.value, hi.value, st.value] + [t.value for t in inits], {}, [body], loc=loc)
-    res = [tensor(r) for r in op.results]
+    res = [wrap(r) for r in op.results]
     return res[0] if single else type(init)(res)

@@ -138,8 +138,17 @@ class tensor:
         return _min(self, axis, keep_dims=keep_dims)
 
 
+_PROXIES: dict[type, type] = {}
+
+
+def register_proxy(type_cls: type, proxy_cls: type) -> None:
+    """Values of ``type_cls`` (an ir.Type subclass) are held as ``proxy_cls`` in kernel code."""
+    _PROXIES[type_cls] = proxy_cls
+
+
 def wrap(v: Value) -> tensor:
-    return tensor(v)
+    """The proxy kernel code holds for ``v``: a tile, or a descriptor for memory types."""
+    return _PROXIES.get(type(v.type), tensor)(v)
 
 
 # -- conversion of operands ---------------------------------------------------------------

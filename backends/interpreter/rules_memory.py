@@ -1,0 +1,369 @@
+"""Interpreter rules for shared memory, barriers, async copies and TMA (see sync.py)."""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from gluon_trace.errors import InterpreterError
+from gluon_trace.ops_memory import layout_rank
+
+from .interpreter import RULES, rule
+from .memory import to_storage
+from .sync import Buffer, MBarrier, SyncState, View
+
+
+def state(p) -> SyncState:
+    s = p.sync
+    if s is None:
+        s = p.sync = SyncState()
+    return s
+
+
+@functools.lru_cache(maxsize=512)
+def element_offsets(layout, shape: tuple, bits: int) -> tuple[np.ndarray, int]:
+    """Element offset of every coordinate of a buffer of ``shape`` and the elements it spans;
+    leading dims beyond the layout's rank stack whole copies of the swizzled tile."""
+    r = layout_rank(layout)
+    lead, inner = shape[:len(shape) - r], shape[len(shape) - r:]
+    tile = np.asarray(layout.offsets(inner, bits), dtype=np.int64)
+    span = int(layout.alloc_elements(inner, bits))
+    n = math.prod(lead) if lead else 1
+    offs = (np.arange(n, dtype=np.int64).reshape(lead + (1,) * r) * span + tile) if lead else tile
+    offs = np.ascontiguousarray(np.broadcast_to(offs, shape))
+    offs.flags.writeable = False
+    return offs, n * span
+
+
+def _view(v, op, i=0) -> View:
+    if not isinstance(v, View):
+        raise InterpreterError(f"{op.name}: operand {i} is not a shared-memory buffer", op.loc)
+    return v
+
+
+# -- allocation and views -----------------------------------------------------------------------
+
+@rule("smem_alloc")
+def _alloc(p, op, *init):
+    t = op.results[0].type
+    offs, elems = element_offsets(t.layout, t.shape, t.dtype.bits)
+    nbytes = max(elems * t.dtype.bits // 8, 1)
+    view = View(Buffer(nbytes, op.loc, f"buffer at line {op.loc.line if op.loc else '?'}"), offs, t.dtype)
+    if init:
+        state(p).write(view, init[0], op, "allocate_shared_memory(value=...)")
+    return view
+
+
+@rule("smem_index")
+def _index(p, op, v, i):
+    v = _view(v, op)
+    i = int(i)
+    n = v.offs.shape[0]
+    if not 0 <= i < n:
+        raise InterpreterError(f"smem.index({i}) is out of bounds for a buffer of {n} along its leading dim",
+                               op.loc, notes=("wrap the ring index, e.g. (i % NUM_STAGES)",))
+    return View(v.buf, v.offs[i], v.dtype)
+
+
+@rule("smem_slice")
+def _slice(p, op, v):
+    v = _view(v, op)
+    a = op.attrs
+    idx = [slice(None)] * v.offs.ndim
+    idx[a["dim"]] = slice(a["start"], a["start"] + a["length"])
+    return View(v.buf, v.offs[tuple(idx)], v.dtype)
+
+
+@rule("smem_permute")
+def _permute(p, op, v):
+    v = _view(v, op)
+    return View(v.buf, np.transpose(v.offs, op.attrs["order"]), v.dtype)
+
+
+@rule("smem_reshape")
+def _reshape(p, op, v):
+    v = _view(v, op)
+    return View(v.buf, np.reshape(v.offs, op.attrs["shape"]), v.dtype)
+
+
+@rule("smem_reinterpret")
+def _reinterpret(p, op, v):
+    v = _view(v, op)
+    t = op.results[0].type
+    offs, elems = element_offsets(t.layout, t.shape, t.dtype.bits)
+    base = int(v.offs.min()) * max(v.dtype.bits // 8, 1)
+    size = max(t.dtype.bits // 8, 1)
+    if base % size:
+        raise InterpreterError("reinterpret of a view that does not start on an element boundary", op.loc)
+    if base + elems * size > v.buf.data.size:
+        raise InterpreterError("reinterpret reaches past the end of the allocation", op.loc)
+    return View(v.buf, offs + base // size, t.dtype)
+
+
+@rule("smem_load")
+def _load(p, op, v):
+    return state(p).read(_view(v, op), op, "smem.load()")
+
+
+@rule("smem_store")
+def _store(p, op, v, value):
+    v = _view(v, op)
+    state(p).write(v, np.broadcast_to(value, v.offs.shape), op, "smem.store()")
+
+
+# -- barriers -----------------------------------------------------------------------------------
+
+@rule("thread_barrier")
+def _thread_barrier(p, op):
+    return None
+
+
+def _bar(p, op, v, need_init=True) -> MBarrier | None:
+    v = _view(v, op)
+    bar = state(p).bars.get(v.key())
+    if need_init and (bar is None or not bar.valid):
+        raise InterpreterError("this mbarrier is used before mbarrier.init (or after invalidate)", op.loc,
+                               notes=(f"the barrier was allocated at line {v.buf.loc.line}" if v.buf.loc
+                                      else "initialize it with mbarrier.init(bar, count=...)",))
+    return bar
+
+
+@rule("mbarrier_init")
+def _mb_init(p, op, v):
+    v = _view(v, op)
+    old = state(p).bars.get(v.key())
+    if old is not None and old.valid and old.pending != old.count:
+        raise InterpreterError(f"mbarrier.init on a barrier with arrivals pending since the init at line "
+                               f"{old.init_loc.line}", op.loc)
+    state(p).bars[v.key()] = MBarrier(op.attrs["count"], op.loc)
+
+
+@rule("mbarrier_invalidate")
+def _mb_invalidate(p, op, v, *pred):
+    if pred and not bool(pred[0]):
+        return
+    _bar(p, op, v).valid = False
+
+
+def arrive(s: SyncState, bar: MBarrier, op, count: int, events=()) -> None:
+    bar.arrive_clock = _merge(bar.arrive_clock, s.release())
+    bar.events.extend(events)
+    bar.pending -= count
+    if bar.pending < 0:
+        raise InterpreterError(f"more arrivals on this mbarrier than the count {bar.count} it was "
+                               f"initialized with (line {bar.init_loc.line})", op.loc)
+    complete_if_done(s, bar, op)
+
+
+def _merge(a, b):
+    from .sync import merge
+    return merge(a, b)
+
+
+def complete_if_done(s: SyncState, bar: MBarrier, op) -> None:
+    if bar.pending:
+        return
+    if bar.tx < 0:
+        where = ", ".join(f"line {l.line}" for l in bar.expect_locs) or "no mbarrier.expect"
+        raise InterpreterError(f"{-bar.tx} more bytes arrived on this mbarrier than were expected "
+                               f"({bar.expected} expected at {where}, {bar.arrived} arrived)", op.loc,
+                               notes=("make mbarrier.expect's byte count the sum of the copies' "
+                                      "block_type.nbytes",))
+    if bar.tx:
+        return
+    clock = bar.arrive_clock
+    for ev in bar.events:
+        clock = _merge(clock, ev.clock)
+        if clock.size <= ev.comp:
+            clock = _merge(clock, np.zeros(ev.comp + 1, np.int64))
+        clock[ev.comp] = max(clock[ev.comp], 1)
+    bar.done_clock = clock
+    bar.phase += 1
+    bar.pending, bar.tx, bar.events = bar.count, 0, []
+    bar.arrive_clock = np.zeros(1, np.int64)
+    bar.expected = bar.arrived = 0
+    bar.expect_locs = []
+    if s.scheduler is not None:
+        s.scheduler.changed()
+
+
+@rule("mbarrier_expect")
+def _mb_expect(p, op, v, *pred):
+    if pred and not bool(pred[0]):
+        return
+    s, bar = state(p), _bar(p, op, v)
+    n = op.attrs["bytes"]
+    bar.tx += n
+    bar.expected += n
+    bar.expect_locs.append(op.loc)
+    arrive(s, bar, op, 1)
+
+
+@rule("mbarrier_arrive")
+def _mb_arrive(p, op, v, *pred):
+    if pred and not bool(pred[0]):
+        return
+    arrive(state(p), _bar(p, op, v), op, op.attrs["count"])
+
+
+def _describe_wait(bar: MBarrier, parity: int) -> str:
+    missing = f"{bar.pending} of {bar.count} arrivals missing"
+    if bar.tx > 0:
+        missing += (f", {bar.tx} of the {bar.expected} bytes expected at "
+                    + ", ".join(f"line {l.line}" for l in bar.expect_locs) + " not arrived")
+    return (f"phase parity {parity} of the mbarrier initialized at line {bar.init_loc.line} "
+            f"({bar.phase} phases completed; {missing})")
+
+
+@rule("mbarrier_wait")
+def _mb_wait(p, op, v, phase, *rest):
+    if op.attrs.get("pred") and not bool(rest[0]):
+        return
+    s, bar = state(p), _bar(p, op, v)
+    parity = int(phase) & 1
+
+    def ready() -> bool:
+        return (bar.phase & 1) != parity
+
+    if not ready():
+        if s.scheduler is None:
+            raise InterpreterError(
+                f"deadlock: mbarrier.wait waits for {_describe_wait(bar, parity)}, and nothing else "
+                "runs that could complete it", op.loc,
+                notes=("check the phase (it flips every completed phase), the init count and the "
+                       "expect byte count",))
+        s.scheduler.block(ready, lambda: f"{op.loc}: mbarrier.wait for {_describe_wait(bar, parity)}")
+    if bar.phase:
+        s.acquire(bar.done_clock)
+
+
+# -- Ampere async copies -------------------------------------------------------------------------
+
+@rule("async_copy_load")
+def _copy(p, op, v, ptr, *mask):
+    s, v = state(p), _view(v, op)
+    elem = v.dtype
+    ptr = np.asarray(ptr)
+    if mask:
+        m = np.broadcast_to(mask[0], ptr.shape)
+        data = np.zeros(ptr.shape, elem.np)
+        if m.any():
+            data[m] = p.mem.load(ptr[m], elem, op)
+    else:
+        data = p.mem.load(ptr, elem, op)
+    ev = s.event("cp.async copy", op.loc)
+    s.write(v, data, op, "async_copy.async_load", writer=ev)
+    s.copy_uncommitted.setdefault(s.current, []).append(ev)
+
+
+@rule("async_copy_commit_group")
+def _commit(p, op):
+    s = state(p)
+    s.copy_groups.setdefault(s.current, []).append(s.copy_uncommitted.pop(s.current, []))
+
+
+@rule("async_copy_wait_group")
+def _wait_group(p, op):
+    s = state(p)
+    groups = s.copy_groups.get(s.current, [])
+    while len(groups) > op.attrs["num_outstanding"]:
+        for ev in groups.pop(0):
+            s.observe(ev)
+
+
+@rule("async_copy_mbarrier_arrive")
+def _copy_arrive(p, op, v):
+    s, bar = state(p), _bar(p, op, v)
+    evs = list(s.copy_uncommitted.get(s.current, []))
+    for g in s.copy_groups.get(s.current, []):
+        evs += g
+    if op.attrs["increment_count"]:
+        bar.events.extend(evs)  # net zero on the pending count: the arrival happens on completion
+        bar.arrive_clock = _merge(bar.arrive_clock, s.release())
+        complete_if_done(s, bar, op)
+    else:
+        arrive(s, bar, op, 1, evs)
+
+
+# -- TMA -----------------------------------------------------------------------------------------
+
+def _box(desc, coords):
+    """(index tuple into the global array, index tuple into the block) of the in-bounds part."""
+    g, b = [], []
+    for c, n, size in zip(coords, desc.shape, desc.block_shape):
+        lo, hi = max(c, 0), min(c + size, n)
+        if hi <= lo:
+            return None
+        g.append(slice(lo, hi))
+        b.append(slice(lo - c, hi - c))
+    return tuple(g), tuple(b)
+
+
+def global_array(p, desc, op):
+    arr = p.tma_arrays.get(id(desc)) if p.tma_arrays else None
+    if arr is None:
+        raise InterpreterError("this TMA descriptor's tensor is not addressable by the interpreter", op.loc)
+    return arr
+
+
+@rule("tma_load")
+def _tma_load(p, op, desc, *rest):
+    n = op.operands[0].type.rank
+    coords, bar_v, v = [int(c) for c in rest[:n]], rest[n], rest[n + 1]
+    if op.attrs.get("pred") and not bool(rest[n + 2]):
+        return
+    s, v = state(p), _view(v, op)
+    bar = _bar(p, op, bar_v)
+    arr = global_array(p, desc, op)  # raw storage (bfloat16 as its bits)
+    elem = v.dtype
+    block = np.zeros(tuple(desc.block_shape), dtype=arr.dtype)
+    if desc.padding == "nan":
+        block[...] = to_storage(np.full(block.shape, np.nan, np.float32), elem)
+    cut = _box(desc, coords)
+    if cut is not None:
+        block[cut[1]] = arr[cut[0]]
+    ev = s.event("TMA load", op.loc)
+    s.write(v, block, op, "tma.async_load", writer=ev, raw=True)
+    nbytes = math.prod(desc.block_shape) * elem.bits // 8
+    bar.tx -= nbytes
+    bar.arrived += nbytes
+    bar.events.append(ev)
+    complete_if_done(s, bar, op)
+
+
+@rule("tma_store")
+def _tma_store(p, op, desc, *rest):
+    n = op.operands[0].type.rank
+    coords, v = [int(c) for c in rest[:n]], _view(rest[n], op)
+    s = state(p)
+    ev = s.event("TMA store", op.loc)
+    data = s.read(v, op, "tma.async_store", reader=ev)
+    arr = global_array(p, desc, op)
+    if not arr.flags.writeable:
+        raise InterpreterError("tma.async_store into a read-only tensor", op.loc)
+    cut = _box(desc, coords)
+    if cut is not None:
+        arr[cut[0]] = to_storage(np.asarray(data), v.dtype)[cut[1]]
+    s.store_groups.setdefault(s.current, []).append(ev)
+
+
+@rule("tma_store_wait")
+def _store_wait(p, op):
+    s = state(p)
+    groups = s.store_groups.get(s.current, [])
+    while len(groups) > op.attrs["pendings"]:
+        s.observe(groups.pop(0))
+
+
+@rule("fence_async_shared")
+def _fence(p, op):
+    state(p).fence()
+
+
+@rule("tensordesc_dim")
+def _tensordesc_dim(p, op, desc):
+    return np.int32(desc.shape[op.attrs["dim"]])
+
+
+assert all(n in RULES for n in ("smem_alloc", "tma_load"))

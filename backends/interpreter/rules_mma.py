@@ -1,0 +1,270 @@
+"""Interpreter rules for the MMA ops and warp specialization.
+
+MMAs compute from correctly rounded inputs (float32 operands of mma_v2/wgmma as tf32:
+round to nearest, ties away from zero, as cvt.rna.tf32.f32) with exact products, summed in
+float64 and rounded once to the accumulator's type; integer MMAs wrap to int32. ``dot_fma``
+is a chain of FMAs along K in order, each rounded to the accumulator's type.
+
+An ``is_async`` wgmma's result is a :class:`Pending` value until a ``warpgroup_mma_wait``
+retires its group; any other op that reads it is an error naming both lines (it may be
+passed on as the next wgmma's accumulator, or carried by a loop, as on the hardware).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from gluon_trace import dtypes as dt
+from gluon_trace.errors import InterpreterError
+
+from .interpreter import fix, rule, run_block
+from .rules_memory import state
+from .sync import View, merge
+
+
+class Pending:
+    """The value of an async wgmma not yet retired by warpgroup_mma_wait."""
+    __slots__ = ("value", "event", "loc")
+
+    def __init__(self, value, event, loc):
+        self.value, self.event, self.loc = value, event, loc
+
+
+# ops that may hold a Pending without reading it
+PASS_PENDING = frozenset({"wgmma", "wgmma_wait", "for", "if", "yield", "warp_specialize"})
+
+
+def pending_error(op, pend: Pending) -> InterpreterError:
+    return InterpreterError(
+        f"{op.name} reads the result of the async warpgroup_mma at line {pend.loc.line} before a "
+        "warpgroup_mma_wait retires it", op.loc,
+        notes=("call warpgroup_mma_wait(0, deps=[acc]) and use the value it returns",))
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    finite = np.isfinite(x)
+    rounded = ((bits + 0x1000) & ~np.uint64(0x1FFF)).astype(np.uint32).view(np.float32)
+    return np.where(finite, rounded, x)
+
+
+def _inputs(x, op, which, dtype: dt.dtype, precision: str):
+    if isinstance(x, Pending):
+        raise pending_error(op, x)
+    x = np.asarray(x)
+    if dtype.name == "float32" and precision == "tf32":
+        x = _tf32(x)
+    return x
+
+
+def _matmul(a, b, acc, acc_dtype: dt.dtype, use_acc=True):
+    if acc_dtype.is_int:
+        out = a.astype(np.int64) @ b.astype(np.int64)
+        if use_acc:
+            out = out + np.asarray(acc).astype(np.int64)
+        return out.astype(np.int32)  # wraps
+    out = a.astype(np.float64) @ b.astype(np.float64)
+    if use_acc:
+        out = out + np.asarray(acc, np.float64)
+    return fix(out, acc_dtype)
+
+
+def _mma(p, op, a, b, acc):
+    t = op.operands[0].type.dtype
+    prec = op.attrs.get("input_precision") or "tf32"
+    a, b = _inputs(a, op, "A", t, prec), _inputs(b, op, "B", t, prec)
+    if isinstance(acc, Pending):
+        raise pending_error(op, acc)
+    return _matmul(a, b, acc, op.results[0].type.dtype)
+
+
+rule("mma_v2", "mfma", "wmma")(_mma)
+
+
+@rule("dot_fma")
+def _dot_fma(p, op, a, b, acc):
+    t = op.results[0].type.dtype
+    out = np.asarray(acc)
+    a, b = np.asarray(a), np.asarray(b)
+    if t.is_int:
+        return _matmul(a, b, acc, t)
+    for k in range(a.shape[1]):
+        out = fix(np.outer(a[:, k].astype(np.float64), b[k].astype(np.float64)) + out.astype(np.float64), t)
+    return out
+
+
+@rule("wgmma")
+def _wgmma(p, op, a, b, acc, use_acc):
+    s = state(p)
+    is_async = op.attrs.get("is_async")
+    t = op.operands[1].type.dtype
+    prec = op.attrs.get("precision") or "tf32"
+    ev = s.event("async warpgroup_mma" if is_async else "warpgroup_mma", op.loc)
+    if isinstance(a, View):
+        a = s.read(a, op, "warpgroup_mma (operand A)", reader=ev)
+    a = _inputs(a, op, "A", t, prec)
+    if not isinstance(b, View):
+        raise InterpreterError("warpgroup_mma: B is not a shared-memory buffer", op.loc)
+    b = _inputs(s.read(b, op, "warpgroup_mma (operand B)", reader=ev), op, "B", t, prec)
+    if isinstance(acc, Pending):
+        acc = acc.value
+    out = _matmul(a, b, acc, op.results[0].type.dtype, use_acc=bool(use_acc))
+    if not is_async:
+        s.observe(ev)  # a synchronous wgmma has finished reading when it returns
+        return out
+    s.mma_groups.setdefault(s.current, []).append(ev)
+    return Pending(out, ev, op.loc)
+
+
+@rule("wgmma_wait")
+def _wgmma_wait(p, op, *deps):
+    s = state(p)
+    groups = s.mma_groups.get(s.current, [])
+    while len(groups) > op.attrs["num_outstanding"]:
+        s.observe(groups.pop(0))
+    vc = s.clock()
+    out = []
+    for d in deps:
+        if isinstance(d, Pending) and vc[d.event.comp] >= 1:
+            d = d.value
+        out.append(d)
+    return tuple(out)
+
+
+# -- warp specialization -------------------------------------------------------------------------
+
+class _Abort(BaseException):
+    """Unwinds a partition's thread when another one failed or everything deadlocked."""
+
+
+class Scheduler:
+    """Runs partitions one at a time, each until it blocks on an mbarrier wait or ends; then
+    the next one that can go on. When none can, every blocked wait is reported."""
+
+    def __init__(self, sync, comps: list[int], names: list[str]):
+        self.sync, self.comps, self.names = sync, comps, names
+        self.cv = threading.Condition()
+        self.turn = 0
+        self.status = ["ready"] * len(comps)
+        self.waits: list = [None] * len(comps)
+        self.error: BaseException | None = None
+        self.abort = False
+        self.me = threading.local()
+
+    def run(self, bodies) -> None:
+        threads = [threading.Thread(target=self._body, args=(i, f), daemon=True)
+                   for i, f in enumerate(bodies)]
+        for t in threads:
+            t.start()
+        with self.cv:
+            while not self.abort and any(s != "done" for s in self.status):
+                self.cv.wait()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+    def _body(self, i, fn) -> None:
+        self.me.index = i
+        with self.cv:
+            while self.turn != i and not self.abort:
+                self.cv.wait()
+            if self.abort:
+                return
+        self.sync.current = self.comps[i]
+        try:
+            with np.errstate(all="ignore"):
+                fn()
+        except _Abort:
+            return
+        except BaseException as e:  # noqa: BLE001  (handed to the launching thread)
+            with self.cv:
+                if self.error is None:
+                    self.error = e
+                self.abort = True
+                self.cv.notify_all()
+            return
+        with self.cv:
+            self.status[i] = "done"
+            self._next(i)
+
+    def changed(self) -> None:
+        """A barrier phase completed: blocked partitions are re-checked at the next switch."""
+
+    def block(self, ready, describe) -> None:
+        i = self.me.index
+        with self.cv:
+            self.status[i] = "blocked"
+            self.waits[i] = (ready, describe)
+            self._next(i)
+            while self.turn != i and not self.abort:
+                self.cv.wait()
+            if self.abort:
+                raise _Abort()
+            self.status[i] = "ready"
+        self.sync.current = self.comps[i]
+
+    def _next(self, i) -> None:
+        n = len(self.status)
+        for k in range(1, n + 1):
+            j = (i + k) % n
+            st = self.status[j]
+            if st == "ready" or (st == "blocked" and self.waits[j][0]()):
+                self.turn = j
+                self.cv.notify_all()
+                return
+        if all(s == "done" for s in self.status):
+            self.turn = -1
+            self.cv.notify_all()
+            return
+        lines = [f"  {self.names[j]}: {self.waits[j][1]()}" for j in range(n) if self.status[j] == "blocked"]
+        first = next(j for j in range(n) if self.status[j] == "blocked")
+        self.error = InterpreterError(
+            "deadlock: every partition that has not finished waits on an mbarrier phase that can no "
+            "longer complete:\n" + "\n".join(lines), None,
+            notes=(f"first blocked: {self.names[first]}",
+                   "check each wait's phase, the init counts and the expect byte counts"))
+        self.abort = True
+        self.cv.notify_all()
+
+
+@rule("warp_specialize")
+def _warp_specialize(p, op):
+    s = state(p)
+    if s.scheduler is not None:
+        raise InterpreterError("warp_specialize inside a partition", op.loc)
+    parent = s.current
+    comps, names = [parent], ["the default partition"]
+    fork = s.clock().copy()
+    for k in range(1, len(op.regions)):
+        c = s.new_component()
+        comps.append(c)
+        names.append(f"worker partition {k}")
+        s.partition_names[c] = names[-1]
+        vc = merge(fork, np.zeros(s.ncomp, np.int64))
+        vc[c] = 1
+        s.clocks[c] = vc
+        s.fences[c] = 0
+    results: list = []
+
+    def body(k):
+        def run():
+            out = run_block(p, op.regions[k], [])
+            if k == 0:
+                results.extend(out)
+        return run
+
+    sched = Scheduler(s, comps, names)
+    s.scheduler = sched
+    try:
+        sched.run([body(k) for k in range(len(op.regions))])
+    finally:
+        s.scheduler = None
+        s.current = parent
+    joined = s.clock()
+    for c in comps[1:]:
+        joined = merge(joined, s.clocks[c])
+    s.clocks[parent] = joined
+    return tuple(results)

@@ -1,0 +1,37 @@
+"""Hopper (sm_90a): wgmma, TMA, mbarriers with transaction counts, async-proxy fences."""
+from ....tracer import current
+from ...memory import _int
+from ...mma import use_acc_operand
+from ...tensor import tensor, to_tensor, wrap
+from ..ampere import async_copy, mbarrier  # noqa: F401
+from . import tma  # noqa: F401
+
+__all__ = ["async_copy", "fence_async_shared", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait"]
+
+
+def fence_async_shared(cluster=False) -> None:
+    """Make this thread's earlier shared-memory writes visible to later async-proxy reads
+    (TMA stores, wgmma operands): fence.proxy.async.shared::cta."""
+    current().create("fence_async_shared", [], {"cluster": bool(cluster)})
+
+
+def warpgroup_mma(a, b, acc, *, use_acc=True, precision=None, max_num_imprecise_acc=0,
+                  is_async=False) -> tensor:
+    """``acc (+)= a @ b`` on wgmma: acc in NVMMADistributedLayout([3, 0], ...), a a register
+    tile in DotOperandLayout(0, acc.layout, ...) or a shared buffer, b a shared buffer in
+    NVMMASharedLayout. With ``is_async=True`` the result may be read only after
+    ``warpgroup_mma_wait`` (it may still be passed as the next wgmma's acc)."""
+    u = use_acc_operand(use_acc)
+    ops = [to_tensor(a).value, b.value, to_tensor(acc).value, u.value]
+    return tensor(current().value("wgmma", ops, {"is_async": bool(getattr(is_async, "value", is_async)),
+                                                 "precision": precision or "tf32"}))
+
+
+def warpgroup_mma_wait(num_outstanding=0, deps=None):
+    """Wait until at most ``num_outstanding`` async wgmma groups are in flight; returns ``deps``
+    (the values now safe to read)."""
+    deps = list(deps or [])
+    op = current().create("wgmma_wait", [to_tensor(d).value for d in deps],
+                          {"num_outstanding": _int(num_outstanding, "num_outstanding")})
+    out = [wrap(r) for r in op.results]
+    return out[0] if len(out) == 1 else tuple(out)

@@ -1,0 +1,39 @@
+"""TMA: bulk tensor copies between global memory (through a TensorDescriptor) and shared memory."""
+from ....tracer import current
+from ...memory import _int
+from ...tensor import to_tensor
+from .... import dtypes as dt
+
+__all__ = ["async_load", "async_store", "store_wait", "async_copy_global_to_shared",
+           "async_copy_shared_to_global"]
+
+
+def _coords(coord):
+    return [to_tensor(c, dt.int32).value for c in coord]
+
+
+def async_load(tensor_desc, coord, barrier, result, pred=True) -> None:
+    """Copy the block at ``coord`` into ``result``; its bytes complete on ``barrier``
+    (pair with ``mbarrier.expect(barrier, desc.block_type.nbytes)``). Out-of-bounds elements
+    read as zeros."""
+    ops = [tensor_desc.value, *_coords(coord), barrier.value, result.value]
+    attrs = {}
+    if pred is not True:
+        p = to_tensor(pred, dt.int1)
+        ops.append((p if p.dtype.is_bool else p != 0).value)
+        attrs["pred"] = True
+    current().create("tma_load", ops, attrs)
+
+
+def async_store(tensor_desc, coord, src) -> None:
+    """Copy ``src`` to the block at ``coord`` (out-of-bounds elements are skipped); ``src`` may
+    be overwritten only after ``store_wait``. Fence first if registers were just stored to it."""
+    current().create("tma_store", [tensor_desc.value, *_coords(coord), src.value], {})
+
+
+def store_wait(pendings=0) -> None:
+    current().create("tma_store_wait", [], {"pendings": _int(pendings, "pendings")})
+
+
+async_copy_global_to_shared = async_load
+async_copy_shared_to_global = async_store

@@ -1,0 +1,175 @@
+"""Host-side TMA tensor descriptors (as Gluon's ``gluon.nvidia.hopper.TensorDescriptor``).
+
+A descriptor names a global tensor (base address, shape, strides) and the block (box) one
+TMA copy moves, with the block's NVMMA shared layout. It is built on the host from a torch
+tensor, a numpy array, or anything exposing ``__cuda_array_interface__`` /
+``__array_interface__``, and passed as a kernel argument; the kernel reads
+``desc.block_type.shape``, ``.block_type.nbytes``, ``.dtype`` and ``.layout`` at trace time.
+The hardware's rules are checked here, when it is built, so a bad descriptor is an error at
+the user's line rather than a fault on the GPU.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import ArgumentError, user_location
+from ..ir import TensorDescType
+
+__all__ = ["TensorDescriptor"]
+
+_MAX_BOX = 256  # elements per box dimension (cuTensorMapEncodeTiled)
+
+
+def _describe_array(t, loc):
+    """(base address, shape, strides in elements, gl dtype, device kind) of an array-like."""
+    mod = type(t).__module__
+    if mod.startswith("torch") and hasattr(t, "data_ptr"):
+        kind = "cuda" if t.is_cuda else t.device.type
+        return t.data_ptr(), tuple(t.shape), tuple(t.stride()), dt.from_torch(t.dtype), kind
+    if isinstance(t, np.ndarray):
+        if any(s % t.itemsize for s in t.strides):
+            raise ArgumentError("the array's strides are not whole elements", loc)
+        return (t.ctypes.data, t.shape, tuple(s // t.itemsize for s in t.strides),
+                dt.from_numpy(t.dtype), "cpu")
+    for attr, kind in (("__cuda_array_interface__", "cuda"), ("__array_interface__", "cpu")):
+        iface = getattr(t, attr, None)
+        if iface is not None:
+            npd = np.dtype(iface["typestr"])
+            shape = tuple(iface["shape"])
+            strides = iface.get("strides")
+            if strides is None:  # C-contiguous
+                strides, acc = [], 1
+                for s in reversed(shape):
+                    strides.append(acc)
+                    acc *= s
+                strides = tuple(reversed(strides))
+            else:
+                if any(s % npd.itemsize for s in strides):
+                    raise ArgumentError("the array's strides are not whole elements", loc)
+                strides = tuple(s // npd.itemsize for s in strides)
+            return iface["data"][0], shape, strides, dt.from_numpy(npd), kind
+    raise ArgumentError(f"TensorDescriptor needs a torch tensor, a numpy array or an object with "
+                        f"__cuda_array_interface__, got {type(t).__name__}", loc)
+
+
+class _BlockType:
+    __slots__ = ("shape", "element_ty", "nbytes")
+
+    def __init__(self, shape, element_ty):
+        self.shape = list(shape)
+        self.element_ty = element_ty
+        self.nbytes = math.prod(shape) * element_ty.bits // 8
+
+    def __repr__(self):
+        return f"block_type({self.shape}, {self.element_ty})"
+
+
+class TensorDescriptor:
+    """``TensorDescriptor(base, shape, strides, block_shape, layout, padding="zero")``;
+    usually ``TensorDescriptor.from_tensor(t, block_shape, layout)``."""
+
+    def __init__(self, base, shape, strides, block_shape, layout, padding="zero", *, _loc=None):
+        loc = _loc or user_location()
+        self.base = base
+        self._address, full_shape, full_strides, self.dtype, self.device = _describe_array(base, loc)
+        shape = [int(s) for s in shape]
+        strides = [int(s) for s in strides]
+        block_shape = [int(b) for b in block_shape]
+        self.shape, self.strides, self.block_shape = shape, strides, block_shape
+        self.layout = getattr(layout, "value", layout)
+        if padding not in ("zero", "nan"):
+            raise ArgumentError(f"padding must be 'zero' or 'nan', got {padding!r}", loc)
+        if padding == "nan" and not self.dtype.is_floating:
+            raise ArgumentError("padding='nan' needs a floating-point tensor", loc)
+        self.padding = padding
+        self._check(loc)
+
+    @classmethod
+    def from_tensor(cls, tensor, block_shape, layout, padding="zero") -> "TensorDescriptor":
+        loc = user_location()
+        _, shape, strides, _, _ = _describe_array(tensor, loc)
+        return cls(tensor, shape, strides, block_shape, layout, padding, _loc=loc)
+
+    @staticmethod
+    def type_spec(dtype, block_shape, layout, rank=None) -> TensorDescType:
+        """What ``kernel.trace(...)`` takes in place of a descriptor, to trace without data."""
+        block_shape = tuple(int(b) for b in block_shape)
+        return TensorDescType(dtype, block_shape, getattr(layout, "value", layout),
+                              rank=rank or len(block_shape))
+
+    # -- what kernels read at trace time --------------------------------------------------------
+    @property
+    def block_type(self) -> _BlockType:
+        return _BlockType(self.block_shape, self.dtype)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ir_type(self) -> TensorDescType:
+        return TensorDescType(self.dtype, tuple(self.block_shape), self.layout, rank=self.rank)
+
+    def current_address(self) -> int:
+        """The base tensor's address now (a launch compares it with the one described)."""
+        return _describe_array(self.base, None)[0]
+
+    def __repr__(self) -> str:
+        return (f"TensorDescriptor(shape={self.shape}, strides={self.strides}, block_shape="
+                f"{self.block_shape}, dtype={self.dtype}, layout={self.layout!r})")
+
+    # -- the hardware's rules ---------------------------------------------------------------------
+    def _check(self, loc) -> None:
+        rank = len(self.shape)
+        item = self.dtype.bits // 8
+        if self.dtype.is_ptr or self.dtype.is_bool or item == 0:
+            raise ArgumentError(f"TMA copies numbers; a {self.dtype} tensor cannot be described", loc)
+        if not 1 <= rank <= 5:
+            raise ArgumentError(f"a TMA descriptor has rank 1 to 5; this tensor has rank {rank}", loc)
+        if len(self.strides) != rank or len(self.block_shape) != rank:
+            raise ArgumentError(f"shape {self.shape}, strides {self.strides} and block_shape "
+                                f"{self.block_shape} must all have {rank} entries", loc)
+        if self.strides[-1] != 1:
+            raise ArgumentError(f"the last dimension must be contiguous (stride 1), got strides "
+                                f"{self.strides}", loc, notes=("pass t.contiguous() or a view whose "
+                                                               "last dimension is dense",))
+        if self._address % 16:
+            raise ArgumentError(f"the tensor's address {self._address:#x} is not 16-byte aligned, as "
+                                "TMA requires", loc)
+        for d, s in enumerate(self.strides[:-1]):
+            if (s * item) % 16:
+                raise ArgumentError(f"stride {s} of dimension {d} is {s * item} bytes; TMA needs every "
+                                    "stride but the last to be a multiple of 16 bytes", loc,
+                                    notes=("pad the rows (e.g. allocate a wider tensor and slice it)",))
+            if s * item >= 1 << 40:
+                raise ArgumentError(f"stride {s} of dimension {d} is past TMA's 2**40-byte limit", loc)
+        for d, n in enumerate(self.shape):
+            if not 1 <= n <= 1 << 32:
+                raise ArgumentError(f"dimension {d} has size {n}; TMA takes 1 to 2**32", loc)
+        for d, b in enumerate(self.block_shape):
+            if not 1 <= b <= _MAX_BOX:
+                raise ArgumentError(f"block dimension {d} is {b}; TMA boxes take 1 to {_MAX_BOX} "
+                                    "elements per dimension", loc)
+            if b & (b - 1):
+                raise ArgumentError(f"block dimension {d} is {b}; block shapes must be powers of two "
+                                    "(they are shared-memory tiles)", loc)
+        inner = self.block_shape[-1] * item
+        if inner % 16:
+            raise ArgumentError(f"the block's last dimension is {inner} bytes; TMA needs a multiple of "
+                                "16 bytes", loc)
+        lay = self.layout
+        if type(lay).__name__ != "NVMMASharedLayout":
+            raise ArgumentError(f"a TMA descriptor's layout must be a gl.NVMMASharedLayout, got {lay!r}",
+                                loc, notes=("use gl.NVMMASharedLayout.get_default_for(block_shape, dtype)",))
+        try:
+            lay.verify(tuple(self.block_shape[-getattr(lay, "rank", 2):]), self.dtype.bits, loc=loc)
+        except Exception as e:  # a LayoutError: repeat it as an argument error at this line
+            raise ArgumentError(f"the layout does not fit the block: {getattr(e, 'message', e)}", loc) from None
+        swz = getattr(lay, "swizzle_byte_width", 0)
+        if swz and not getattr(lay, "transposed", False) and inner > swz:
+            raise ArgumentError(f"with a {swz}-byte swizzle the block's last dimension may span at most "
+                                f"{swz} bytes; it spans {inner}", loc,
+                                notes=(f"use block_shape[-1] <= {swz // item} or a wider swizzle",))
