@@ -29,6 +29,7 @@ class SourceLoc:
 
 
 _KERNEL_FILES = {os.path.join(_PKG_DIR, n) for n in ("__main__.py", "examples.py")}  # library files that hold user-style kernels
+_KERNELS_DIR = os.path.join(_PKG_DIR, "kernels") + os.sep  # the shipped example kernels: user code too
 
 
 _library_file: dict[str, bool] = {}  # per code filename: every traced op asks, for every frame
@@ -39,7 +40,7 @@ def _is_library_file(filename: str) -> bool:
     if known is not None:
         return known
     path = os.path.abspath(filename)
-    known = path not in _KERNEL_FILES and (
+    known = path not in _KERNEL_FILES and not path.startswith(_KERNELS_DIR) and (
         path.startswith(_PKG_DIR + os.sep) or path.startswith(_BACKENDS_DIR + os.sep)
         or os.sep + "gluon_trace" + os.sep + "backends" + os.sep in path)
     if os.path.isabs(filename):  # a relative name depends on the working directory
