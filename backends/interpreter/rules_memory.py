@@ -154,6 +154,8 @@ def arrive(s: SyncState, bar: MBarrier, op, count: int, events=()) -> None:
         raise InterpreterError(f"more arrivals on this mbarrier than the count {bar.count} it was "
                                f"initialized with (line {bar.init_loc.line})", op.loc)
     complete_if_done(s, bar, op)
+    if s.scheduler is not None:
+        s.scheduler.yield_()
 
 
 def _merge(a, b):

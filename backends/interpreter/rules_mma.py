@@ -193,6 +193,27 @@ class Scheduler:
     def changed(self) -> None:
         """A barrier phase completed: blocked partitions are re-checked at the next switch."""
 
+    def yield_(self) -> None:
+        """Let the next partition that can run go first (after each arrive: interleaving at
+        release points exposes races a run-to-block order would hide)."""
+        i = self.me.index
+        with self.cv:
+            n = len(self.status)
+            for k in range(1, n):
+                j = (i + k) % n
+                st = self.status[j]
+                if st == "ready" or (st == "blocked" and self.waits[j][0]()):
+                    self.turn = j
+                    self.cv.notify_all()
+                    break
+            else:
+                return
+            while self.turn != i and not self.abort:
+                self.cv.wait()
+            if self.abort:
+                raise _Abort()
+        self.sync.current = self.comps[i]
+
     def block(self, ready, describe) -> None:
         i = self.me.index
         with self.cv:

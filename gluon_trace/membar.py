@@ -1,0 +1,88 @@
+"""Where a partition's threads must meet before touching shared memory again (Triton's
+Membar): one analysis, shared by every backend.
+
+Users write no barrier for ordinary data movement through shared memory within a partition:
+a ``smem.store`` followed by a ``smem.load`` of the same buffer by other threads of the
+partition needs every thread's store done first, and a store that reuses a buffer needs every
+thread's earlier load done. Accesses are tracked per allocation since the last barrier; an
+access that conflicts with one of them (read after write, write after read, write after
+write) gets a barrier before it. Async-proxy accesses count too: a TMA store or a wgmma reading
+a buffer reads it, a TMA load or cp.async into it writes it (they are issued by some threads
+on behalf of all). Loops are analysed to a fixed point over the back edge; the branches of an
+``if`` from the same entry state, merged after; warp partitions separately (their barriers are
+their own named barriers).
+"""
+from __future__ import annotations
+
+from .ir import Block, Graph, Op
+
+_READS = {"smem_load": (0,), "tma_store": None, "wgmma": (0, 1)}
+_WRITES = {"smem_store": (0,), "async_copy_load": (0,), "tma_load": None}
+_VIEWS = {"smem_index", "smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret"}
+
+
+def barriers(graph: Graph) -> set[Op]:
+    """The ops that need a barrier of their partition's threads right before them."""
+    roots: dict = {}
+    for op in graph.body.walk():
+        if op.name == "smem_alloc":
+            roots[op.result] = op
+        elif op.name in _VIEWS and op.operands[0] in roots:
+            roots[op.result] = roots[op.operands[0]]
+        elif op.name == "for":  # a carried descriptor: block argument and result alias the init
+            for arg, init, res in zip(op.regions[0].args[1:], op.operands[3:], op.results):
+                if init in roots:
+                    roots[arg] = roots[res] = roots[init]
+    out: set[Op] = set()
+    _block(graph.body, frozenset(), roots, out)
+    return out
+
+
+def _accesses(op: Op, roots) -> tuple[set, set]:
+    def pick(spec):
+        vals = op.operands if spec is None else [op.operands[i] for i in spec if i < len(op.operands)]
+        if op.name == "tma_load":  # (desc, coords..., bar, smem): only the destination is written
+            vals = [op.operands[-2] if op.attrs.get("pred") else op.operands[-1]]
+        return {roots[v] for v in vals if v in roots}
+    reads = pick(_READS[op.name]) if op.name in _READS else set()
+    writes = pick(_WRITES[op.name]) if op.name in _WRITES else set()
+    if op.name == "smem_alloc" and op.operands:
+        writes.add(op)
+    return reads, writes
+
+
+def _block(block: Block, state: frozenset, roots, out: set) -> frozenset:
+    """``state``: (allocation, 'r' | 'w') accessed since the last barrier."""
+    for op in block.ops:
+        if op.name == "thread_barrier":
+            state = frozenset()
+            continue
+        if op.name == "for":
+            body = op.regions[0]
+            entry = state
+            for _ in range(3):  # the back edge brings the body's exit state to its entry
+                exit_ = _block(body, entry, roots, out)
+                if exit_ <= entry:
+                    break
+                entry = entry | exit_
+            state = entry | exit_
+            continue
+        if op.name == "if":
+            a = _block(op.regions[0], state, roots, out)
+            b = _block(op.regions[1], state, roots, out)
+            state = a | b
+            continue
+        if op.name == "warp_specialize":
+            for r in op.regions:
+                _block(r, state, roots, out)
+            state = frozenset()  # partitions join: the op ends with every warp
+            continue
+        reads, writes = _accesses(op, roots)
+        if not reads and not writes:
+            continue
+        conflict = any((a, "w") in state for a in reads | writes) or any((a, "r") in state for a in writes)
+        if conflict:
+            out.add(op)
+            state = frozenset()
+        state = state | {(a, "r") for a in reads} | {(a, "w") for a in writes}
+    return state
