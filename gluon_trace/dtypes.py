@@ -100,6 +100,12 @@ _NUMPY = {
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
 }
 _FROM_NUMPY = {np.dtype(v): BY_NAME[k] for k, v in _NUMPY.items() if k != "bfloat16"}
+try:  # ml_dtypes (JAX's numpy extension types) gives numpy arrays a real bfloat16
+    import ml_dtypes as _ml
+
+    _FROM_NUMPY[np.dtype(_ml.bfloat16)] = bfloat16
+except ImportError:  # optional: without it, bfloat16 data comes as torch tensors
+    _ml = None
 
 
 def pointer(element: dtype) -> dtype:
