@@ -21,8 +21,10 @@ _WRITES = {"smem_store": (0,), "async_copy_load": (0,), "tma_load": None}
 _VIEWS = {"smem_index", "smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret"}
 
 
-def barriers(graph: Graph) -> set[Op]:
-    """The ops that need a barrier of their partition's threads right before them."""
+def barriers(graph: Graph, plan=None) -> set[Op]:
+    """The ops that need a barrier of their partition's threads right before them. With a
+    :mod:`smem_plan` plan, buffers that share bytes (disjoint live ranges, one offset) conflict
+    too; without one, only accesses to the same allocation do."""
     roots: dict = {}
     for op in graph.body.walk():
         if op.name == "smem_alloc":
@@ -34,7 +36,20 @@ def barriers(graph: Graph) -> set[Op]:
                 if init in roots:
                     roots[arg] = roots[res] = roots[init]
     out: set[Op] = set()
-    _block(graph.body, frozenset(), roots, out)
+    span = {}
+    if plan is not None:
+        for b in plan.buffers:
+            if b.op is not None and b.op.name == "smem_alloc":
+                span[b.op] = (b.offset, b.offset + b.size)
+
+    def overlap(a, b) -> bool:
+        if a is b:
+            return True
+        if a in span and b in span:
+            (x0, x1), (y0, y1) = span[a], span[b]
+            return x0 < y1 and y0 < x1
+        return False
+    _block(graph.body, frozenset(), roots, out, overlap)
     return out
 
 
@@ -51,7 +66,7 @@ def _accesses(op: Op, roots) -> tuple[set, set]:
     return reads, writes
 
 
-def _block(block: Block, state: frozenset, roots, out: set) -> frozenset:
+def _block(block: Block, state: frozenset, roots, out: set, overlap) -> frozenset:
     """``state``: (allocation, 'r' | 'w') accessed since the last barrier."""
     for op in block.ops:
         if op.name == "thread_barrier":
@@ -61,26 +76,27 @@ def _block(block: Block, state: frozenset, roots, out: set) -> frozenset:
             body = op.regions[0]
             entry = state
             for _ in range(3):  # the back edge brings the body's exit state to its entry
-                exit_ = _block(body, entry, roots, out)
+                exit_ = _block(body, entry, roots, out, overlap)
                 if exit_ <= entry:
                     break
                 entry = entry | exit_
             state = entry | exit_
             continue
         if op.name == "if":
-            a = _block(op.regions[0], state, roots, out)
-            b = _block(op.regions[1], state, roots, out)
+            a = _block(op.regions[0], state, roots, out, overlap)
+            b = _block(op.regions[1], state, roots, out, overlap)
             state = a | b
             continue
         if op.name == "warp_specialize":
             for r in op.regions:
-                _block(r, state, roots, out)
+                _block(r, state, roots, out, overlap)
             state = frozenset()  # partitions join: the op ends with every warp
             continue
         reads, writes = _accesses(op, roots)
         if not reads and not writes:
             continue
-        conflict = any((a, "w") in state for a in reads | writes) or any((a, "r") in state for a in writes)
+        conflict = any(kind == "w" and any(overlap(x, a) for a in reads | writes)
+                       or kind == "r" and any(overlap(x, a) for a in writes) for x, kind in state)
         if conflict:
             out.add(op)
             state = frozenset()

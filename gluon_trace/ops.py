@@ -192,8 +192,11 @@ def _arange(ctx, ts, attrs, regions):
 def _check_layout(ctx, layout, shape):
     if layout is None:
         raise ctx.error("a tile needs a layout: pass layout=gl.BlockedLayout(...)", LayoutError)
-    if not hasattr(layout, "to_linear"):
-        raise ctx.error(f"{layout!r} is not a distributed layout", LayoutError)
+    from .layouts import DistributedLayout
+    if not isinstance(layout, DistributedLayout):
+        kind = "a shared-memory layout" if hasattr(layout, "offsets") else "not a distributed layout"
+        raise ctx.error(f"{layout!r} is {kind}; register tiles need a distributed layout "
+                        "(gl.BlockedLayout, gl.SliceLayout, an MMA layout, ...)", LayoutError)
     for s in shape:
         if s <= 0 or s & (s - 1):
             raise ctx.error(f"tile shape {list(shape)} must have power-of-two dimensions")
@@ -419,9 +422,10 @@ def _yield(ctx, ts, attrs, regions):
 
 define("reduce", _reduce)
 define("scan", _scan)
-define("for", _for, has_side_effects=True)
-define("if", _if, has_side_effects=True)
-define("yield", _yield)
+# control flow carries shared-memory and TMA descriptors like any other value
+define("for", _for, has_side_effects=True, memory_operands=True)
+define("if", _if, has_side_effects=True, memory_operands=True)
+define("yield", _yield, memory_operands=True)
 
 
 # the memory-hierarchy and tensor-core ops live beside this table, registered into it

@@ -9,7 +9,10 @@ ops are defined; backends and the interpreter register one rule per name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+
+import numpy as np
 
 from . import dtypes as dt
 from .errors import LayoutError
@@ -31,6 +34,21 @@ def layout_rank(layout) -> int:
         return len(order)
     shape = getattr(layout, "shape", None)
     return len(shape) if shape is not None else 2
+
+
+@functools.lru_cache(maxsize=512)
+def element_offsets(layout, shape: tuple, bits: int) -> tuple[np.ndarray, int]:
+    """Element offset of every coordinate of a buffer of ``shape`` and the elements it spans;
+    leading dims beyond the layout's rank stack whole copies of the swizzled tile."""
+    r = layout_rank(layout)
+    lead, inner = shape[:len(shape) - r], shape[len(shape) - r:]
+    tile = np.asarray(layout.offsets(inner, bits), dtype=np.int64)
+    span = int(layout.alloc_elements(inner, bits))
+    n = math.prod(lead) if lead else 1
+    offs = (np.arange(n, dtype=np.int64).reshape(lead + (1,) * r) * span + tile) if lead else tile
+    offs = np.ascontiguousarray(np.broadcast_to(offs, shape))
+    offs.flags.writeable = False
+    return offs, n * span
 
 
 def check_shared(ctx, layout, shape, dtype, what="shared memory") -> None:
@@ -156,9 +174,21 @@ def _reshape(ctx, ts, attrs, regions):
         raise ctx.error(f"cannot reshape {list(m.shape)} ({m.numel} elements) to {list(shape)}")
     r = layout_rank(m.layout)
     if tuple(shape[len(shape) - r:]) != tuple(m.shape[len(m.shape) - r:]):
-        raise ctx.error(f"reshape {list(m.shape)} -> {list(shape)} changes the dims {m.layout!r} "
-                        "swizzles; reshape only the stacked (leading) dims, or use "
-                        "smem.reinterpret(dtype, shape, layout)")
+        # allowed when the layout, applied to the new shape, puts every element where it is
+        # (e.g. stacked tiles merged into rows when the swizzle period divides the tile)
+        ok = m.shape == m.alloc_shape and len(shape) >= r and all(
+            s > 0 and s & (s - 1) == 0 for s in shape[len(shape) - r:])
+        if ok:
+            try:
+                old, _ = element_offsets(m.layout, tuple(m.shape), m.dtype.bits)
+                new, _ = element_offsets(m.layout, tuple(shape), m.dtype.bits)
+                ok = np.array_equal(old.reshape(shape), new)
+            except Exception:  # the layout refuses the new shape
+                ok = False
+        if not ok:
+            raise ctx.error(f"reshape {list(m.shape)} -> {list(shape)} moves elements within "
+                            f"{m.layout!r}; reshape only the stacked (leading) dims, or use "
+                            "smem.reinterpret(dtype, shape, layout)")
     return [dataclasses.replace(m, shape=shape)]
 
 
@@ -338,10 +368,17 @@ def _tma_common(ctx, d: TensorDescType, coords, smem):
                         f"{d.layout!r}; allocate the buffer with desc.layout", LayoutError)
 
 
+def _count(ctx, ts, want: int, d: TensorDescType) -> None:
+    if len(ts) != want:
+        raise ctx.error(f"the descriptor has rank {d.rank}; give {d.rank} coordinates, got "
+                        f"{len(ts) - (want - d.rank)}")
+
+
 def _tma_load(ctx, ts, attrs, regions):
     _require_target(ctx, "TMA", 90)
     d = _tensordesc(ctx, ts[0])
     n = d.rank
+    _count(ctx, ts, 3 + n + (1 if attrs.get("pred") else 0), d)
     coords, bar, smem = ts[1:1 + n], ts[1 + n], ts[2 + n]
     _tma_common(ctx, d, coords, smem)
     _barrier(ctx, bar)
@@ -353,6 +390,7 @@ def _tma_store(ctx, ts, attrs, regions):
     _require_target(ctx, "TMA", 90)
     d = _tensordesc(ctx, ts[0])
     n = d.rank
+    _count(ctx, ts, 2 + n, d)
     _tma_common(ctx, d, ts[1:1 + n], ts[1 + n])
     return []
 

@@ -1,13 +1,12 @@
 """Interpreter rules for shared memory, barriers, async copies and TMA (see sync.py)."""
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from gluon_trace.errors import InterpreterError
-from gluon_trace.ops_memory import layout_rank
+from gluon_trace.ops_memory import element_offsets
 
 from .interpreter import RULES, rule
 from .memory import to_storage
@@ -19,21 +18,6 @@ def state(p) -> SyncState:
     if s is None:
         s = p.sync = SyncState()
     return s
-
-
-@functools.lru_cache(maxsize=512)
-def element_offsets(layout, shape: tuple, bits: int) -> tuple[np.ndarray, int]:
-    """Element offset of every coordinate of a buffer of ``shape`` and the elements it spans;
-    leading dims beyond the layout's rank stack whole copies of the swizzled tile."""
-    r = layout_rank(layout)
-    lead, inner = shape[:len(shape) - r], shape[len(shape) - r:]
-    tile = np.asarray(layout.offsets(inner, bits), dtype=np.int64)
-    span = int(layout.alloc_elements(inner, bits))
-    n = math.prod(lead) if lead else 1
-    offs = (np.arange(n, dtype=np.int64).reshape(lead + (1,) * r) * span + tile) if lead else tile
-    offs = np.ascontiguousarray(np.broadcast_to(offs, shape))
-    offs.flags.writeable = False
-    return offs, n * span
 
 
 def _view(v, op, i=0) -> View:

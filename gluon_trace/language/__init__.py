@@ -13,8 +13,13 @@ from .core import (abs, arange, argmax, argmin, associative_scan, atomic_add, at
                    rsqrt, sin, sqrt, static_assert, static_print, store, sum, threads_per_warp,
                    trans, where, zeros, zeros_like)
 from .tensor import broadcast_to, tensor
+from ..shared_layouts import (MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout,  # noqa: E402
+                              SharedLayout, SwizzledSharedLayout)
+from ..mma_layouts import (AMDMFMALayout, AMDWMMALayout, DotOperandLayout,  # noqa: E402,F401
+                           NVMMADistributedLayout)
 from .memory import (allocate_shared_memory, shared_memory_descriptor, tensor_descriptor,  # noqa: E402
                      thread_barrier, warp_specialize)
 from .mma import dot_fma  # noqa: E402
 
 bool = int1  # noqa: A001  (gl.bool reads better than gl.int1 in masks)
+from . import amd, nvidia  # noqa: E402,F401

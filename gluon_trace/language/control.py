@@ -28,7 +28,11 @@ _WRITE_THROUGH = sys.version_info >= (3, 13)  # PEP 667: f_locals is a write-thr
 
 
 def _proxies(frame) -> dict[str, tensor]:
-    return {k: v for k, v in frame.f_locals.items() if isinstance(v, tensor)}
+    """The tile-valued locals still visible here: a temporary an earlier loop or branch body
+    left in a local (``s = i % STAGES`` inside a finished loop) is not carried again."""
+    here = current().block
+    return {k: v for k, v in frame.f_locals.items()
+            if isinstance(v, tensor) and (v.value.block is None or here.is_within(v.value.block))}
 
 
 def _set_locals(frame, updates: dict) -> None:

@@ -97,6 +97,20 @@ class shared_memory_descriptor(tensor):
 
 register_proxy(MemDescType, shared_memory_descriptor)
 
+_ARITH = ("add", "sub", "mul", "truediv", "floordiv", "mod", "and", "or", "xor", "lshift", "rshift",
+          "lt", "le", "gt", "ge", "eq", "ne", "neg", "invert", "abs", "getitem")
+
+
+def _no_arithmetic(cls, what: str, fix: str) -> None:
+    """Operators on a descriptor: a clear error at the user's line rather than a layout error."""
+    def refuse(self, *args):
+        raise TraceError(f"{what} ({self.value.type}) has no arithmetic or indexing; {fix}", user_location())
+    for name in _ARITH:
+        setattr(cls, f"__{name}__", refuse)
+        if name not in ("lt", "le", "gt", "ge", "eq", "ne", "neg", "invert", "abs", "getitem"):
+            setattr(cls, f"__r{name}__", refuse)
+    cls.__hash__ = object.__hash__
+
 
 class _BlockType:
     __slots__ = ("shape", "element_ty", "nbytes")
@@ -137,6 +151,9 @@ class tensor_descriptor(tensor):
 
 
 register_proxy(TensorDescType, tensor_descriptor)
+_no_arithmetic(shared_memory_descriptor, "a shared-memory descriptor",
+               "read it into registers with .load(layout) first (views: .index/.slice/.permute)")
+_no_arithmetic(tensor_descriptor, "a TMA tensor descriptor", "copy blocks with tma.async_load into shared memory")
 
 
 def allocate_shared_memory(element_ty, shape, layout, value=None) -> shared_memory_descriptor:
@@ -156,6 +173,14 @@ def _traced_partition(fn, args, warps: int | None, index: int, loc) -> tuple[Blo
     b = current()
     block = Block(b.block)
     kind = "the default partition" if index == 0 else f"worker partition {index}"
+    if index:
+        for a in args:
+            if isinstance(a, tensor) and not a.type.is_scalar and not isinstance(
+                    a.type, (MemDescType, TensorDescType)):
+                raise TraceError(f"{kind} ({getattr(fn, '__name__', fn)}) is passed a register tile defined "
+                                 f"outside it ({a.type}); only shared-memory descriptors, barriers and "
+                                 "scalars cross partitions", loc,
+                                 notes=("pass the data through a shared buffer and an mbarrier",))
     if warps is not None:
         b.warps.append(warps)
     b.partition.append(index)

@@ -168,8 +168,3 @@ class TensorDescriptor:
             lay.verify(tuple(self.block_shape[-getattr(lay, "rank", 2):]), self.dtype.bits, loc=loc)
         except Exception as e:  # a LayoutError: repeat it as an argument error at this line
             raise ArgumentError(f"the layout does not fit the block: {getattr(e, 'message', e)}", loc) from None
-        swz = getattr(lay, "swizzle_byte_width", 0)
-        if swz and not getattr(lay, "transposed", False) and inner > swz:
-            raise ArgumentError(f"with a {swz}-byte swizzle the block's last dimension may span at most "
-                                f"{swz} bytes; it spans {inner}", loc,
-                                notes=(f"use block_shape[-1] <= {swz // item} or a wider swizzle",))

@@ -1,0 +1,74 @@
+"""Hopper GEMM: TMA loads into a ring of STAGES shared buffers, one mbarrier per stage,
+wgmma from shared memory with one group in flight, persistent over output tiles in a grouped
+order (GROUP_M rows of tiles at a time, for L2 reuse), TMA store of each tile."""
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                warpgroup_mma_wait)
+
+
+def grouped_tile(tile, num_m, num_n, GROUP_M):
+    """(pid_m, pid_n) of tile number ``tile`` when GROUP_M rows of tiles are walked together."""
+    in_group = GROUP_M * num_n
+    group = tile // in_group
+    first_m = group * GROUP_M
+    rows = gl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % rows
+    pid_n = (tile % in_group) // rows
+    return pid_m, pid_n
+
+
+@gt.jit
+def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    dtype = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    bars = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, BK)
+    # TMA loads issued and wgmma steps consumed, over all tiles: they pick slot and phase.
+    # Run-time values (a Python int rebound in a gl.range body would change once, at trace time)
+    prod = gl.full([], 0, gl.int32)
+    cons = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 1)):
+            s = prod % STAGES
+            mbarrier.expect(bars.index(s), nbytes)
+            tma.async_load(a_desc, [off_m, kk * BK], bars.index(s), a_bufs.index(s))
+            tma.async_load(b_desc, [kk * BK, off_n], bars.index(s), b_bufs.index(s))
+            prod += 1
+        acc = gl.zeros([BM, BN], gl.float32, acc_l)
+        for k in gl.range(0, k_tiles):
+            s = cons % STAGES
+            mbarrier.wait(bars.index(s), (cons // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            # one group in flight: the wgmma of step k - 1 is done, so its slot can be refilled
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            cons += 1
+            with gl.if_(k + STAGES - 1 < k_tiles):
+                ps = prod % STAGES
+                mbarrier.expect(bars.index(ps), nbytes)
+                tma.async_load(a_desc, [off_m, (k + STAGES - 1) * BK], bars.index(ps), a_bufs.index(ps))
+                tma.async_load(b_desc, [(k + STAGES - 1) * BK, off_n], bars.index(ps), b_bufs.index(ps))
+                prod += 1
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        tma.store_wait(0)  # the previous tile's store has read c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)

@@ -1,0 +1,82 @@
+"""Warp-specialized Hopper GEMM: a one-warp producer partition issues the TMA loads into a
+ring of STAGES buffers; the default partition (a warpgroup) runs wgmma and the epilogue.
+``ready[s]`` says a stage is loaded (the TMA bytes land on it); ``empty[s]`` says the MMA
+that read it has retired, so the producer may refill it. Persistent over tiles."""
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                warpgroup_mma_wait)
+
+from .matmul_hopper import grouped_tile
+
+
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M):
+    BM = a_desc.block_type.shape[0]
+    BK = a_desc.block_type.shape[1]
+    BN = b_desc.block_type.shape[1]
+    nbytes = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, BK)
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
+        for k in gl.range(0, k_tiles):
+            s = it % STAGES
+            # the first pass over the ring finds every slot empty: wait on the phase before
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), nbytes)
+            tma.async_load(a_desc, [pid_m * BM, k * BK], ready.index(s), a_bufs.index(s))
+            tma.async_load(b_desc, [k * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
+            it += 1
+
+
+def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
+    BM = a_desc.block_type.shape[0]
+    BK = a_desc.block_type.shape[1]
+    BN = b_desc.block_type.shape[1]
+    acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                      instr_shape=[16, BN, 16])
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, BK)
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
+        acc = gl.zeros([BM, BN], gl.float32, acc_l)
+        prev = it  # the stage the wgmma before this one read (released once it retires)
+        for k in gl.range(0, k_tiles):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            with gl.if_(k > 0):
+                mbarrier.arrive(empty.index(prev % STAGES))
+            prev = it
+            it += 1
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(empty.index(prev % STAGES))
+        tma.store_wait(0)
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+    tma.store_wait(0)
+
+
+@gt.jit
+def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BK, BN], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    ready = mbarrier.allocate_mbarrier(batch=STAGES)
+    empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    gl.warp_specialize([
+        (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M)),
+    ], worker_num_warps=[1], worker_num_regs=[40])
