@@ -110,33 +110,48 @@ class Scratch:
         return addr, "", [Inst("v_mov_b32", [addr], [Imm(offset)], kind="valu")]
 
     def store(self, src, offset: int, loc) -> list:
-        """Instructions writing the 1- or 2-dword VGPR operand ``src`` to the slot."""
-        size = src.size
-        if self.private_buffer:
-            out = []
-            for k in range(size):
-                part = src if size == 1 else _dword(src, k)
-                addr, sfx, pre = self._access(offset + 4 * k, 1)
+        """Instructions writing the VGPR operand ``src`` (any width) to the slot."""
+        out = []
+        for k, n in self._pieces(src.size):
+            part = src if n == src.size else _dwords_of(src, k, n)
+            addr, sfx, pre = self._access(offset + 4 * k, n)
+            if self.private_buffer:
                 uses = [part, addr or "off", self.rsrc, self.wave_offset]
-                out += pre + [Inst("buffer_store_dword", [], uses, _join(sfx, addr), "vmem_store", loc)]
-            return _at(out, loc)
-        op = "scratch_store_dword" + ("x2" if size == 2 else "")
-        addr, sfx, pre = self._access(offset, size)
-        return _at(pre + [Inst(op, [], [addr or "off", src, "off"], sfx, "vmem_store", loc)], loc)
+                out += pre + [Inst("buffer_store_dword", [], uses, _join(sfx, addr), "vmem_store")]
+            else:
+                out += pre + [Inst("scratch_store_" + _width(n), [], [addr or "off", part, "off"],
+                                   sfx, "vmem_store")]
+        return _at(out, loc)
 
     def load(self, dst, offset: int, loc) -> list:
-        size = dst.size
-        if self.private_buffer:
-            out = []
-            for k in range(size):
-                part = dst if size == 1 else _dword(dst, k)
-                addr, sfx, pre = self._access(offset + 4 * k, 1)
+        out = []
+        for k, n in self._pieces(dst.size):
+            part = dst if n == dst.size else _dwords_of(dst, k, n)
+            addr, sfx, pre = self._access(offset + 4 * k, n)
+            if self.private_buffer:
                 uses = [addr or "off", self.rsrc, self.wave_offset]
-                out += pre + [Inst("buffer_load_dword", [part], uses, _join(sfx, addr), "vmem_load", loc)]
-            return _at(out, loc)
-        op = "scratch_load_dword" + ("x2" if size == 2 else "")
-        addr, sfx, pre = self._access(offset, size)
-        return _at(pre + [Inst(op, [dst], [addr or "off", "off"], sfx, "vmem_load", loc)], loc)
+                out += pre + [Inst("buffer_load_dword", [part], uses, _join(sfx, addr), "vmem_load")]
+            else:
+                out += pre + [Inst("scratch_load_" + _width(n), [part], [addr or "off", "off"],
+                                   sfx, "vmem_load")]
+        return _at(out, loc)
+
+    def _pieces(self, size: int):
+        """(first dword, dwords) per access: one dword at a time through the swizzled
+        private segment buffer, up to four with flat scratch."""
+        step = 1 if self.private_buffer else 4
+        return [(k, min(step, size - k)) for k in range(0, size, step)]
+
+
+def _width(n: int) -> str:
+    return "dword" if n == 1 else f"dwordx{n}"
+
+
+def _dwords_of(x, k: int, n: int):
+    """Dwords k..k+n-1 of a register operand: a Sub for one, else a view register."""
+    if n == 1:
+        return Sub(x, k) if isinstance(x, Reg) else x
+    raise AssertionError("multi-dword pieces of a wider register are not needed yet")
 
 
 def _join(sfx: str, addr) -> str:
@@ -147,10 +162,6 @@ def _at(insts, loc):
     for i in insts:
         i.loc = loc
     return insts
-
-
-def _dword(x, k):
-    return Sub(x, k) if isinstance(x, Reg) else x
 
 
 # -- choosing what to spill ----------------------------------------------------------------------

@@ -926,7 +926,7 @@ def scratch_op(sim, w, i):
         store = op.startswith("scratch_store")
         vaddr, saddr = (i.uses[0], i.uses[2]) if store else (i.uses[0], i.uses[1])
         data = i.uses[1] if store else i.defs[0]
-        n = 2 if op.endswith("x2") else 1
+        n = int(op[-1]) if op[-2] == "x" else 1
     else:
         if not sim.abi.private_buffer:
             raise SimError(f"`{render(i)}`: buffer scratch access without a private segment buffer")
@@ -945,19 +945,18 @@ def scratch_op(sim, w, i):
     _check_scratch(sim, w, i, addrs, 4 * n, act)
     slots = addrs // 4
     lanes = np.nonzero(act)[0]
+    base = data.reg.phys + data.index if isinstance(data, Sub) else data.phys
     if store:
-        vals, _ = w.read(data)
         for k in range(n):
-            part = ((vals >> np.uint64(32 * k)) & np.uint64(M32)).astype(np.uint32)
-            w.scratch[slots[lanes] + k, lanes] = part[lanes]
+            w.scratch[slots[lanes] + k, lanes] = w.v[base + k, lanes]
         w.issue("vs" if sim.t.stores_use_vscnt else "vm", [])
         return
-    vals = np.zeros(w.W, np.uint64)
+    writes = []
     for k in range(n):
-        got = np.zeros(w.W, np.uint64)
+        got = np.zeros(w.W, np.uint32)
         got[lanes] = w.scratch[slots[lanes] + k, lanes]
-        vals |= got << np.uint64(32 * k)
-    w.issue("vm", w.vdest(data, vals, act))
+        writes.append(("v", base + k, (act, got)))
+    w.issue("vm", writes)
 
 
 def lane_op(w, i):
