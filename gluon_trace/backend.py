@@ -171,3 +171,20 @@ def _machine_vendor() -> str:
 
 
 _machine_cache = None
+
+
+def refuse_types(graph, backend_name: str, refuse, why: str) -> None:
+    """Raise a CompileError at the first op (or argument) whose types ``refuse(dtype)`` is true
+    for: a type the backend cannot lower yet, named at the user's line before any emission."""
+    from .errors import CompileError
+
+    def bad(t):
+        d = t.dtype
+        return refuse(d) or (d.is_ptr and refuse(d.element))
+    for v, name in zip(graph.args, graph.arg_names):
+        if bad(v.type):
+            raise CompileError(f"argument `{name}` is {v.type.dtype}: {why}")
+    for op in graph.body.walk():
+        for v in list(op.operands) + list(op.results):
+            if bad(v.type):
+                raise CompileError(f"{op.name} on {v.type.dtype}: {why}", op.loc)

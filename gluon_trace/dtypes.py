@@ -53,6 +53,11 @@ class dtype:
         return self.kind == "ptr"
 
     @property
+    def is_fp8(self) -> bool:
+        """float8e4nv / float8e5: storage and MMA operand types; convert them to compute."""
+        return self.kind == "float" and self.bits == 8
+
+    @property
     def itemsize(self) -> int:
         return 8 if self.kind == "ptr" else max(1, self.bits // 8)
 
@@ -66,6 +71,8 @@ class dtype:
         """The numpy type of this value in memory (bfloat16 is stored as its bits)."""
         if self.name == "bfloat16":
             return np.dtype(np.uint16)
+        if self.bits == 8 and self.kind == "float":
+            return np.dtype(np.uint8)
         if self.name == "int1":
             return np.dtype(np.int8)
         return self.np
@@ -87,9 +94,11 @@ float16 = dtype("float16", 16, "float")
 bfloat16 = dtype("bfloat16", 16, "float")
 float32 = dtype("float32", 32, "float")
 float64 = dtype("float64", 64, "float")
+float8e4nv = dtype("float8e4nv", 8, "float")  # OCP E4M3 (fn): max 448, no infinities
+float8e5 = dtype("float8e5", 8, "float")      # E5M2
 
 ALL = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-       float16, bfloat16, float32, float64)
+       float16, bfloat16, float32, float64, float8e4nv, float8e5)
 BY_NAME = {t.name: t for t in ALL}
 
 _NUMPY = {
@@ -98,12 +107,16 @@ _NUMPY = {
     "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64),
     "float16": np.dtype(np.float16), "bfloat16": np.dtype(np.float32),
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
+    "float8e4nv": np.dtype(np.float32), "float8e5": np.dtype(np.float32),
 }
-_FROM_NUMPY = {np.dtype(v): BY_NAME[k] for k, v in _NUMPY.items() if k != "bfloat16"}
+_FROM_NUMPY = {np.dtype(v): BY_NAME[k] for k, v in _NUMPY.items()
+               if k not in ("bfloat16", "float8e4nv", "float8e5")}
 try:  # ml_dtypes (JAX's numpy extension types) gives numpy arrays a real bfloat16
     import ml_dtypes as _ml
 
     _FROM_NUMPY[np.dtype(_ml.bfloat16)] = bfloat16
+    _FROM_NUMPY[np.dtype(_ml.float8_e4m3fn)] = float8e4nv
+    _FROM_NUMPY[np.dtype(_ml.float8_e5m2)] = float8e5
 except ImportError:  # optional: without it, bfloat16 data comes as torch tensors
     _ml = None
 
@@ -124,7 +137,8 @@ def from_numpy(dt) -> dtype:
 def from_torch(tdt) -> dtype:
     name = str(tdt).replace("torch.", "")
     name = {"bool": "int1", "half": "float16", "float": "float32", "double": "float64",
-            "long": "int64", "int": "int32", "short": "int16"}.get(name, name)
+            "long": "int64", "int": "int32", "short": "int16", "float8_e4m3fn": "float8e4nv",
+            "float8_e5m2": "float8e5"}.get(name, name)
     if name not in BY_NAME:
         raise TypeError(f"torch dtype {tdt} has no gluon_trace equivalent")
     return BY_NAME[name]

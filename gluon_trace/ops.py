@@ -91,12 +91,17 @@ def _same(kinds: str | None = None):
                                 "convert first with x.to(gl.float32)")
             if kinds != "ptr" and t.dtype.is_ptr:
                 raise ctx.error("pointers take part only in ptr + int and comparisons, not this op")
+            if t.dtype.is_fp8:
+                raise ctx.error(f"{t.dtype} holds data for MMAs and memory, not arithmetic; convert with "
+                                ".to(gl.float16) or .to(gl.float32) first")
         return [ts[0]]
     return rule
 
 
 def _compare(ctx, ts, attrs, regions):
     ctx.check_same_tiles("comparison", ts)
+    if ts[0].dtype.is_fp8:
+        raise ctx.error(f"{ts[0].dtype} values are compared after .to(gl.float32)")
     if ts[0].dtype != ts[1].dtype:
         raise ctx.error(f"comparison of {ts[0].dtype} with {ts[1].dtype}")
     return [ts[0].with_dtype(dt.int1)]

@@ -165,6 +165,13 @@ def _wgmma(ctx, ts, attrs, regions):
     else:
         _check_operand(ctx, name, a, 0, acc)
     _check_dtypes(ctx, name, a, b, acc, _FLOAT_IN + _FP8 + ("int8",))
+    if a.dtype.bits != 16:  # only 16-bit operands may be MN-major in shared memory
+        for what, t, k_major in (("A", a, False), ("B", b, True)):
+            if isinstance(t, MemDescType) and bool(getattr(t.layout, "transposed", False)) != k_major:
+                raise ctx.error(f"{name}: {a.dtype} operands must be K-major in shared memory; {what} "
+                                f"[{', '.join(map(str, t.shape))}] is not",
+                                LayoutError, notes=("store B as [N, K] and pass b_smem.permute((1, 0))",)
+                                if what == "B" else ("store A as [M, K] with K contiguous",))
     if not use_acc.is_scalar or not use_acc.dtype.is_bool:
         raise ctx.error(f"use_acc must be a scalar int1 (or a Python bool), got {use_acc}")
     m, n, k = _mma_layouts().mma_instr_shape(acc.layout, a.dtype.bits)

@@ -108,12 +108,13 @@ def _gl_dtype(d) -> dt.dtype:
     return d if isinstance(d, dt.dtype) else dt.from_numpy(d)
 
 
-def dtypes(kinds=("float", "int", "uint"), bits=None, bfloat16: bool = False):
+def dtypes(kinds=("float", "int", "uint"), bits=None, bfloat16: bool = False, fp8: bool = False):
     """gl dtypes of the given kinds ("float", "int", "uint", "bool") and bit widths.
-    ``bfloat16`` is left out unless asked for: numpy has no bfloat16 arrays."""
+    ``bfloat16`` is left out unless asked for: numpy has no bfloat16 arrays; the fp8 types
+    (storage and MMA operands, no arithmetic) likewise."""
     st = _st()
     out = [t for t in dt.ALL if t.kind in kinds and (bits is None or t.bits in bits)
-           and (bfloat16 or t.name != "bfloat16")]
+           and (bfloat16 or t.name != "bfloat16") and (fp8 or not t.is_fp8)]
     if not out:
         raise ValueError(f"no dtype of kinds {kinds} and bits {bits}")
     return st.sampled_from(out)

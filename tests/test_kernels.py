@@ -137,3 +137,68 @@ def test_matmul_wmma(rng, m, n, k):
     matmul_wmma[(cdiv(m, 64), cdiv(n, 64))](a, b, c, m, n, k, k, n, n, BM=64, BN=64, BK=32,
                                             backend="interpreter", target="gfx1100")
     check(c, a, b)
+
+
+@pytest.mark.parametrize("fmt, ml", [("float8e4nv", ml_dtypes.float8_e4m3fn), ("float8e5", ml_dtypes.float8_e5m2)])
+def test_fp8_gemm_on_wgmma(rng, fmt, ml):
+    """fp8 operands (K-major B as wgmma needs for 8-bit types), f32 accumulation."""
+    m, n, k = 64, 64, 96
+    a = (rng.standard_normal((m, k)) * 4).astype(np.float32).astype(ml)
+    b = (rng.standard_normal((k, n)) * 4).astype(np.float32).astype(ml)
+    c = np.full((m, n), np.nan, np.float32)
+    bt = np.ascontiguousarray(b.T)
+    lay = gl.NVMMASharedLayout.get_default_for
+    f8 = getattr(gl, fmt)
+    da = TensorDescriptor.from_tensor(a, [64, 32], lay([64, 32], f8))
+    db = TensorDescriptor.from_tensor(bt, [64, 32], lay([64, 32], f8))
+    dc = TensorDescriptor.from_tensor(c, [64, 64], lay([64, 64], gl.float32))
+    with pytest.raises(Exception) as e:  # B as [K, N] (N contiguous) is refused for 8-bit types
+        matmul_hopper.trace(da, TensorDescriptor.from_tensor(b, [32, 64], lay([32, 64], f8)), dc, m, n, k,
+                            STAGES=2, GROUP_M=1, target="sm_90a")
+    assert "K-major" in str(e.value)
+    matmul_hopper[(1,)](da, db, dc, m, n, k, STAGES=2, GROUP_M=1, B_KMAJOR=True,
+                        backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+def test_fp8_needs_sm89_and_no_arithmetic():
+    import gluon_trace as gt
+    from gluon_trace.errors import TraceError
+
+    @gt.jit
+    def add(p, q):
+        L = gl.BlockedLayout([1], [32], [4], [0])
+        offs = gl.arange(0, 128, layout=L)
+        gl.store(p + offs, gl.load(p + offs) + gl.load(q + offs))
+    with pytest.raises(TraceError) as e:
+        add.trace(gl.pointer(gl.float8e4nv), gl.pointer(gl.float8e4nv))
+    assert "convert with .to(gl.float16)" in str(e.value) and "test_kernels.py" in str(e.value)
+    acc = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
+
+    @gt.jit
+    def mma(p):
+        from gluon_trace.language.nvidia.ampere import mma_v2
+        a = gl.zeros([64, 32], gl.float8e4nv, gl.DotOperandLayout(0, acc, k_width=4))
+        b = gl.zeros([32, 8], gl.float8e4nv, gl.DotOperandLayout(1, acc, k_width=4))
+        mma_v2(a, b, gl.zeros([64, 8], gl.float32, acc))
+    mma.trace(gl.pointer(gl.float32), target="sm_89")
+    with pytest.raises(TraceError) as e:
+        mma.trace(gl.pointer(gl.float32), target="sm_80")
+    assert "sm_89" in str(e.value)
+
+
+def test_fp8_round_trips_exactly_through_memory(rng):
+    import gluon_trace as gt
+
+    @gt.jit
+    def convert(out_ptr, in_ptr):
+        L = gl.BlockedLayout([4], [32], [4], [0])
+        offs = gl.arange(0, 512, layout=L)
+        x = gl.load(in_ptr + offs)
+        gl.store(out_ptr + offs, x.to(gl.float8e4nv).to(gl.float32))
+    x = (rng.standard_normal(512) * 100).astype(np.float32)
+    x[:4] = [1e6, -1e6, np.inf, 0.0]
+    out = np.full(512, np.nan, np.float32)
+    convert[(1,)](out, x)
+    ref = np.clip(x, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    assert np.array_equal(out, ref)

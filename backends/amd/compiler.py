@@ -36,7 +36,10 @@ class Emitted:
 
 
 def lower(graph, target: str) -> Emitted:
+    from gluon_trace.backend import refuse_types
     from gluon_trace.decompose import F64_MATH, expand_math
+    refuse_types(graph, "amd", lambda d: d.is_fp8, "the AMD backend does not lower fp8 yet "
+                 "(the interpreter runs it: backend='interpreter')")
     # float64 exp/log/sin/... become core ops here (one implementation for every backend)
     graph = expand_math(graph, F64_MATH)
     em = Emitter(graph, target)

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from gluon_trace import dtypes as dt
+from gluon_trace import fp8
 from gluon_trace.backend import rule_table
 from gluon_trace.errors import InterpreterError
 from gluon_trace.ir import Block, Graph
@@ -36,6 +37,8 @@ def fix(x, t: dt.dtype):
     x = np.asarray(x)
     if t.name == "bfloat16":
         return dt.round_bf16(x)
+    if t.is_fp8:
+        return fp8.round_to(x, t.name)
     if x.dtype != t.np:
         return x.astype(t.np)
     return x

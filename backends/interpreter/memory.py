@@ -146,6 +146,9 @@ class Memory:
 def from_storage(raw: np.ndarray, elem: dt.dtype) -> np.ndarray:
     if elem.name == "bfloat16":
         return dt.bf16_bits_to_f32(raw)
+    if elem.is_fp8:
+        from gluon_trace import fp8
+        return fp8.decode(raw, elem.name)
     if elem.is_bool:
         return raw != 0
     return raw
@@ -154,6 +157,9 @@ def from_storage(raw: np.ndarray, elem: dt.dtype) -> np.ndarray:
 def to_storage(value: np.ndarray, elem: dt.dtype) -> np.ndarray:
     if elem.name == "bfloat16":
         return dt.f32_to_bf16_bits(value)
+    if elem.is_fp8:
+        from gluon_trace import fp8
+        return fp8.encode(value, elem.name)
     if elem.is_bool:
         return np.asarray(value).astype(np.int8)
     return np.asarray(value).astype(elem.np_storage, copy=False)

@@ -516,6 +516,9 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     from gluon_trace.decompose import F64_MATH, expand_math
     from . import _rules
     _rules()  # the rule modules register themselves in RULES
+    from gluon_trace.backend import refuse_types
+    refuse_types(graph, "nvidia", lambda d: d.is_fp8, "the NVIDIA backend does not lower fp8 yet "
+                 "(the interpreter runs it: backend='interpreter')")
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
     em = Emitter(graph, target)
     text, locs = em.render()

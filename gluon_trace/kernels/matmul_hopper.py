@@ -20,15 +20,17 @@ def grouped_tile(tile, num_m, num_n, GROUP_M):
 
 @gt.jit
 def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
-                  STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr = False):
+    """C = A @ B; B is [K, N], or with B_KMAJOR its transpose [N, K] (K contiguous: what
+    8-bit and tf32 wgmma operands need, and cuBLAS's "NT" layout)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
     dtype = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
     bars = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
@@ -50,13 +52,15 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
             s = prod % STAGES
             mbarrier.expect(bars.index(s), nbytes)
             tma.async_load(a_desc, [off_m, kk * BK], bars.index(s), a_bufs.index(s))
-            tma.async_load(b_desc, [kk * BK, off_n], bars.index(s), b_bufs.index(s))
+            tma.async_load(b_desc, [off_n, kk * BK] if B_KMAJOR else [kk * BK, off_n], bars.index(s),
+                           b_bufs.index(s))
             prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         for k in gl.range(0, k_tiles):
             s = cons % STAGES
             mbarrier.wait(bars.index(s), (cons // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            b = b_bufs.index(s).permute((1, 0)) if B_KMAJOR else b_bufs.index(s)
+            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
             # one group in flight: the wgmma of step k - 1 is done, so its slot can be refilled
             acc = warpgroup_mma_wait(1, deps=[acc])
             cons += 1
@@ -64,7 +68,9 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
                 ps = prod % STAGES
                 mbarrier.expect(bars.index(ps), nbytes)
                 tma.async_load(a_desc, [off_m, (k + STAGES - 1) * BK], bars.index(ps), a_bufs.index(ps))
-                tma.async_load(b_desc, [(k + STAGES - 1) * BK, off_n], bars.index(ps), b_bufs.index(ps))
+                kn = (k + STAGES - 1) * BK
+                tma.async_load(b_desc, [off_n, kn] if B_KMAJOR else [kn, off_n], bars.index(ps),
+                               b_bufs.index(ps))
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         tma.store_wait(0)  # the previous tile's store has read c_smem

@@ -1,6 +1,6 @@
 """What kernel authors call, imported as ``gl`` (names follow Gluon's)."""
-from ..dtypes import (bfloat16, dtype, float16, float32, float64, int1, int8, int16, int32, int64,
-                      pointer, uint8, uint16, uint32, uint64)
+from ..dtypes import (bfloat16, dtype, float8e4nv, float8e5, float16, float32, float64, int1, int8,
+                      int16, int32, int64, pointer, uint8, uint16, uint32, uint64)
 from ..layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout, LinearLayout,
                        SliceLayout)
 from .control import else_, fori_loop, if_, range, static_range
