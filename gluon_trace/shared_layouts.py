@@ -1,306 +1,519 @@
-"""Shared-memory layouts: where each element of a buffer lives in the allocation.
+"""Shared-memory layouts: where each element of a tile lives inside its allocation.
 
-Every shared layout answers one question, ``offsets(shape, element_bits)``: the element
-offset of each logical coordinate (a numpy array of ``shape``). The interpreter addresses
-buffers through it, the allocator sizes them with ``alloc_elements``, and the pictures (which
-bank each element lands in) come from it. Swizzles are XORs of offset bits with row bits, so
-for the unpadded layouts the map is GF(2)-linear in the coordinate bits, like the distributed
-layouts (``to_linear`` gives offset bit -> coordinate bases).
+Every shared layout answers, for a concrete tile shape and element width, one question:
+the element offset of each logical coordinate (:meth:`SharedLayout.offsets`). The linear
+ones (swizzled, NVMMA, explicit) are GF(2)-linear maps from offset bits to coordinates,
+the same kind of map as :class:`gluon_trace.layouts.LinearLayout` (see
+:class:`SharedLinearLayout`), so a register layout reading a shared layout is a
+composition of two linear maps. The padded layout is a linear map followed by padding,
+which is not linear; it offers the same API.
 
-- ``SwizzledSharedLayout(vec, per_phase, max_phase, order)``: Triton's swizzled encoding.
-  Within a row (dim ``order[1]``) of the contiguous dim (``order[0]``), groups of ``vec``
-  elements are XORed with ``(row // per_phase) % max_phase``.
-- ``NVMMASharedLayout(swizzle_byte_width, element_bitwidth, rank, transposed)``: the layout
-  TMA writes and wgmma reads: the contiguous dim is cut into column blocks of the swizzle
-  width (16 bytes without swizzle); within a block, rows of that width, and the 16-byte chunk
-  ``c`` of row ``r`` is stored at chunk ``c ^ ((r // (128 // W)) % (W // 16))`` (the
-  CUTLASS ``Swizzle<log2(W/16), 4, 3>`` pattern of the PTX ISA's swizzling modes).
-- ``PaddedSharedLayout``: a linear order plus ``padding`` elements after every ``interval``.
-- ``MBarrierLayout()``: the trivial layout of an mbarrier array.
+Conventions: offsets count elements, not bytes; a tile of rank > 2 stacks whole 2-D
+tiles along its leading dims; banks are 32 x 4 bytes. Pictures and the bank-conflict
+model (:meth:`SharedLayout.wavefronts`) live in ``shared_layout_pictures``-free code at
+the end of this module so the backends and the interpreter import one place.
 """
 from __future__ import annotations
 
+import abc
 import functools
-import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from .errors import LayoutError, SourceLoc, user_location
+from .layouts import _int_tuple, _is_pow2, _log2, _span
 
-__all__ = ["SharedLayout", "SwizzledSharedLayout", "NVMMASharedLayout", "PaddedSharedLayout",
-           "MBarrierLayout"]
+__all__ = [
+    "SharedLayout", "SwizzledSharedLayout", "NVMMASharedLayout", "PaddedSharedLayout",
+    "MBarrierLayout", "SharedLinearLayout",
+]
+
+NUM_BANKS = 32
+BANK_BYTES = 4
 
 
-def _ints(value, what, loc) -> tuple[int, ...]:
+def _user_loc() -> SourceLoc | None:
+    return user_location(2)
+
+
+def _plain(value):
+    """A gl.constexpr's value (also inside lists); anything else unchanged."""
+    if getattr(value, "__gluon_constexpr__", False):
+        return _plain(value.value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
+def _bases_tuple(value, what: str, loc) -> tuple[tuple[int, ...], ...]:
     try:
         items = tuple(value)
     except TypeError:
-        raise LayoutError(f"{what} must be a list of ints, got {value!r}", loc) from None
-    for v in items:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise LayoutError(f"{what} must be a list of ints, got {list(items)!r}", loc)
-    return tuple(int(v) for v in items)
+        raise LayoutError(f"{what} must be a list of coordinate lists, got {value!r}", loc) from None
+    return tuple(_int_tuple(b, f"{what} entry", loc) for b in items)
 
 
-def _pow2(x) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+def _pow2_arg(value, name: str, cls: str, loc) -> int:
+    if not _is_pow2(value):
+        raise LayoutError(f"{cls} {name}={value!r} must be a positive power of two (1, 2, 4, 8, ...)", loc)
+    return int(value)
 
 
-def _row_major(shape, order) -> np.ndarray:
-    """Linear index of each coordinate when dim order[0] varies fastest."""
-    idx = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), np.int64)
-    out = np.zeros(shape, np.int64)
-    stride = 1
+def _no_cga(cga_layout, cls: str, loc) -> tuple:
+    bases = _bases_tuple(cga_layout or (), f"{cls} cga_layout", loc)
+    if bases:
+        raise LayoutError(f"{cls} cga_layout (multi-CTA clusters) is not supported; pass cga_layout=[]", loc)
+    return bases
+
+
+def _order_of(order, cls: str, loc) -> tuple[int, ...]:
+    order = _int_tuple(order, f"{cls} order", loc)
+    if not order or sorted(order) != list(range(len(order))):
+        raise LayoutError(f"{cls} order={list(order)} is not a permutation of {list(range(len(order)))}; "
+                          "list every dimension once, fastest-varying (contiguous) first", loc)
+    return order
+
+
+def _unit(rank: int, dim: int, value: int) -> tuple[int, ...]:
+    return tuple(value if d == dim else 0 for d in range(rank))
+
+
+def _stacked_bases(shape, order, inner: list) -> list:
+    """``inner`` bases for the fastest dims, then one base per bit of every other dim in
+    ``order`` (whole tiles stacked above each other)."""
+    out = list(inner)
     for d in order:
-        out += idx[d] * stride
-        stride *= shape[d]
+        out += [_unit(len(shape), d, 1 << k) for k in range(_log2(shape[d]))]
     return out
 
 
+def _offsets_from_bases(shape: tuple[int, ...], bases) -> np.ndarray:
+    """Invert a bijective linear map offset bits -> coordinates into an array
+    ``offsets[coord] = offset``."""
+    n = 1 << len(bases)
+    out = np.empty(shape, dtype=np.int64)
+    if not shape:
+        out[()] = 0
+        return out
+    coords = _span(bases, len(shape))
+    out[tuple(coords.T)] = np.arange(n, dtype=np.int64)
+    return out
+
+
+# ------------------------------------------------------------------------- base
 @dataclass(frozen=True)
-class SharedLayout:
-    """Base of shared layouts; ``loc`` (where it was written) is not part of equality."""
+class SharedLayout(abc.ABC):
+    """Base of the shared-memory layouts. ``loc`` is where the user wrote the layout
+    (not part of equality)."""
     loc: SourceLoc | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "loc", user_location(2))
+        object.__setattr__(self, "loc", _user_loc())
+        for f in fields(self):  # Gluon users pass gl.constexpr values straight through
+            if f.init:
+                object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
 
     @property
-    def rank(self) -> int:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def rank(self) -> int: ...
+
+    # ---- what subclasses define
+    def _check(self, shape: tuple[int, ...], element_bits: int, loc) -> None:
+        """Raise LayoutError for a shape/element width the layout can't hold (beyond rank)."""
+
+    @abc.abstractmethod
+    def _build_offsets(self, shape: tuple[int, ...], element_bits: int) -> np.ndarray: ...
+
+    def _offset_bases(self, shape, element_bits):
+        """The linear map offset bit -> coordinate, or None for a non-linear layout."""
+        return None
+
+    # ---- public API
+    def _notes(self, loc):
+        return (f"layout written at {self.loc}",) if self.loc and self.loc != loc else ()
 
     def verify(self, shape, element_bits: int, loc=None) -> None:
-        loc = loc if loc is not None else user_location(2)
-        shape = _ints(shape, "shape", loc)
+        """Raise LayoutError unless a buffer of ``shape`` with ``element_bits``-bit
+        elements fits this layout."""
+        loc = loc if loc is not None else _user_loc()
+        name = type(self).__name__
+        shape = _int_tuple(shape, "shared buffer shape", loc)
         if len(shape) != self.rank:
-            raise LayoutError(f"{self!r} has rank {self.rank}, the buffer's swizzled dims are {list(shape)}",
-                              loc)
-        if not all(_pow2(s) for s in shape):
-            raise LayoutError(f"shared tile {list(shape)} must have power-of-two dims", loc)
+            raise LayoutError(f"{name} has rank {self.rank}, but the buffer has shape {list(shape)} "
+                              f"(rank {len(shape)}); write a layout with rank {len(shape)}",
+                              loc, notes=self._notes(loc))
+        if not all(_is_pow2(s) for s in shape):
+            raise LayoutError(f"{name}: shared buffer shape {list(shape)} has a dimension that is not a "
+                              "power of two; pad the tile to powers of two", loc, notes=self._notes(loc))
+        if not isinstance(element_bits, (int, np.integer)) or element_bits <= 0:
+            raise LayoutError(f"{name}: element_bits={element_bits!r} must be a positive int", loc)
+        try:
+            self._check(shape, int(element_bits), loc)
+        except LayoutError as e:
+            if e.notes or not self._notes(loc):
+                raise
+            raise LayoutError(e.message, e.loc, notes=self._notes(loc)) from None
 
-    def offsets(self, shape, element_bits: int) -> np.ndarray:
-        return self._offsets(tuple(int(s) for s in shape), int(element_bits))
-
-    @functools.lru_cache(maxsize=256)
-    def _offsets(self, shape: tuple, bits: int) -> np.ndarray:
-        out = np.ascontiguousarray(self._build(shape, bits), dtype=np.int64)
-        out.flags.writeable = False
+    @functools.lru_cache(maxsize=1024)
+    def _cached(self, shape: tuple[int, ...], element_bits: int) -> np.ndarray:
+        self.verify(shape, element_bits, loc=_user_loc())  # only on a cache miss
+        out = self._build_offsets(shape, element_bits)
+        out.flags.writeable = False  # shared by every caller through the cache
         return out
 
-    def _build(self, shape, bits) -> np.ndarray:
-        raise NotImplementedError
+    def offsets(self, shape, element_bits: int) -> np.ndarray:
+        """Read-only int64 array of ``shape``: the element offset of each coordinate
+        inside the allocation."""
+        return self._cached(tuple(int(s) for s in shape), int(element_bits))
 
     def alloc_elements(self, shape, element_bits: int) -> int:
-        return int(self.offsets(shape, element_bits).max()) + 1 if math.prod(shape) else 0
+        """Elements the allocation spans (padding included)."""
+        return int(self.offsets(shape, element_bits).max(initial=-1)) + 1
+
+    def to_linear(self, shape, element_bits: int) -> "SharedLinearLayout":
+        """The linear map offset bits -> coordinates (for a padded layout: its linear part)."""
+        shape = tuple(int(s) for s in shape)
+        self.verify(shape, element_bits, loc=_user_loc())
+        return SharedLinearLayout(self._offset_bases(shape, int(element_bits)), shape=shape)
 
     def banks(self, shape, element_bits: int) -> np.ndarray:
-        """The 4-byte bank (0..31) of each element's first byte."""
-        return (self.offsets(shape, element_bits) * max(element_bits // 8, 1) // 4) % 32
-
-    def to_linear(self, shape, element_bits: int) -> tuple[tuple[int, ...], ...]:
-        """For each offset bit, the coordinate it moves to (GF(2)-linear layouts only)."""
-        offs = self.offsets(shape, element_bits)
-        n = int(offs.size)
-        inv = np.empty((n, len(shape)), np.int64)
-        flat = offs.reshape(-1)
-        if flat.max() + 1 != n:
-            raise LayoutError(f"{self!r} is not a linear layout (it pads the allocation)")
-        inv[flat] = np.stack(np.unravel_index(np.arange(n), shape), axis=1)
-        return tuple(tuple(int(c) for c in inv[1 << b]) for b in range(n.bit_length() - 1))
-
-    def describe(self, shape, element_bits: int = 16) -> str:
-        """Which bank each element lands in, as rows of the last two dims."""
-        shape = tuple(shape)
-        banks = self.banks(shape, element_bits)
-        offs = self.offsets(shape, element_bits)
-        view = banks.reshape((-1, shape[-1])) if len(shape) > 1 else banks.reshape(1, -1)
-        ov = offs.reshape(view.shape)
-        lines = [f"{self!r} on {list(shape)} x {element_bits}-bit: bank (offset) of each element"]
-        for r in range(view.shape[0]):
-            lines.append(" ".join(f"{b:2d}({o})" for b, o in zip(view[r], ov[r])))
-        return "\n".join(lines)
-
-    def html(self, shape, element_bits: int = 16) -> str:
-        shape = tuple(shape)
-        banks = self.banks(shape, element_bits)
-        view = banks.reshape((-1, shape[-1])) if len(shape) > 1 else banks.reshape(1, -1)
-        rows = []
-        for r in range(view.shape[0]):
-            cells = "".join(f'<td style="background:hsl({int(b) * 360 // 32},70%,80%);padding:1px 3px">'
-                            f"{int(b)}</td>" for b in view[r])
-            rows.append(f"<tr><th>{r}</th>{cells}</tr>")
-        return (f"<div><code>{html.escape(repr(self))}</code>: bank of each element</div>"
-                '<table style="border-collapse:collapse;font-family:monospace;font-size:11px">'
-                + "".join(rows) + "</table>")
+        """The 4-byte bank (0..31) each element's first byte lands in (allocation base
+        assumed 128-byte aligned)."""
+        byte = self.offsets(shape, element_bits) * int(element_bits) // 8
+        return (byte // BANK_BYTES) % NUM_BANKS
 
 
+# --------------------------------------------------------------- swizzled
 @dataclass(frozen=True)
 class SwizzledSharedLayout(SharedLayout):
-    vec: int = 1
-    per_phase: int = 1
-    max_phase: int = 1
-    order: tuple = (0,)
+    """Triton's swizzled shared layout. In the 2-D view (columns along ``order[0]``, rows
+    along ``order[1]``), row r stores its ``vec``-element groups XORed with
+    ``phase(r) = (r // per_phase) % max_phase``; dims after ``order[1]`` stack whole tiles."""
+    vec: int
+    per_phase: int
+    max_phase: int
+    order: tuple[int, ...]
     cga_layout: tuple = ()
 
     def __post_init__(self):
         super().__post_init__()
-        for n in ("vec", "per_phase", "max_phase"):
-            if not _pow2(getattr(self, n)):
-                raise LayoutError(f"SwizzledSharedLayout {n}={getattr(self, n)!r} must be a power of two",
-                                  self.loc)
-        order = _ints(self.order, "SwizzledSharedLayout order", self.loc)
-        if sorted(order) != list(range(len(order))) or not order:
-            raise LayoutError(f"SwizzledSharedLayout order={list(order)} is not a permutation of its dims",
-                              self.loc)
-        object.__setattr__(self, "order", order)
-        object.__setattr__(self, "cga_layout", tuple(tuple(b) for b in self.cga_layout))
+        cls = type(self).__name__
+        for name in ("vec", "per_phase", "max_phase"):
+            object.__setattr__(self, name, _pow2_arg(getattr(self, name), name, cls, self.loc))
+        object.__setattr__(self, "order", _order_of(self.order, cls, self.loc))
+        object.__setattr__(self, "cga_layout", _no_cga(self.cga_layout, cls, self.loc))
 
     @property
     def rank(self) -> int:
         return len(self.order)
 
-    def _build(self, shape, bits):
-        lin = _row_major(shape, self.order)
-        if len(shape) < 2 or self.max_phase == 1:
-            return lin
-        c_dim, r_dim = self.order[0], self.order[1]
-        idx = np.indices(shape, dtype=np.int64)
-        cols, rows = shape[c_dim], idx[r_dim]
-        phase = ((rows // self.per_phase) % self.max_phase) * self.vec % cols
-        c = idx[c_dim]
-        return lin - c + (c ^ phase)
+    def __repr__(self):
+        return (f"{type(self).__name__}(vec={self.vec}, per_phase={self.per_phase}, "
+                f"max_phase={self.max_phase}, order={list(self.order)})")
+
+    def _offset_bases(self, shape, element_bits):
+        rank = len(shape)
+        col = self.order[0]
+        bases = [_unit(rank, col, 1 << k) for k in range(_log2(shape[col]))]
+        if rank == 1:
+            return tuple(bases)
+        row, ncols = self.order[1], shape[col]
+        for k in range(_log2(shape[row])):
+            r = 1 << k
+            phase = (r // self.per_phase) % self.max_phase
+            swz = (self.vec * phase) % ncols  # a swizzle past the row wraps (as Triton does)
+            bases.append(tuple(r if d == row else (swz if d == col else 0) for d in range(rank)))
+        return tuple(_stacked_bases(shape, self.order[2:], bases))
+
+    def _build_offsets(self, shape, element_bits):
+        return _offsets_from_bases(shape, self._offset_bases(shape, element_bits))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class MBarrierLayout(SwizzledSharedLayout):
-    """The layout of an int64 mbarrier array (one barrier per element)."""
+    """The layout of an array of 64-bit mbarriers: one after another."""
+    vec: int = 1
+    per_phase: int = 1
+    max_phase: int = 1
+    order: tuple[int, ...] = (0,)
+    cga_layout: tuple = ()
 
-    def __init__(self, cga_layout=()):
-        super().__init__(1, 1, 1, (0,), tuple(cga_layout))
+    def __repr__(self):
+        return "MBarrierLayout()" if self.order == (0,) else f"MBarrierLayout(order={list(self.order)})"
+
+
+# ------------------------------------------------------------------ NVMMA
+_SWIZZLES = (0, 32, 64, 128)
 
 
 @dataclass(frozen=True)
 class NVMMASharedLayout(SharedLayout):
-    swizzle_byte_width: int = 128
-    element_bitwidth: int = 16
-    rank: int = 2  # type: ignore[assignment]
+    """The layout TMA writes and wgmma reads. The contiguous dim (the last, or the one
+    before it when ``transposed``) is cut into column blocks of ``swizzle_byte_width``
+    bytes (16 bytes when 0); each block holds every row, rows one after another. Inside,
+    byte address bits [4, 4+b) are XORed with bits [7, 7+b), b = log2(width / 16): the
+    hardware's 128/64/32-byte swizzle (CUTLASS Swizzle<b,4,3>), so for a 128-byte
+    swizzle the 16-byte chunk c of row r lands at chunk c ^ (r % 8). Leading dims stack."""
+    swizzle_byte_width: int
+    element_bitwidth: int
+    rank: int = 2
     transposed: bool = False
     fp4_padded: bool = False
     cga_layout: tuple = ()
 
     def __post_init__(self):
         super().__post_init__()
-        if self.swizzle_byte_width not in (0, 32, 64, 128):
-            raise LayoutError(f"NVMMASharedLayout swizzle_byte_width={self.swizzle_byte_width!r} must be "
-                              "0, 32, 64 or 128", self.loc)
-        if self.element_bitwidth not in (8, 16, 32, 64):
+        loc = self.loc
+        if self.swizzle_byte_width not in _SWIZZLES or isinstance(self.swizzle_byte_width, bool):
+            raise LayoutError(f"NVMMASharedLayout swizzle_byte_width={self.swizzle_byte_width!r} must be one "
+                              "of 0, 32, 64, 128 (bytes); NVMMASharedLayout.get_default_for(shape, dtype) "
+                              "picks one", loc)
+        if self.element_bitwidth not in (8, 16, 32, 64) or isinstance(self.element_bitwidth, bool):
             raise LayoutError(f"NVMMASharedLayout element_bitwidth={self.element_bitwidth!r} must be 8, 16, "
-                              "32 or 64", self.loc)
-        if not isinstance(self.rank, int) or self.rank < 1:
-            raise LayoutError(f"NVMMASharedLayout rank={self.rank!r} must be a positive int", self.loc)
+                              "32 or 64 (the element dtype's bits)", loc)
+        if isinstance(self.rank, bool) or not isinstance(self.rank, (int, np.integer)) or self.rank < 1:
+            raise LayoutError(f"NVMMASharedLayout rank={self.rank!r} must be a positive int (the buffer's rank)",
+                              loc)
+        if self.fp4_padded and (self.swizzle_byte_width != 128 or self.element_bitwidth != 8):
+            raise LayoutError("NVMMASharedLayout fp4_padded=True needs swizzle_byte_width=128 and "
+                              "element_bitwidth=8", loc)
+        if self.transposed and self.rank < 2:
+            raise LayoutError("NVMMASharedLayout transposed=True needs rank >= 2 (it makes dim rank-2 the "
+                              "contiguous one)", loc)
+        object.__setattr__(self, "swizzle_byte_width", int(self.swizzle_byte_width))
+        object.__setattr__(self, "element_bitwidth", int(self.element_bitwidth))
+        object.__setattr__(self, "rank", int(self.rank))
         object.__setattr__(self, "transposed", bool(self.transposed))
-        object.__setattr__(self, "cga_layout", tuple(tuple(b) for b in self.cga_layout))
+        object.__setattr__(self, "fp4_padded", bool(self.fp4_padded))
+        object.__setattr__(self, "cga_layout", _no_cga(self.cga_layout, "NVMMASharedLayout", loc))
+
+    def __repr__(self):
+        extra = ", transposed=True" if self.transposed else ""
+        extra += ", fp4_padded=True" if self.fp4_padded else ""
+        return (f"NVMMASharedLayout(swizzle_byte_width={self.swizzle_byte_width}, "
+                f"element_bitwidth={self.element_bitwidth}, rank={self.rank}{extra})")
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """Dims fastest first: the contiguous dim, the row dim, then the stacked ones."""
+        r = self.rank
+        if r == 1:
+            return (0,)
+        inner = (r - 2, r - 1) if self.transposed else (r - 1, r - 2)
+        return inner + tuple(range(r - 3, -1, -1))
 
     @staticmethod
     def get_default_for(block_shape, dtype, transposed=False, fp4_padded=False, cga_layout=None):
-        """The widest swizzle the block's contiguous dim allows (as Gluon picks it)."""
-        shape = [int(getattr(s, "value", s)) for s in block_shape]
-        bits = dtype.bits
-        contig = shape[0] if transposed else shape[-1]
-        contig_bytes = contig * bits // 8
-        swizzle = 0
-        for w in (128, 64, 32):
-            if contig_bytes >= w:
-                swizzle = w
-                break
-        if len(shape) >= 2 and (shape[-1] if transposed else shape[-2]) < 8:
-            swizzle = 0  # the swizzle pattern repeats every 8 rows: fewer rows can't hold it
-        return NVMMASharedLayout(swizzle, bits, len(shape), transposed, fp4_padded,
-                                 tuple(cga_layout or ()))
+        """The largest swizzle (128, 64, 32 bytes, else none) the contiguous dim's bytes
+        allow, as Gluon picks it (no swizzle for fewer than 8 rows)."""
+        loc = _user_loc()
+        shape = _int_tuple(_plain(block_shape), "NVMMASharedLayout.get_default_for block_shape", loc)
+        dtype, transposed, fp4_padded = _plain(dtype), _plain(transposed), _plain(fp4_padded)
+        bits = getattr(dtype, "bits", None)
+        if not isinstance(bits, int):
+            raise LayoutError(f"NVMMASharedLayout.get_default_for needs a gl dtype (e.g. gl.float16), got "
+                              f"{dtype!r}", loc)
+        _no_cga(cga_layout, "NVMMASharedLayout", loc)
+        if not shape:
+            raise LayoutError("NVMMASharedLayout.get_default_for block_shape must have at least one dim", loc)
+        contig = len(shape) - 2 if transposed and len(shape) >= 2 else len(shape) - 1
+        contig_bytes = shape[contig] * (2 if fp4_padded else 1) * bits // 8
+        swizzle = next((s for s in (128, 64, 32) if contig_bytes >= s and contig_bytes % s == 0), 0)
+        outer = math.prod(s for d, s in enumerate(shape) if d != contig)
+        if len(shape) < 2 or outer < 8:
+            swizzle = 0
+        return NVMMASharedLayout(swizzle, bits, len(shape), bool(transposed), bool(fp4_padded))
 
-    def verify(self, shape, element_bits: int, loc=None) -> None:
-        loc = loc if loc is not None else user_location(2)
-        super().verify(shape, element_bits, loc)
+    def _dims(self):
+        r = self.rank
+        if r == 1:
+            return 0, None
+        return (r - 2, r - 1) if self.transposed else (r - 1, r - 2)
+
+    def _check(self, shape, element_bits, loc):
+        if self.fp4_padded:
+            raise LayoutError("NVMMASharedLayout fp4_padded=True (packed fp4 operands) is not supported by "
+                              "gluon_trace; use fp4_padded=False", loc)
         if element_bits != self.element_bitwidth:
-            raise LayoutError(f"NVMMASharedLayout is written for {self.element_bitwidth}-bit elements, the "
-                              f"buffer holds {element_bits}-bit ones", loc,
-                              notes=("use NVMMASharedLayout.get_default_for(shape, dtype)",))
-        contig = shape[0] if self.transposed else shape[-1]
-        if self.swizzle_byte_width and contig * element_bits // 8 < self.swizzle_byte_width:
-            raise LayoutError(f"a {self.swizzle_byte_width}-byte swizzle needs the contiguous dim to span at "
-                              f"least that; it spans {contig * element_bits // 8} bytes", loc,
-                              notes=("use NVMMASharedLayout.get_default_for(shape, dtype)",))
+            raise LayoutError(f"{self!r} is for {self.element_bitwidth}-bit elements but the buffer holds "
+                              f"{element_bits}-bit ones; write element_bitwidth={element_bits} (or use "
+                              "NVMMASharedLayout.get_default_for(shape, dtype))", loc)
+        col, _ = self._dims()
+        row_bytes = shape[col] * element_bits // 8
+        if self.swizzle_byte_width and row_bytes < self.swizzle_byte_width:
+            best = next((s for s in (128, 64, 32) if row_bytes >= s), 0)
+            raise LayoutError(f"{self!r}: the contiguous dim {col} of shape {list(shape)} holds {row_bytes} "
+                              f"bytes, less than the {self.swizzle_byte_width}-byte swizzle; use "
+                              f"swizzle_byte_width={best} (or NVMMASharedLayout.get_default_for)", loc)
 
-    def _build(self, shape, bits):
-        e = bits // 8
-        if len(shape) == 1:
-            return np.arange(shape[0], dtype=np.int64)
-        idx = np.indices(shape, dtype=np.int64)
-        if self.transposed:
-            c, r = idx[0], idx[1]
-            cols, rows = shape[0], shape[1]
-            lead = idx[2:]
-            lead_shape = shape[2:]
-        else:
-            c, r = idx[-1], idx[-2]
-            cols, rows = shape[-1], shape[-2]
-            lead = idx[:-2]
-            lead_shape = shape[:-2]
-        width = self.swizzle_byte_width or 16   # bytes per row of one column block
-        per_block = width // e                  # elements per row of a column block
-        block = c // per_block
-        within = (c % per_block) * e            # byte inside the block row
-        chunk = within // 16
-        if self.swizzle_byte_width:
-            chunk = chunk ^ ((r // (128 // width)) % (width // 16))
-        byte = block * (rows * width) + r * width + chunk * 16 + within % 16
-        tile = rows * cols * e
-        stack = np.zeros(shape, np.int64)
-        stride = tile
-        for d in range(len(lead_shape) - 1, -1, -1):
-            stack += lead[d] * stride
-            stride *= lead_shape[d]
-        return (byte + stack) // e
+    def _offset_bases(self, shape, element_bits):
+        rank, ebytes = len(shape), element_bits // 8
+        col, row = self._dims()
+        width_bytes = self.swizzle_byte_width or 16
+        block = min(width_bytes // ebytes, shape[col])  # elements of one row inside a column block
+        # Unswizzled: a row of a column block, the block's rows, the further column blocks,
+        # then the stacked dims.
+        plain = [_unit(rank, col, 1 << k) for k in range(_log2(block))]
+        if row is not None:
+            plain += [_unit(rank, row, 1 << k) for k in range(_log2(shape[row]))]
+        plain += [_unit(rank, col, block << k) for k in range(_log2(shape[col] // block))]
+        plain = _stacked_bases(shape, self.order[2:], plain)
+        # The swizzle acts on byte addresses (the buffer is aligned to its repeat): address
+        # bits [4, 4+b) are XORed with bits [7, 7+b); for one offset bit that moves the
+        # element by whole 16-byte chunks along the contiguous dim.
+        mask = self.swizzle_byte_width // 16 - 1 if self.swizzle_byte_width else 0
+        bases = []
+        for i, base in enumerate(plain):
+            chunks = (((1 << i) * ebytes) >> 7) & mask
+            bases.append(tuple(c ^ (chunks * 16 // ebytes) if d == col else c for d, c in enumerate(base)))
+        return tuple(bases)
+
+    def _build_offsets(self, shape, element_bits):
+        return _offsets_from_bases(shape, self._offset_bases(shape, element_bits))
 
 
+# ------------------------------------------------------------------ padded
 @dataclass(frozen=True)
 class PaddedSharedLayout(SharedLayout):
-    """Elements in ``order`` (fastest first), with ``padding`` extra elements after every
-    ``interval`` elements for each (interval, padding) pair."""
-    interval_padding_pairs: tuple = ()
-    order: tuple = (1, 0)
-    shape: tuple | None = None
+    """A linear map offset bits -> coordinates (``offset_bases``), then ``padding``
+    elements inserted after every ``interval`` elements, for each [interval, padding]
+    pair (paddings of several pairs add up)."""
+    interval_padding_pairs: tuple[tuple[int, int], ...]
+    offset_bases: tuple[tuple[int, ...], ...]
+    cga_layout: tuple = ()
+    shape: tuple[int, ...] | None = None
 
     def __post_init__(self):
         super().__post_init__()
-        pairs = tuple(tuple(_ints(p, "interval_padding_pairs entry", self.loc)) for p in self.interval_padding_pairs)
-        for p in pairs:
-            if len(p) != 2 or not _pow2(p[0]) or not _pow2(p[1]):
-                raise LayoutError(f"PaddedSharedLayout pairs must be [interval, padding] powers of two, got "
-                                  f"{[list(q) for q in pairs]}", self.loc)
-        if not pairs:
-            raise LayoutError("PaddedSharedLayout needs at least one [interval, padding] pair", self.loc)
+        loc, cls = self.loc, "PaddedSharedLayout"
+        pairs = _bases_tuple(self.interval_padding_pairs, f"{cls} interval_padding_pairs", loc)
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise LayoutError(f"{cls} interval_padding_pairs={[list(p) for p in pairs]} must be a non-empty "
+                              "list of [interval, padding] pairs, e.g. [[64, 4]]", loc)
+        for interval, padding in pairs:
+            _pow2_arg(interval, "interval", cls, loc)
+            _pow2_arg(padding, "padding", cls, loc)
+        if len({p[0] for p in pairs}) != len(pairs):
+            raise LayoutError(f"{cls} interval_padding_pairs={[list(p) for p in pairs]} repeats an interval; "
+                              "give each interval once (add the paddings up)", loc)
         object.__setattr__(self, "interval_padding_pairs", pairs)
-        order = _ints(self.order, "PaddedSharedLayout order", self.loc)
-        if sorted(order) != list(range(len(order))):
-            raise LayoutError(f"PaddedSharedLayout order={list(order)} is not a permutation", self.loc)
-        object.__setattr__(self, "order", order)
-        if self.shape is not None:
-            object.__setattr__(self, "shape", _ints(self.shape, "PaddedSharedLayout shape", self.loc))
+        if self.shape is None:
+            raise LayoutError(f"{cls} needs shape=[...], the buffer shape its offset_bases map into "
+                              f"(or use {cls}.with_identity_for(pairs, shape, order))", loc)
+        shape = _int_tuple(self.shape, f"{cls} shape", loc)
+        if not shape or not all(_is_pow2(s) for s in shape):
+            raise LayoutError(f"{cls} shape={list(shape)} must be a non-empty list of powers of two", loc)
+        object.__setattr__(self, "shape", shape)
+        bases = _bases_tuple(self.offset_bases, f"{cls} offset_bases", loc)
+        for b in bases:
+            if len(b) != len(shape) or not all(0 <= c < s for c, s in zip(b, shape)):
+                raise LayoutError(f"{cls} offset_bases entry {list(b)} is not a coordinate inside shape "
+                                  f"{list(shape)}; give {len(shape)} coordinates, each in [0, dim size)", loc)
+        object.__setattr__(self, "offset_bases", bases)
+        object.__setattr__(self, "cga_layout", _no_cga(self.cga_layout, cls, loc))
+        n = math.prod(shape)
+        if len(bases) != _log2(n) or len(np.unique(np.ravel_multi_index(
+                tuple(_span(bases, len(shape)).T), shape))) != n:
+            raise LayoutError(f"{cls} offset_bases {[list(b) for b in bases]} do not reach every element of "
+                              f"shape {list(shape)} exactly once; give log2({n}) = {_log2(n)} independent "
+                              f"bases (with_identity_for(pairs, shape, order) builds the plain one)", loc)
 
     @staticmethod
-    def with_identity_for(interval_padding_pairs, shape, order):
-        return PaddedSharedLayout(tuple(tuple(p) for p in interval_padding_pairs), tuple(order), tuple(shape))
+    def with_identity_for(interval_padding_pairs, shape, order, cga_layout=()):
+        """Padding over a plain layout of ``shape`` with ``order[0]`` contiguous."""
+        loc = _user_loc()
+        shape = _int_tuple(_plain(shape), "PaddedSharedLayout.with_identity_for shape", loc)
+        order = _order_of(_plain(order), "PaddedSharedLayout.with_identity_for", loc)
+        if len(order) != len(shape) or not all(_is_pow2(s) for s in shape):
+            raise LayoutError(f"PaddedSharedLayout.with_identity_for: shape {list(shape)} needs power-of-two "
+                              f"dims and one order entry per dim, got order={list(order)}", loc)
+        return PaddedSharedLayout(interval_padding_pairs, tuple(_stacked_bases(shape, order, [])),
+                                  cga_layout, shape)
 
     @property
     def rank(self) -> int:
-        return len(self.order)
+        return len(self.shape)
 
-    def _build(self, shape, bits):
-        lin = _row_major(shape, self.order)
-        out = lin.copy()
-        for interval, pad in self.interval_padding_pairs:
-            out += (lin // interval) * pad
+    def __repr__(self):
+        pairs = ", ".join(f"{i}:+{p}" for i, p in self.interval_padding_pairs)
+        return f"PaddedSharedLayout([{pairs}], offset_bases={[list(b) for b in self.offset_bases]}, shape={list(self.shape)})"
+
+    def _check(self, shape, element_bits, loc):
+        if shape != self.shape:
+            raise LayoutError(f"{self!r} was written for shape {list(self.shape)}, but the buffer has shape "
+                              f"{list(shape)}; write one for this shape", loc)
+
+    def _offset_bases(self, shape, element_bits):
+        return self.offset_bases
+
+    def _build_offsets(self, shape, element_bits):
+        linear = _offsets_from_bases(shape, self.offset_bases)
+        out = linear.copy()
+        for interval, padding in self.interval_padding_pairs:
+            out += (linear >> _log2(interval)) << _log2(padding)
         return out
+
+
+# ---------------------------------------------------------- explicit linear
+@dataclass(frozen=True)
+class SharedLinearLayout(SharedLayout):
+    """An explicit linear map: offset bit i selects ``offset_bases[i]``; the coordinate
+    of an offset is the XOR of the bases of its set bits. ``to_linear`` of every linear
+    layout returns one, so two layouts are the same map iff their ``to_linear`` are equal.
+    ``shape`` defaults to the smallest power-of-two box the bases reach."""
+    offset_bases: tuple[tuple[int, ...], ...]
+    block_bases: tuple = ()
+    alignment: int = 16
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        loc, cls = self.loc, "SharedLinearLayout"
+        bases = _bases_tuple(self.offset_bases, f"{cls} offset_bases", loc)
+        object.__setattr__(self, "block_bases", _no_cga(self.block_bases, cls, loc))
+        _pow2_arg(self.alignment, "alignment", cls, loc)
+        if self.shape is None:
+            if not bases:
+                raise LayoutError(f"{cls} needs offset_bases (or shape=[...] for a one-element buffer)", loc)
+            rank = len(bases[0])
+            ors = [0] * rank
+            for b in bases:
+                ors = [o | c for o, c in zip(ors, b)]
+            shape = tuple(1 << o.bit_length() for o in ors)
+        else:
+            shape = _int_tuple(self.shape, f"{cls} shape", loc)
+        object.__setattr__(self, "shape", shape)
+        n = math.prod(shape)
+        for b in bases:
+            if len(b) != len(shape) or not all(0 <= c < s for c, s in zip(b, shape)):
+                raise LayoutError(f"{cls} offset_bases entry {list(b)} is not a coordinate inside shape "
+                                  f"{list(shape)}", loc)
+        if not all(_is_pow2(s) for s in shape) or len(bases) != _log2(n) or len(np.unique(
+                np.ravel_multi_index(tuple(_span(bases, len(shape)).T), shape))) != n:
+            raise LayoutError(f"{cls} offset_bases {[list(b) for b in bases]} do not reach every element of "
+                              f"shape {list(shape)} exactly once; give log2(elements) independent bases", loc)
+        object.__setattr__(self, "offset_bases", bases)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"SharedLinearLayout(offset_bases={[list(b) for b in self.offset_bases]}, shape={list(self.shape)})"
+
+    def _check(self, shape, element_bits, loc):
+        if shape != self.shape:
+            raise LayoutError(f"{self!r} maps into shape {list(self.shape)}, but the buffer has shape "
+                              f"{list(shape)}; write bases for this shape", loc)
+
+    def _offset_bases(self, shape, element_bits):
+        return self.offset_bases
+
+    def _build_offsets(self, shape, element_bits):
+        return _offsets_from_bases(shape, self.offset_bases)
+
+    def coords(self) -> np.ndarray:
+        """int64 (elements, rank): row i is the coordinate at offset i."""
+        return _span(self.offset_bases, len(self.shape))
