@@ -183,8 +183,31 @@ def refuse_types(graph, backend_name: str, refuse, why: str) -> None:
         return refuse(d) or (d.is_ptr and refuse(d.element))
     for v, name in zip(graph.args, graph.arg_names):
         if bad(v.type):
-            raise CompileError(f"argument `{name}` is {v.type.dtype}: {why}")
+            raise CompileError(f"argument `{name}` is {v.type.dtype}: {why}", _first_use(graph, v))
     for op in graph.body.walk():
         for v in list(op.operands) + list(op.results):
             if bad(v.type):
                 raise CompileError(f"{op.name} on {v.type.dtype}: {why}", op.loc)
+
+
+def refuse_ops(graph, names, why: str) -> None:
+    """Raise a CompileError naming the user's line of the first op in ``names`` (or the
+    first TMA descriptor argument, when those ops are refused): what a backend cannot lower
+    yet, said before anything else about the kernel is looked at."""
+    from .errors import CompileError
+    from .ir import TensorDescType
+    if "tma_load" in names:
+        for v, name in zip(graph.args, graph.arg_names):
+            if isinstance(v.type, TensorDescType):
+                raise CompileError(f"argument `{name}` is a TMA descriptor: {why}", _first_use(graph, v))
+    for op in graph.body.walk():
+        if op.name in names:
+            raise CompileError(f"{op.name}: {why}", op.loc)
+
+
+def _first_use(graph, v):
+    """The user's line of the first op that uses ``v`` (an argument), for errors about it."""
+    for op in graph.body.walk():
+        if v in op.operands:
+            return op.loc
+    return None

@@ -37,6 +37,8 @@ class Emitted:
 
 def lower(graph, target: str) -> Emitted:
     from gluon_trace.backend import refuse_types
+    from .tensorcore import refuse_unlowered
+    refuse_unlowered(graph)
     from gluon_trace.decompose import F64_MATH, expand_math
     refuse_types(graph, "amd", lambda d: d.is_fp8, "the AMD backend does not lower fp8 yet "
                  "(the interpreter runs it: backend='interpreter')")

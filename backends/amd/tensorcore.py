@@ -13,3 +13,8 @@ _WHY = ("shared memory, barriers and matrix-core ops run in the interpreter; the
         "does not lower them yet (run with backend='interpreter')")
 
 RULES = {name: Unsupported(_WHY) for name in MEMORY_OPS}
+
+
+def refuse_unlowered(graph) -> None:
+    from gluon_trace.backend import refuse_ops
+    refuse_ops(graph, MEMORY_OPS, _WHY)

@@ -517,6 +517,8 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     from . import _rules
     _rules()  # the rule modules register themselves in RULES
     from gluon_trace.backend import refuse_types
+    from .rules_tensorcore import refuse_unlowered
+    refuse_unlowered(graph)
     refuse_types(graph, "nvidia", lambda d: d.is_fp8, "the NVIDIA backend does not lower fp8 yet "
                  "(the interpreter runs it: backend='interpreter')")
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD

@@ -16,3 +16,8 @@ _WHY = ("shared memory, async copies, barriers and tensor-core ops run in the in
 
 for _name in MEMORY_OPS:
     RULES.setdefault(_name, Unsupported(_WHY))
+
+
+def refuse_unlowered(graph) -> None:
+    from gluon_trace.backend import refuse_ops
+    refuse_ops(graph, MEMORY_OPS, _WHY)
