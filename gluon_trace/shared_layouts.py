@@ -9,9 +9,8 @@ composition of two linear maps. The padded layout is a linear map followed by pa
 which is not linear; it offers the same API.
 
 Conventions: offsets count elements, not bytes; a tile of rank > 2 stacks whole 2-D
-tiles along its leading dims; banks are 32 x 4 bytes. Pictures and the bank-conflict
-model (:meth:`SharedLayout.wavefronts`) live in ``shared_layout_pictures``-free code at
-the end of this module so the backends and the interpreter import one place.
+tiles along its leading dims; banks are 32 x 4 bytes. The pictures and the bank-conflict
+model (:func:`wavefronts`) are at the end of this module.
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from .layouts import _int_tuple, _is_pow2, _log2, _span
 
 __all__ = [
     "SharedLayout", "SwizzledSharedLayout", "NVMMASharedLayout", "PaddedSharedLayout",
-    "MBarrierLayout", "SharedLinearLayout",
+    "MBarrierLayout", "SharedLinearLayout", "WavefrontReport", "wavefronts",
 ]
 
 NUM_BANKS = 32
@@ -183,6 +182,21 @@ class SharedLayout(abc.ABC):
         assumed 128-byte aligned)."""
         byte = self.offsets(shape, element_bits) * int(element_bits) // 8
         return (byte // BANK_BYTES) % NUM_BANKS
+
+
+    # ---- pictures and the bank-conflict model (defined at the end of this module)
+    def describe(self, shape, element_bits: int) -> str:
+        """Text picture: the bank of each element, then its offset."""
+        return describe_banks(self, shape, element_bits)
+
+    def html(self, shape, element_bits: int) -> str:
+        """HTML picture of the banks (hover an element for its offset)."""
+        return html_banks(self, shape, element_bits)
+
+    def wavefronts(self, reg_layout, shape, element_bits: int, num_warps: int,
+                   threads_per_warp: int = 32, vector_bytes: int | None = None) -> "WavefrontReport":
+        """Bank conflicts of loading/storing a ``reg_layout`` tile; see :func:`wavefronts`."""
+        return wavefronts(self, reg_layout, shape, element_bits, num_warps, threads_per_warp, vector_bytes)
 
 
 # --------------------------------------------------------------- swizzled
@@ -517,3 +531,191 @@ class SharedLinearLayout(SharedLayout):
     def coords(self) -> np.ndarray:
         """int64 (elements, rank): row i is the coordinate at offset i."""
         return _span(self.offset_bases, len(self.shape))
+
+
+# ------------------------------------------------------------- pictures
+def _planes(shape):
+    """(title, index of each row's coordinates) per 2-D picture: the last two dims, one
+    picture per leading index; 1-D is one row."""
+    if len(shape) == 1:
+        yield "", [[(j,) for j in range(shape[0])]]
+        return
+    for lead in np.ndindex(*shape[:-2]):
+        title = f"[{', '.join(map(str, lead))}, :, :]" if lead else ""
+        yield title, [[lead + (i, j) for j in range(shape[-1])] for i in range(shape[-2])]
+
+
+def _grid(shape, cell) -> list[str]:
+    lines = []
+    for title, rows in _planes(shape):
+        cells = [[cell(c) for c in row] for row in rows]
+        width = max(len(x) for row in cells for x in row)
+        width = max(width, len(str(len(rows[0]) - 1)))
+        lw = len(str(len(rows) - 1))
+        if title:
+            lines.append(title)
+        lines.append(" " * lw + " " + " ".join(str(j).rjust(width) for j in range(len(rows[0]))))
+        lines += [str(i).rjust(lw) + " " + " ".join(x.rjust(width) for x in row) for i, row in enumerate(cells)]
+    return lines
+
+
+def _html_tables(shape, cell_text, cell_style, cell_title) -> str:
+    import html as _html
+    out = []
+    td = "padding:1px 3px;border:1px solid #bbb;"
+    for title, rows in _planes(shape):
+        out.append('<table style="border-collapse:collapse;font-family:monospace;font-size:11px">')
+        if title:
+            out.append(f"<caption>{_html.escape(title)}</caption>")
+        out.append("<tr><th></th>" + "".join(f"<th>{j}</th>" for j in range(len(rows[0]))) + "</tr>")
+        for i, row in enumerate(rows):
+            tds = "".join(f'<td style="{td}{cell_style(c)}" title="{_html.escape(cell_title(c))}">'
+                          f"{_html.escape(cell_text(c))}</td>" for c in row)
+            out.append(f"<tr><th>{i}</th>{tds}</tr>")
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def describe_banks(self, shape, element_bits: int) -> str:
+    """Which bank each element lands in, then each element's offset (rows: dim -2, columns:
+    dim -1; one picture per leading index)."""
+    shape = tuple(int(s) for s in shape)
+    banks, offs = self.banks(shape, element_bits), self.offsets(shape, element_bits)
+    head = (f"{self!r} on {list(shape)} x {element_bits}-bit: {self.alloc_elements(shape, element_bits)} "
+            f"elements allocated")
+    return "\n".join([head, "bank (0..31) of each element:", *_grid(shape, lambda c: str(banks[c])),
+                      "element offset of each element:", *_grid(shape, lambda c: str(offs[c]))])
+
+
+def html_banks(self, shape, element_bits: int) -> str:
+    """An HTML table of the banks (colour: bank; hover: offset and bytes)."""
+    import html as _html
+    shape = tuple(int(s) for s in shape)
+    banks, offs = self.banks(shape, element_bits), self.offsets(shape, element_bits)
+    nbytes = max(element_bits // 8, 1)
+    head = (f"<div><code>{_html.escape(repr(self))}</code> on {list(shape)} x {element_bits}-bit: "
+            "bank of each element</div>")
+    return head + _html_tables(
+        shape, lambda c: str(banks[c]), lambda c: f"background:hsl({int(banks[c]) * 360 // NUM_BANKS},70%,80%);",
+        lambda c: f"offset {offs[c]}, bytes {offs[c] * nbytes}..{(offs[c] + 1) * nbytes - 1}")
+
+
+
+
+# ---------------------------------------------------------- bank conflicts
+@dataclass(frozen=True)
+class WavefrontReport:
+    """Shared-memory wavefronts of moving a register tile to/from a shared layout.
+
+    ``counts[a, w]``: wavefronts warp ``w`` needs for access instruction ``a`` (register
+    group ``a`` of every thread, ``vector`` elements each); ``ideal`` the same without bank
+    conflicts; ``ways`` per element: how many distinct 4-byte words its bank had to serve
+    in its access (1: no conflict)."""
+    shared: str
+    registers: str
+    shape: tuple[int, ...]
+    element_bits: int
+    vector: int
+    counts: np.ndarray
+    ideal: np.ndarray
+    ways: np.ndarray = field(repr=False)
+
+    total = property(lambda self: int(self.counts.sum()))
+    ideal_total = property(lambda self: int(self.ideal.sum()))
+    conflict_free = property(lambda self: self.total == self.ideal_total)
+
+    def describe(self) -> str:
+        vbytes = self.vector * max(self.element_bits // 8, 1) if self.element_bits >= 8 else None
+        lines = [f"{self.shared} <-> {self.registers} on {list(self.shape)} x {self.element_bits}-bit",
+                 f"{self.counts.shape[0]} access(es) per thread of {self.vector} element(s)"
+                 + (f" ({vbytes} bytes)" if vbytes else "") + f", {self.counts.shape[1]} warp(s)",
+                 f"wavefronts: {self.total} (ideal {self.ideal_total}, "
+                 f"{self.total / max(self.ideal_total, 1):.2f}x); per access and warp: "
+                 + ("all equal to " + str(int(self.counts.flat[0])) if np.all(self.counts == self.counts.flat[0])
+                    else str(self.counts.T.tolist())),
+                 "bank conflict ways of each element ('.': none, n: its bank served n words):"]
+
+        def cell(c):
+            w = int(self.ways[c])
+            return "." if w <= 1 else (str(w) if w < 10 else "#")
+        lines += _grid(self.shape, cell)
+        if (self.ways == 0).any():
+            lines.append("(0 never occurs: every element is moved)")
+        return "\n".join(lines)
+
+    __str__ = describe
+
+    def _repr_html_(self) -> str:
+        import html as _html
+        peak = max(int(self.ways.max()), 2)
+        head = (f"<div><code>{_html.escape(self.shared)}</code> &lt;-&gt; <code>{_html.escape(self.registers)}"
+                f"</code>: {self.total} wavefronts (ideal {self.ideal_total}), {self.vector}-element accesses"
+                "</div>")
+        return head + _html_tables(
+            self.shape, lambda c: str(int(self.ways[c])),
+            lambda c: f"background:hsl(0,80%,{100 - 50 * (int(self.ways[c]) - 1) // (peak - 1)}%);",
+            lambda c: f"{int(self.ways[c])}-way")
+
+
+def _vector_width(offs: np.ndarray, ebytes: float, cap_bytes: int) -> int:
+    """Widest v (power of two, <= cap) such that registers [g*v, g*v+v) of every thread hold
+    elements at consecutive, v-aligned offsets."""
+    regs = offs.shape[-1]
+    best, v = 1, 2
+    while v <= regs and v * ebytes <= cap_bytes:
+        g = offs.reshape(offs.shape[:-1] + (regs // v, v))
+        if not ((g == g[..., :1] + np.arange(v)).all() and (g[..., 0] % v == 0).all()):
+            break
+        best, v = v, v * 2
+    return best
+
+
+def wavefronts(layout: SharedLayout, reg_layout, shape, element_bits: int, num_warps: int,
+               threads_per_warp: int = 32, vector_bytes: int | None = None) -> WavefrontReport:
+    """Model of the shared-memory traffic of a load (or store) of a ``reg_layout`` tile.
+
+    Each thread moves its registers in groups of the widest vector both layouts allow (at
+    most ``vector_bytes``, default 16). Per access instruction and warp, lanes are split
+    into phases of at most 128 bytes (32 lanes for <= 4-byte accesses, 16 for 8-byte, 8 for
+    16-byte, consecutive lanes); a phase takes as many wavefronts as the most distinct
+    4-byte words any one of the 32 banks holds (lanes touching the same word share it).
+    The ideal is the distinct words of the phase over 32."""
+    from .layouts import linear_layout_of
+    shape = tuple(int(s) for s in shape)
+    loc = _user_loc()
+    layout.verify(shape, element_bits, loc=loc)
+    lin = linear_layout_of(reg_layout, shape, num_warps, threads_per_warp)
+    cap = 16 if vector_bytes is None else vector_bytes
+    if not _is_pow2(cap):
+        raise LayoutError(f"vector_bytes={vector_bytes!r} must be a power of two (1, 2, 4, 8, 16)", loc)
+    coords = lin.coords()  # (warps, lanes, regs, rank)
+    offs = layout.offsets(shape, element_bits)[tuple(np.moveaxis(coords, -1, 0))]
+    ebytes = element_bits / 8
+    vec = _vector_width(offs, ebytes, cap)
+    W, L, R = offs.shape
+    G = R // vec
+    start = offs.reshape(W, L, G, vec)[..., 0].transpose(0, 2, 1)  # (W, G, L)
+    access_bytes = vec * ebytes
+    k = max(1, int(access_bytes) // BANK_BYTES)  # 4-byte words per lane
+    words = (start * element_bits // 8 // BANK_BYTES)[..., None] + np.arange(k)  # (W, G, L, k)
+    per_phase = max(1, min(L, NUM_BANKS // k))
+    phases = L // per_phase
+    words = words.reshape(W, G, phases, per_phase * k)
+    order = np.argsort(words, axis=-1, kind="stable")
+    sorted_words = np.take_along_axis(words, order, axis=-1)
+    first = np.ones(sorted_words.shape, dtype=bool)
+    first[..., 1:] = sorted_words[..., 1:] != sorted_words[..., :-1]
+    per_bank = np.zeros((W, G, phases, NUM_BANKS), dtype=np.int64)
+    wi, gi, pi, _ = np.indices(sorted_words.shape, sparse=True)
+    np.add.at(per_bank, (wi, gi, pi, sorted_words % NUM_BANKS), first)
+    counts = per_bank.max(-1).sum(-1)  # (W, G)
+    ideal = (-(-first.sum(-1) // NUM_BANKS)).sum(-1)
+    # each lane's conflict: the busiest bank among its words, spread over its elements
+    lane_ways = np.take_along_axis(per_bank, words % NUM_BANKS, axis=-1).reshape(W, G, phases, per_phase, k)
+    lane_ways = lane_ways.max(-1).reshape(W, G, L).transpose(0, 2, 1)  # (W, L, G)
+    elem_ways = np.repeat(lane_ways, vec, axis=-1)  # (W, L, R)
+    ways = np.zeros(shape, dtype=np.int64)
+    np.maximum.at(ways, tuple(np.moveaxis(coords, -1, 0)), elem_ways)
+    return WavefrontReport(repr(layout), repr(reg_layout), shape, int(element_bits), vec,
+                           counts.T.copy(), ideal.T.copy(), ways)
+

@@ -316,3 +316,119 @@ def test_shared_linear_layout_errors_and_shape():
     assert SharedLinearLayout([[0, 1], [1, 0], [0, 2]]).shape == (2, 4)
     _raises(lambda: SharedLinearLayout([[0, 1], [0, 1]]), "exactly once")
     _raises(lambda: SharedLinearLayout([]), "offset_bases")
+
+
+# --------------------------------------------------------------------------- wavefronts
+PLAIN = SwizzledSharedLayout(1, 1, 1, [1, 0])  # row-major, no swizzle
+NV128 = NVMMASharedLayout(128, 16)
+
+
+def test_row_per_lane_fp16_conflicts_without_swizzle_and_not_with_128b():
+    # 128x64 fp16, row-major: a row is 128 bytes, so element (r, c) is in bank (c // 2) % 32.
+    # size_per_thread [1, 8] with lanes down dim 0: each lane reads 16 bytes (chunk 0 of its
+    # row) -- the ldmatrix-like operand read. 16-byte accesses go 8 lanes per phase; the 8
+    # lanes read rows r..r+7, chunk 0 => all in banks 0..3 => 8 words per bank => 8
+    # wavefronts per phase, 4 phases => 32 per access; ideal: 8 lanes x 16 B = 128 B = 1 per
+    # phase => 4. Tile 128x8 per CTA, 8 repeats along dim 1 => 8 accesses x 4 warps.
+    reg = BlockedLayout([1, 8], [32, 1], [4, 1], [1, 0])
+    plain = PLAIN.wavefronts(reg, (128, 64), 16, num_warps=4)
+    assert plain.vector == 8 and plain.counts.shape == (8, 4)
+    assert (plain.counts == 32).all() and (plain.ideal == 4).all()
+    assert plain.total == 1024 and plain.ideal_total == 128 and not plain.conflict_free
+    assert (plain.ways == 8).all()
+    # 128B swizzle: chunk 0 of row r sits at chunk r % 8 => the 8 lanes hit 8 different chunks
+    nv = NV128.wavefronts(reg, (128, 64), 16, num_warps=4)
+    assert nv.vector == 8 and nv.total == nv.ideal_total == 128 and nv.conflict_free
+    assert (nv.ways == 1).all()
+
+
+def test_full_row_per_phase_is_conflict_free_and_two_rows_per_phase_conflict_both_ways():
+    # threads_per_warp [4, 8]: a phase (8 lanes x 16 B) reads one whole 128-byte row => 1 wavefront
+    wide = BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    for lay in (PLAIN, NV128):
+        r = lay.wavefronts(wide, (128, 64), 16, 4)
+        assert r.conflict_free and (r.counts == 4).all()
+    # threads_per_warp [8, 4]: a phase reads chunks 0..3 of rows 2i and 2i+1. Unswizzled both
+    # halves are banks 0..15 => 2 wavefronts per phase. The 128B swizzle maps row 2i+1's chunks
+    # 0..3 to 1,0,3,2 (c ^ 1) -- the same banks -- so it conflicts too: 8 per access, ideal 4.
+    narrow = BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
+    for lay in (PLAIN, NV128):
+        r = lay.wavefronts(narrow, (128, 64), 16, 4)
+        assert (r.counts == 8).all() and (r.ideal == 4).all()
+
+
+def test_column_access_conflicts():
+    # fp32 [32, 32] row-major: column 0 of every row is bank 0. Lanes down dim 0, one element
+    # per access (vector_bytes=4): 32 lanes, 32 distinct words in bank 0 => 32 wavefronts
+    # vs the ideal 1 (128 bytes); 32 accesses (one per column).
+    col = BlockedLayout([1, 1], [32, 1], [1, 1], [0, 1])
+    r = PLAIN.wavefronts(col, (32, 32), 32, num_warps=1, vector_bytes=4)
+    assert r.vector == 1 and r.counts.shape == (32, 1)
+    assert (r.counts == 32).all() and (r.ideal == 1).all() and (r.ways == 32).all()
+    # With vectors: each lane reads 4 floats (16 B) of its row; a phase (lanes 0..7) reads
+    # chunk j of rows 0..7, all in banks 4j..4j+3 => 8-way, 4 phases => 32 vs ideal 4.
+    r = PLAIN.wavefronts(col, (32, 32), 32, num_warps=1)
+    assert r.vector == 4 and (r.counts == 32).all() and (r.ideal == 4).all()
+    # A swizzle with vec=4, max_phase=8 spreads rows 0..7 over 8 chunks: conflict-free
+    r = SwizzledSharedLayout(4, 1, 8, [1, 0]).wavefronts(col, (32, 32), 32, num_warps=1)
+    assert r.vector == 4 and r.conflict_free
+
+
+def test_vector_width_is_what_both_layouts_allow():
+    reg = BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    # the swizzle moves groups of 4 halves apart: 8-byte accesses at most
+    assert SwizzledSharedLayout(4, 1, 8, [1, 0]).wavefronts(reg, (64, 64), 16, 4).vector == 4
+    assert PLAIN.wavefronts(reg, (64, 64), 16, 4).vector == 8
+    assert PLAIN.wavefronts(reg, (64, 64), 16, 4, vector_bytes=4).vector == 2
+    # dim 0 contiguous in shared memory, registers along dim 1: no vectors
+    assert SwizzledSharedLayout(1, 1, 1, [0, 1]).wavefronts(reg, (64, 64), 16, 4).vector == 1
+
+
+def test_lanes_reading_one_word_share_it():
+    from gluon_trace.layouts import LinearLayout
+    # 32 lanes over 8 floats: lanes l and l + 8, l + 16, l + 24 read the same word => 1 wavefront
+    bcast = LinearLayout((8,), (), ((1,), (2,), (4,), (0,), (0,)), ())
+    r = SwizzledSharedLayout(1, 1, 1, [0]).wavefronts(bcast, (8,), 32, num_warps=1)
+    assert r.total == 1 and r.ideal_total == 1 and r.conflict_free
+
+
+def test_padding_removes_column_conflicts():
+    # fp32 [32, 32] rows padded by one word: row r starts at bank r % 32 => column reads are free
+    col = BlockedLayout([1, 1], [32, 1], [1, 1], [0, 1])
+    pad = PaddedSharedLayout.with_identity_for([[32, 1]], [32, 32], [1, 0])
+    r = pad.wavefronts(col, (32, 32), 32, num_warps=1, vector_bytes=4)
+    assert r.conflict_free and (r.counts == 1).all()
+
+
+def test_wavefront_report_pictures():
+    col = BlockedLayout([1, 1], [32, 1], [1, 1], [0, 1])
+    text = PLAIN.wavefronts(col, (32, 32), 32, num_warps=1, vector_bytes=4).describe()
+    assert "wavefronts: 1024 (ideal 32, 32.00x)" in text and "1 element(s) (4 bytes)" in text
+    assert "\n 0  #  #" in text  # 32-way shown as '#'
+    free = NV128.wavefronts(BlockedLayout([1, 8], [32, 1], [4, 1], [1, 0]), (128, 64), 16, 4)
+    text = free.describe()
+    assert "ideal 128, 1.00x" in text
+    grid = text.splitlines()[5:]  # after the summary and the column labels
+    assert len(grid) == 128 and all(set(row.split()[1:]) == {"."} for row in grid)
+    assert "<table" in free._repr_html_()
+
+
+def test_layout_pictures():
+    lay = SwizzledSharedLayout(2, 1, 4, [1, 0])
+    text = lay.describe((4, 8), 32)
+    lines = text.splitlines()
+    i = lines.index("bank (0..31) of each element:")
+    assert lines[i + 2].split() == ["0", "0", "1", "2", "3", "4", "5", "6", "7"]
+    assert lines[i + 3].split() == ["1", "10", "11", "8", "9", "14", "15", "12", "13"]
+    j = lines.index("element offset of each element:")
+    assert lines[j + 5].split()[1:] == [str(x) for x in lay.offsets((4, 8), 32)[3]]
+    assert "[1, :, :]" in SwizzledSharedLayout(1, 1, 1, [2, 1, 0]).describe((2, 2, 4), 16)
+    html = NV128.html((8, 64), 16)
+    assert html.count("<td") == 8 * 64 and "offset 72, bytes 144..145" in html
+
+
+def test_wavefront_errors():
+    reg = BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    _raises(lambda: PLAIN.wavefronts(reg, (64, 64), 16, num_warps=8), "num_warps=8")
+    _raises(lambda: PLAIN.wavefronts(reg, (64, 64), 16, 4, vector_bytes=3), "vector_bytes=3")
+    _raises(lambda: NV128.wavefronts(reg, (64, 32), 16, 4), "swizzle_byte_width=64")
