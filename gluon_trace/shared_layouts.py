@@ -125,9 +125,9 @@ class SharedLayout(abc.ABC):
     @abc.abstractmethod
     def _build_offsets(self, shape: tuple[int, ...], element_bits: int) -> np.ndarray: ...
 
-    def _offset_bases(self, shape, element_bits):
-        """The linear map offset bit -> coordinate, or None for a non-linear layout."""
-        return None
+    @abc.abstractmethod
+    def _offset_bases(self, shape, element_bits) -> tuple:
+        """The linear map offset bit -> coordinate (a padded layout: before padding)."""
 
     # ---- public API
     def _notes(self, loc):
@@ -182,7 +182,6 @@ class SharedLayout(abc.ABC):
         assumed 128-byte aligned)."""
         byte = self.offsets(shape, element_bits) * int(element_bits) // 8
         return (byte // BANK_BYTES) % NUM_BANKS
-
 
     # ---- pictures and the bank-conflict model (defined at the end of this module)
     def describe(self, shape, element_bits: int) -> str:

@@ -374,6 +374,14 @@ def test_column_access_conflicts():
     assert r.vector == 4 and r.conflict_free
 
 
+def test_64_lane_waves_go_32_lanes_per_phase():
+    # a 64-lane wave reading column 0 of fp32 [64, 64] one float at a time: two phases of 32
+    # lanes, each 32 words in bank 0 => 64 wavefronts per access, ideal 2
+    col = BlockedLayout([1, 1], [64, 1], [1, 1], [0, 1])
+    r = PLAIN.wavefronts(col, (64, 64), 32, num_warps=1, threads_per_warp=64, vector_bytes=4)
+    assert (r.counts == 64).all() and (r.ideal == 2).all()
+
+
 def test_vector_width_is_what_both_layouts_allow():
     reg = BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     # the swizzle moves groups of 4 halves apart: 8-byte accesses at most
