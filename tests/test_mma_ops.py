@@ -33,7 +33,8 @@ def make_kernel(op, acc_l, kw, M, N, K):
 
 
 def _run(kernel, a, b, acc, target, num_warps, exact=False):
-    c = np.full(acc.shape, np.nan, acc.dtype)
+    poison = np.iinfo(acc.dtype).min if acc.dtype.kind == "i" else np.nan
+    c = np.full(acc.shape, poison, acc.dtype)
     kernel[(1,)](c, a, b, acc, num_warps=num_warps, backend="interpreter", target=target)
     ref = a.astype(np.float64) @ b.astype(np.float64) + acc
     if exact:
