@@ -13,6 +13,8 @@ registers than exist is a CompileError (naming the kernel, the count and the lin
 """
 from __future__ import annotations
 
+import heapq
+
 from gluon_trace.errors import CompileError
 
 from .mir import Inst, Label, Reg, Sub, strip
@@ -61,27 +63,58 @@ class Allocation:
         self.scratch: Scratch | None = None
 
 
+class _File:
+    """One register file during the scan: which units are busy until when. The lowest free
+    unit comes from a heap of freed ones (a kernel far over budget has thousands live, and
+    a linear search per value made the first scan quadratic); wider values search aligned."""
+
+    def __init__(self):
+        self.busy: list = []      # unit -> busy (bool)
+        self.freed: list = []     # heap of units freed (may be stale: busy again)
+        self.ends: list = []      # heap of (end, first unit, size)
+
+    def expire(self, start: int) -> None:
+        while self.ends and self.ends[0][0] < start:
+            _, p, n = heapq.heappop(self.ends)
+            for q in range(p, p + n):
+                self.busy[q] = False
+                heapq.heappush(self.freed, q)
+
+    def lowest(self, size: int, align: int) -> int:
+        if size == 1:
+            while self.freed and self.busy[self.freed[0]]:
+                heapq.heappop(self.freed)
+            return self.freed[0] if self.freed else len(self.busy)
+        p = 0
+        while any(q < len(self.busy) and self.busy[q] for q in range(p, p + size)):
+            p += align
+        return p
+
+    def take(self, p: int, size: int, end: int) -> None:
+        if p + size > len(self.busy):
+            self.busy += [False] * (p + size - len(self.busy))
+        for q in range(p, p + size):
+            self.busy[q] = True
+        heapq.heappush(self.ends, (end, p, size))
+
+
 def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
     iv = live_intervals(code, loops)
     order = sorted(iv.items(), key=lambda kv: (kv[1][0], -kv[0].size, kv[0].id))
-    busy = {"v": {}, "s": {}}          # phys -> end
+    files = {"v": _File(), "s": _File()}
     result = Allocation()
     peak = {"v": 0, "s": 0}
     for reg, (start, end) in order:
         cls = reg.cls
-        table = busy[cls]
-        for p in [p for p, e in table.items() if e < start]:
-            del table[p]
+        f = files[cls]
+        f.expire(start)
         if reg.fixed is not None:
             p = reg.fixed
         else:
             align = min(reg.size, 4) if cls == "s" else (2 if reg.size > 1 and vgpr_align2 else 1)
-            p = 0
-            while any(q in table for q in range(p, p + reg.size)):
-                p += align
+            p = f.lowest(reg.size, align)
             reg.phys = p
-        for q in range(p, p + reg.size):
-            table[q] = end
+        f.take(p, reg.size, end)
         top = p + reg.size
         if top > peak[cls]:
             peak[cls] = top

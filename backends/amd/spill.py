@@ -193,10 +193,16 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
     every instruction (a spilled register still counts where it is mentioned: its
     temporary lives there)."""
     mentions: dict = {}
-    at: list = [()] * len(code)
+    at: list = [{}] * len(code)  # per instruction: {register: dwords of it named there}
     for k, inst in enumerate(code):
         if isinstance(inst, Inst):
-            regs = {r for r in _mentioned(inst) if r.cls == cls}
+            regs: dict = {}
+            for x in (*inst.defs, *inst.uses):
+                x = strip(x)
+                if isinstance(x, Reg) and x.cls == cls:
+                    regs[x] = x.size
+                elif isinstance(x, Sub) and x.reg.cls == cls and regs.get(x.reg, 0) < x.reg.size:
+                    regs[x.reg] = regs.get(x.reg, 0) + 1  # (a dword named twice counts twice)
             at[k] = regs
             for r in regs:
                 mentions.setdefault(r, []).append(k)
@@ -221,23 +227,27 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
             if r in active:
                 active.discard(r)
                 live -= r.size
-        need = live + sum(r.size for r in at[k] if r in spilled)
+        here = at[k]
+        need = live + sum(n for r, n in here.items() if r in spilled)
         if need <= budget:
             continue
-        cands = [r for r in active if r.fixed is None and r.id not in frozen and r not in at[k]]
+        # a register the instruction names whole would come straight back as a temporary;
+        # one it names a dword of still frees the rest
+        cands = [r for r in active if r.fixed is None and r.id not in frozen
+                 and here.get(r, 0) < r.size]
 
         def score(r):
             ks = mentions[r]
             nxt = bisect_right(ks, k)
             dist = (ks[nxt] - k) if nxt < len(ks) else (iv[r][1] - k + len(code))
             return (dist * r.size / cost[r], r.id)
-        cands.sort(key=score, reverse=True)
-        for r in cands:
-            if need <= budget:
-                break
+        heap = [(-d, rid, r) for r in cands for d, rid in [score(r)]]
+        heapq.heapify(heap)  # usually one or two are taken: no need to sort them all
+        while heap and need > budget:
+            _, _, r = heapq.heappop(heap)
             active.discard(r)
             live -= r.size
-            need -= r.size
+            need -= r.size - here.get(r, 0)
             spilled.add(r)
             victims.append(r)
     return victims
