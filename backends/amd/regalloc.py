@@ -91,6 +91,8 @@ class _File:
         return p
 
     def take(self, p: int, size: int, end: int) -> None:
+        for q in range(len(self.busy), p):  # units skipped over (alignment, fixed registers)
+            heapq.heappush(self.freed, q)
         if p + size > len(self.busy):
             self.busy += [False] * (p + size - len(self.busy))
         for q in range(p, p + size):
@@ -159,8 +161,8 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
             loc = None
             if k is not None and 0 <= k < len(code) and isinstance(code[k], Inst):
                 loc = code[k].loc
-            how = ("; the instruction there alone needs more than fit" if scratch is not None
-                   else "")
+            how = ("; the values the instruction there needs at once do not fit"
+                   if scratch is not None else "")
             raise CompileError(
                 f"kernel {name} needs {have} {what} on {target} but at most {limit[cls]} fit "
                 f"(num_warps={num_warps}){how}. Use smaller tiles, fewer live values, or "

@@ -11,7 +11,10 @@ allocator (``regalloc.allocate``) calls in here until the program fits:
   is loaded from the victim's scratch slot before an instruction that reads it and stored
   back after one that writes it (spill everywhere). Scratch accesses honour EXEC like the
   instruction they serve, so a def under a partial mask updates only those lanes of the
-  slot, as it would have updated only those lanes of the register.
+  slot, as it would have updated only those lanes of the register. A reload under a
+  partial mask fills only the active lanes: right for everything this backend runs under
+  one (memory accesses, atomics' waterfall loops); a cross-lane read (DPP, ds_bpermute)
+  under a partial mask would need its reload under the full mask -- none exists today.
 * ``spill_sgprs`` does the same for SGPRs into lanes of a VGPR (``v_writelane_b32`` /
   ``v_readlane_b32``, as LLVM does): those ignore EXEC, so a uniform value survives any
   mask, and they cost no memory traffic.

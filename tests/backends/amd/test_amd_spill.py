@@ -221,7 +221,7 @@ def squeezed(monkeypatch, tmp_path):
     return squeeze
 
 
-SQUEEZED_CASES = ["test_loop_with_carried_values_and_branches", "test_loops_branches_and_lds_inside_loops",
+SQUEEZED_CASES = ["test_loops_branches_and_lds_inside_loops",
                   "test_reductions_on_each_axis", "test_convert_layout", "test_softmax",
                   "test_dtypes", "test_elementwise_masked", "test_argmax_with_ties", "test_casts",
                   "test_layernorm", "test_scalar_arguments_and_uniform_code"]
