@@ -27,9 +27,18 @@ def _stdout(nb) -> str:
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
-def test_the_four_stories_are_there():
+def test_the_stories_are_there():
     assert [p.name for p in NOTEBOOKS] == ["01_first_kernel.ipynb", "02_layouts.ipynb",
-                                           "03_variants.ipynb", "04_property_testing.ipynb"]
+                                           "03_variants.ipynb", "04_property_testing.ipynb",
+                                           "07_synchronisation.ipynb"]
+
+
+def test_synchronisation_notebook_shows_each_bug_then_its_fix(tmp_path):
+    nb = _executed.get("07_synchronisation") or _execute(NOTEBOOKS[-1], tmp_path)
+    out = _stdout(nb)
+    for words in ("race: smem.store()", "before waiting for it", "deadlock", "reused too early",
+                  "stages=1", "k_tiles=2", "30 configurations, no race"):
+        assert words in out, words
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
