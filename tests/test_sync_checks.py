@@ -348,3 +348,34 @@ def test_async_mma_result_read_before_wait(rng):
     (ta, da), (tb, db) = _bf16_desc(a, [64, 64]), _bf16_desc(b, [64, 64])
     raises_at(lambda: read_before_mma_wait[(1,)](da, db, np.zeros((64, 64), np.float32)), "async_use",
               "async_mma", "warpgroup_mma_wait")
+
+
+# -- the backends' own barriers (gluon_trace.membar) are checked too ---------------------------------
+
+def make_transpose(explicit_barrier: bool):
+    @gt.jit
+    def transpose(out_ptr, in_ptr):
+        rows = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+        cols = gl.BlockedLayout([4, 1], [4, 8], [1, 4], [0, 1])
+        r = gl.arange(0, 32, layout=gl.SliceLayout(1, rows))
+        c = gl.arange(0, 16, layout=gl.SliceLayout(0, rows))
+        smem = gl.allocate_shared_memory(gl.float32, [32, 16], gl.SwizzledSharedLayout(4, 1, 4, [1, 0]))
+        smem.store(gl.load(in_ptr + r[:, None] * 16 + c[None, :]))  # @bar_store
+        if explicit_barrier:
+            gl.thread_barrier()
+        x = smem.load(cols)  # @bar_load
+        r2 = gl.arange(0, 32, layout=gl.SliceLayout(1, cols))
+        c2 = gl.arange(0, 16, layout=gl.SliceLayout(0, cols))
+        gl.store(out_ptr + r2[:, None] * 16 + c2[None, :], x)
+    return transpose
+
+
+def test_a_missing_backend_barrier_would_be_caught(rng, monkeypatch):
+    import gluon_trace.membar as membar
+    x = rng.standard_normal((32, 16)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    make_transpose(False)[(1,)](out, x)   # membar puts a barrier before the load: fine
+    assert np.array_equal(out, x)
+    monkeypatch.setattr(membar, "barriers", lambda graph, plan=None: set())
+    raises_at(lambda: make_transpose(False)[(1,)](out, x), "bar_load", "bar_store", "missed this hazard")
+    make_transpose(True)[(1,)](out, x)    # a user barrier covers it even then

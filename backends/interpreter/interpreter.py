@@ -45,13 +45,14 @@ def fix(x, t: dt.dtype):
 
 
 class Program:
-    __slots__ = ("pid", "grid", "mem", "env", "sync", "tma_arrays", "strict")
+    __slots__ = ("pid", "grid", "mem", "env", "sync", "tma_arrays", "strict", "barriers")
 
-    def __init__(self, pid, grid, mem, env, tma_arrays=None, strict=False):
+    def __init__(self, pid, grid, mem, env, tma_arrays=None, strict=False, barriers=None):
         self.pid, self.grid, self.mem, self.env = pid, grid, mem, env
         self.sync = None  # shared memory and barriers (rules_memory.state), made on first use
         self.tma_arrays = tma_arrays  # id(TensorDescriptor) -> its tensor's storage array
         self.strict = strict  # the graph has async wgmmas: check no op reads a Pending value
+        self.barriers = barriers  # the ops the backends put a barrier before (membar), checked
 
 
 # -- element-wise ----------------------------------------------------------------------------
@@ -426,12 +427,16 @@ def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
     for v, a in zip(graph.args, args):
         env0[v] = a
     strict = any(op.name == "wgmma" and op.attrs.get("is_async") for op in graph.body.walk())
+    need = None
+    if any(op.name == "smem_alloc" for op in graph.body.walk()):
+        from gluon_trace.membar import barriers
+        need = barriers(graph)
     with np.errstate(all="ignore"):
         for z in range(grid[2]):
             for y in range(grid[1]):
                 for x in range(grid[0]):
                     env = dict(env0)
-                    _exec(Program((x, y, z), grid, mem, env, tma_arrays, strict), graph.body, env)
+                    _exec(Program((x, y, z), grid, mem, env, tma_arrays, strict, need), graph.body, env)
 
 
 from . import rules_memory  # noqa: E402,F401  (shared memory, barriers, async copies, TMA)

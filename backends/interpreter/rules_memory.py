@@ -10,6 +10,7 @@ from gluon_trace.ops_memory import element_offsets
 
 from .interpreter import RULES, rule
 from .memory import to_storage
+from .barrier_check import BarrierCheck
 from .sync import Buffer, MBarrier, SyncState, View
 
 
@@ -17,6 +18,7 @@ def state(p) -> SyncState:
     s = p.sync
     if s is None:
         s = p.sync = SyncState()
+        s.barrier_check = BarrierCheck(p.barriers or frozenset())
     return s
 
 
@@ -35,7 +37,9 @@ def _alloc(p, op, *init):
     nbytes = max(elems * t.dtype.bits // 8, 1)
     view = View(Buffer(nbytes, op.loc, f"buffer at line {op.loc.line if op.loc else '?'}"), offs, t.dtype)
     if init:
-        state(p).write(view, init[0], op, "allocate_shared_memory(value=...)")
+        s = state(p)
+        s.barrier_check.access(s, view, op, op.operands[0].type.layout, True)
+        s.write(view, init[0], op, "allocate_shared_memory(value=...)")
     return view
 
 
@@ -87,20 +91,24 @@ def _reinterpret(p, op, v):
 
 @rule("smem_load")
 def _load(p, op, v):
-    return state(p).read(_view(v, op), op, "smem.load()")
+    s, v = state(p), _view(v, op)
+    s.barrier_check.access(s, v, op, op.attrs["layout"], False)
+    return s.read(v, op, "smem.load()")
 
 
 @rule("smem_store")
 def _store(p, op, v, value):
-    v = _view(v, op)
-    state(p).write(v, np.broadcast_to(value, v.offs.shape), op, "smem.store()")
+    s, v = state(p), _view(v, op)
+    s.barrier_check.access(s, v, op, op.operands[1].type.layout, True)
+    s.write(v, np.broadcast_to(value, v.offs.shape), op, "smem.store()")
 
 
 # -- barriers -----------------------------------------------------------------------------------
 
 @rule("thread_barrier")
 def _thread_barrier(p, op):
-    return None
+    s = state(p)
+    s.barrier_check.barrier(s.current)
 
 
 def _bar(p, op, v, need_init=True) -> MBarrier | None:

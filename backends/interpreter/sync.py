@@ -115,6 +115,7 @@ class SyncState:
         self.store_groups: dict[int, list] = {}
         self.partition_names = {0: "the default partition"}
         self.scheduler = None
+        self.barrier_check = None  # barrier_check.BarrierCheck, set by rules_memory.state
 
     # -- clocks ------------------------------------------------------------------------------
     def new_component(self) -> int:
