@@ -18,7 +18,7 @@ import heapq
 from gluon_trace.errors import CompileError
 
 from .mir import Inst, Label, Reg, Sub, strip
-from .spill import Scratch, choose_victims, spill_sgprs, spill_vgprs
+from .spill import Scratch, choose_victims, drop_redundant_reloads, spill_sgprs, spill_vgprs
 
 
 def _mentions(inst: Inst):
@@ -141,6 +141,8 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
         have = {"v": result.vgprs, "s": result.sgprs}
         over = [c for c in ("s", "v") if have[c] > limit[c]]
         if not over:
+            if scratch is not None and scratch.bytes:
+                code = drop_redundant_reloads(code)
             result.code, result.scratch = code, scratch
             return result
         if scratch is None:

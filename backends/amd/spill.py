@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 
-from .mir import Imm, Inst, Reg, Sub, strip
+from .mir import Fixed, Imm, Inst, Reg, Sub, strip
 
 IMM_MAX = 4096  # the instructions' immediate offset reaches bytes [0, 4096)
 
@@ -361,3 +361,69 @@ def spill_sgprs(code: list, victims: list, sc: Scratch) -> list:
         return [Inst("v_writelane_b32", [lane], [t if t.size == 1 else Sub(t, j), Imm(n)],
                      kind="valu", loc=loc, imp=[lane]) for j, (lane, n) in enumerate(lanes(reg, k))]
     return _rewrite(code, victims, reload, writeback, sc)
+
+
+# -- after allocation: reloads of a value a register still holds ----------------------------------
+
+def drop_redundant_reloads(code: list) -> list:
+    """Remove a reload whose registers already hold that slot: loaded or stored by an
+    earlier spill access in the same block, neither the registers nor the slot written
+    since, and EXEC not widened since (``s_and_saveexec`` only narrows it; any other EXEC
+    write forgets everything, as do labels and branches). Temporaries are short-lived and
+    take the lowest free register, so back-to-back uses of one spilled value often land
+    in the same register."""
+    holds: dict = {}     # physical VGPR -> slot byte offset it holds
+    out = []
+    for inst in code:
+        if not isinstance(inst, Inst) or inst.kind in ("branch", "cbranch", "end"):
+            holds.clear()
+            out.append(inst)
+            continue
+        slot = _spill_slot(inst)
+        if slot is not None and inst.kind == "vmem_load":
+            dst = _vgpr_units(inst.defs[0])
+            if all(holds.get(u) == slot + 4 * k for k, u in enumerate(dst)):
+                continue
+        if any(isinstance(d, Fixed) and d.name.startswith("exec") for d in inst.defs) \
+                and not inst.op.startswith("s_and_saveexec"):
+            holds.clear()
+        for d in inst.defs:
+            for u in _vgpr_units(d):
+                holds.pop(u, None)
+        if slot is not None:
+            units = _vgpr_units(inst.defs[0] if inst.kind == "vmem_load" else _store_data(inst))
+            if inst.kind == "vmem_store":
+                written = {slot + 4 * k for k in range(len(units))}
+                for u in [u for u, s in holds.items() if s in written]:
+                    del holds[u]
+            for k, u in enumerate(units):
+                holds[u] = slot + 4 * k
+        elif inst.kind == "vmem_store" and inst.op.startswith(("scratch_", "buffer_")):
+            holds.clear()  # a slot past the immediate's reach, addressed through a VGPR
+        out.append(inst)
+    return out
+
+
+def _spill_slot(inst: Inst):
+    """The slot offset of a spill access addressed by its immediate alone, else None."""
+    if not inst.op.startswith(("scratch_", "buffer_")) or "offen" in inst.suffix:
+        return None
+    if inst.op.startswith("scratch_") and inst.uses[0] != "off":
+        return None
+    for part in inst.suffix.split():
+        if part.startswith("offset:"):
+            return int(part[len("offset:"):])
+    return 0
+
+
+def _store_data(inst: Inst):
+    return inst.uses[0] if inst.op.startswith("buffer_") else inst.uses[1]
+
+
+def _vgpr_units(x) -> list:
+    x = strip(x)
+    if isinstance(x, Reg) and x.cls == "v" and x.phys is not None:
+        return [x.phys + k for k in range(x.size)]
+    if isinstance(x, Sub) and x.reg.cls == "v" and x.reg.phys is not None:
+        return [x.reg.phys + x.index]
+    return []

@@ -308,3 +308,37 @@ def test_an_instruction_that_alone_needs_more_registers_than_fit_is_an_error():
     msg = str(e.value)
     assert "crowded" in msg and "VGPRs" in msg and "at most 4" in msg
     assert "test_amd_spill.py" in msg
+
+
+def _phys_v(p, size=1):
+    r = Reg("v", size)
+    r.phys = p
+    return r
+
+
+def test_a_reload_of_what_a_register_still_holds_is_dropped_and_only_then():
+    from gluon_trace.backends.amd.mir import Fixed, Label
+    from gluon_trace.backends.amd.spill import drop_redundant_reloads
+
+    def load(p, off):
+        return Inst("scratch_load_dword", [_phys_v(p)], ["off", "off"], f"offset:{off}", "vmem_load")
+
+    def store(p, off):
+        return Inst("scratch_store_dword", [], ["off", _phys_v(p), "off"], f"offset:{off}", "vmem_store")
+
+    def use(p):
+        return valu("v_add_f32", _phys_v(9), _phys_v(p), _phys_v(p))
+    exec_, save = Fixed("exec", "special", 2), Reg("s", 2, fixed=20)
+
+    def kept(code):
+        return [i for i in drop_redundant_reloads(code) if isinstance(i, Inst) and i.op.startswith("scratch_load")]
+    assert len(kept([load(0, 8), use(0), load(0, 8), use(0)])) == 1
+    assert len(kept([store(1, 8), load(1, 8), use(1)])) == 0            # stored from v1 itself
+    assert len(kept([load(0, 8), valu("v_mov_b32", _phys_v(0), Imm(0)), load(0, 8)])) == 2
+    assert len(kept([load(0, 8), store(1, 8), load(0, 8)])) == 2        # the slot changed
+    assert len(kept([load(0, 8), load(0, 12)])) == 2                    # another slot
+    assert len(kept([load(0, 8), Label(".L"), load(0, 8)])) == 2        # another block
+    narrow = Inst("s_and_saveexec_b64", [save], [Fixed("vcc", "special", 2)])
+    widen = Inst("s_mov_b64", [exec_], [save])
+    assert len(kept([load(0, 8), narrow, load(0, 8)])) == 1             # fewer lanes: still held
+    assert len(kept([narrow, load(0, 8), widen, load(0, 8)])) == 2      # more lanes: reload
