@@ -18,10 +18,17 @@ allocator (``regalloc.allocate``) calls in here until the program fits:
 * ``spill_sgprs`` does the same for SGPRs into lanes of a VGPR (``v_writelane_b32`` /
   ``v_readlane_b32``, as LLVM does): those ignore EXEC, so a uniform value survives any
   mask, and they cost no memory traffic.
+* ``drop_redundant_reloads``, once registers are assigned, removes a reload whose
+  register still holds the slot.
+
+Each reload is followed by its use, so ``s_waitcnt`` (which sees scratch loads as VMEM
+loads, and stores on vmcnt/vscnt) waits right there: spilled code is correct, not fast.
+A reload needs no wait for an earlier store of its slot: one lane's accesses to one
+address complete in order (LLVM relies on the same).
 
 Scratch is the private segment, addressed per lane. gfx942 and gfx1100 have architected
 flat scratch: the hardware sets the wave's scratch base and ``scratch_*`` instructions take
-the per-lane offset (here only the immediate). gfx90a reaches it through the private
+the per-lane offset (the immediate, or a VGPR past its 4 KiB reach). gfx90a reaches it through the private
 segment buffer resource the dispatch puts in s[0:3] plus the wave's offset in a system
 SGPR, with single-dword ``buffer_*`` accesses (the swizzled scratch buffer does not do
 multi-dword ones); taking those SGPRs moves the kernarg pointer and workgroup ids up.
