@@ -143,8 +143,7 @@ def descriptor(*, name, lds: int, kernarg_size: int, vgprs: int, sgprs: int, gfx
              f"  .amdhsa_private_segment_fixed_size {spills.scratch_bytes}",
              f"  .amdhsa_kernarg_size {kernarg_size}",
              f"  .amdhsa_user_sgpr_count {6 if spills.private_buffer else 2}",
-             f"  .amdhsa_user_sgpr_private_segment_buffer {int(spills.private_buffer)}"
-             if spills.private_buffer else None,
+             "  .amdhsa_user_sgpr_private_segment_buffer 1" if spills.private_buffer else None,
              "  .amdhsa_user_sgpr_kernarg_segment_ptr 1",
              "  .amdhsa_system_sgpr_workgroup_id_x 1",
              "  .amdhsa_system_sgpr_workgroup_id_y 1",
