@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
+from gluon_trace.errors import CompileError
 
 from . import metadata as md
 from . import printing
@@ -89,18 +90,66 @@ class KernelText:
     meta: list         # its amdhsa.kernels entry (YAML lines)
 
 
+_INVERSE = {"s_cbranch_scc0": "s_cbranch_scc1", "s_cbranch_scc1": "s_cbranch_scc0",
+            "s_cbranch_vccz": "s_cbranch_vccnz", "s_cbranch_vccnz": "s_cbranch_vccz",
+            "s_cbranch_execz": "s_cbranch_execnz", "s_cbranch_execnz": "s_cbranch_execz"}
+_MAX_INST_BYTES = 12  # the longest encoding (VOP3 + a 32-bit literal): distances are overestimated
+_BRANCH_REACH = 32767 * 4  # a branch's simm16 counts dwords
+
+
+def _far_branches(code) -> set:
+    """Indices of branches whose target may lie beyond simm16's reach (LLVM relaxes these too)."""
+    pos, at = {}, 0
+    for k, i in enumerate(code):
+        if isinstance(i, Label):
+            pos[i.name] = at
+        else:
+            at += _MAX_INST_BYTES
+    far, at = set(), 0
+    for k, i in enumerate(code):
+        if isinstance(i, Label):
+            continue
+        at += _MAX_INST_BYTES
+        if i.kind in ("branch", "cbranch") and i.target in pos and abs(pos[i.target] - at) > _BRANCH_REACH:
+            far.add(k)
+    return far
+
+
+def _long_jump(target: str, pc_label: str, base: int) -> list[str]:
+    """Jump anywhere: the PC plus the label's distance, through an SGPR pair."""
+    return [f"  s_getpc_b64 s[{base}:{base + 1}]", f"{pc_label}:",
+            f"  s_add_u32 s{base}, s{base}, ({target}-{pc_label})&4294967295",
+            f"  s_addc_u32 s{base + 1}, s{base + 1}, ({target}-{pc_label})>>32",
+            f"  s_setpc_b64 s[{base}:{base + 1}]"]
+
+
 def render_kernel(graph, em, code, lay, *, vgprs, sgprs, scratch=None) -> KernelText:
     t = em.t
     name = graph.name
     out = [f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
     last = None
-    for i in code:
+    far = _far_branches(code)
+    if far:  # a pair above every allocated SGPR holds the jump address
+        base = sgprs + (sgprs & 1)
+        if base + 2 > t.sgpr_limit:
+            raise CompileError(f"kernel {name}: a branch spans more than 128 KiB of code and no SGPR pair "
+                               "is left for a long jump", graph.body.ops[0].loc if graph.body.ops else None)
+        sgprs = base + 2
+    for k, i in enumerate(code):
         if isinstance(i, Label):
             out.append(f"{i.name}:")
             continue
         if i.loc is not None and i.loc != last:
             out.append(f"  ; loc {i.loc.file}:{i.loc.line}")
             last = i.loc
+        if k in far:
+            skip, pc = f".Lnear_{name}_{k}", f".Lpc_{name}_{k}"
+            if i.kind == "cbranch":
+                out.append(f"  {_INVERSE[i.op]} {skip}")
+            out += _long_jump(i.target, pc, base)
+            if i.kind == "cbranch":
+                out.append(f"{skip}:")
+            continue
         out.append("  " + render_inst(i))
     out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}"]
     spills = md.Spills.of(scratch)
