@@ -1,0 +1,200 @@
+"""Runs a program's description through :mod:`.reference`, node by node, carrying for each
+value an error bound (see that module's docstring): ``evaluate`` gives every node's
+``(value, err)``."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reference as R
+from .ops import COMPARE, is_float, literal_dtype, promote
+from .program import Program
+
+
+class Val:
+    __slots__ = ("v", "e")
+
+    def __init__(self, v, e=None):
+        self.v = np.asarray(v)
+        self.e = np.zeros(self.v.shape) if e is None else np.broadcast_to(np.asarray(e, float), self.v.shape)
+
+
+def _ulp(r, t: str):
+    if not is_float(t):
+        return 0.0
+    return 2 * R.UNIT_ROUNDOFF[t] * np.abs(np.asarray(r, np.float64)) + R._TINY[t]
+
+
+def _finish(v, e, t: str) -> Val:
+    """Unknown where a float result is not finite but carries error, or could overflow."""
+    e = np.asarray(e, float)
+    if is_float(t):
+        vv = np.asarray(v, np.float64)
+        with np.errstate(invalid="ignore"):
+            risky = (e > 0) & (~np.isfinite(vv) | (np.abs(vv) + e > R.FLOAT_MAX[t]))
+        e = np.where(risky, np.inf, e)
+    else:
+        e = np.where(e > 0, np.inf, 0.0)
+    return Val(v, e)
+
+
+def _as(x: Val, src: str, to: str) -> Val:
+    """Convert with the bound: a float -> int conversion is exact only where the whole
+    interval truncates to one integer."""
+    out = R.cast(x.v, src, to)
+    if not x.e.any():
+        return Val(out)
+    if is_float(src) and not is_float(to):
+        lo = R.cast(np.asarray(x.v, np.float64) - x.e, "float64", to)
+        hi = R.cast(np.asarray(x.v, np.float64) + x.e, "float64", to)
+        return Val(out, np.where((lo == hi) & np.isfinite(x.e), 0.0, np.inf))
+    if is_float(to):
+        return _finish(out, x.e + np.where(x.e > 0, _ulp(out, to), 0.0), to)
+    return _finish(out, x.e, to)
+
+
+def _binary(fn, a: Val, b: Val, t: str, out_t: str) -> Val:
+    v = R.binary(fn, a.v, b.v, t)
+    ea, eb = a.e, b.e
+    if not (ea.any() or eb.any()):
+        return Val(v)
+    av, bv = np.abs(np.asarray(a.v, np.float64)), np.abs(np.asarray(b.v, np.float64))
+    with np.errstate(all="ignore"):
+        if not is_float(t) or fn in ("floordiv", "mod"):
+            e = np.where((ea > 0) | (eb > 0), np.inf, 0.0)
+        elif fn in COMPARE:
+            gap = np.abs(np.asarray(a.v, np.float64) - np.asarray(b.v, np.float64))
+            e = np.where((ea + eb == 0) | (gap > ea + eb), 0.0, np.inf)
+        elif fn in ("add", "sub"):
+            e = ea + eb + _ulp(v, t)
+        elif fn == "mul":
+            e = av * eb + bv * ea + ea * eb + _ulp(v, t)
+        elif fn == "truediv":
+            e = np.where(bv > eb, (ea + np.abs(np.asarray(v, np.float64)) * eb) / (bv - eb), np.inf) + _ulp(v, t)
+        else:  # maximum, minimum
+            e = np.maximum(ea, eb)
+    return _finish(v, e, out_t)
+
+
+def _operands(prog_vals, n, nodes) -> tuple:
+    a = nodes[n.args[0]]
+    aval = prog_vals[n.args[0]]
+    if len(n.args) > 1:
+        b = nodes[n.args[1]]
+        return a.dtype, aval, b.dtype, prog_vals[n.args[1]]
+    lit = n.attrs["literal"]
+    lt = literal_dtype(lit, a.dtype)
+    return a.dtype, aval, lt, lit_val(lit, lt)
+
+
+def lit_val(lit, t: str) -> Val:
+    """A Python literal as a value of dtype ``t``."""
+    src = "int1" if isinstance(lit, bool) else "float64" if isinstance(lit, float) else "int64"
+    return Val(R.cast(np.array(lit), src, t))
+
+
+def evaluate(prog: Program, inputs: dict, mode: str = "exact") -> dict:
+    """Every node's Val. ``inputs`` maps input index -> the numpy array (compute dtype) loaded;
+    ``mode`` is "exact" (the interpreter's orders) or "bounded" (any order: for GPUs)."""
+    nodes = {n.name: n for n in prog.nodes}
+    vals: dict[str, Val] = {}
+    with np.errstate(all="ignore"):  # overflow, NaN and inf are part of what is checked
+        for n in prog.nodes:
+            vals[n.name] = _node(prog, n, nodes, vals, inputs, mode)
+    return vals
+
+
+def _node(prog, n, nodes, vals, inputs, mode) -> Val:
+    at = n.attrs
+    arg = [vals[a] for a in n.args]
+    src = [nodes[a].dtype for a in n.args]
+    if n.op == "load":
+        flat = np.asarray(inputs[at["input"]])
+        v = flat.reshape(n.shape).copy()
+        if at["masked"]:
+            keep = np.arange(v.size).reshape(n.shape) < prog.n_valid
+            other = lit_val(at["other"], n.dtype).v if at["other"] is not None else np.zeros((), v.dtype)
+            v = np.where(keep, v, other).astype(v.dtype)
+        return Val(v)
+    if n.op == "binary":
+        ta, a, tb, b = _operands(vals, n, nodes)
+        t = promote(ta, tb)
+        return _binary(at["fn"], _as(a, ta, t), _as(b, tb, t), t, n.dtype)
+    if n.op == "unary":
+        return _unary(at["fn"], arg[0], n.dtype, mode)
+    if n.op == "cast":
+        return _as(arg[0], src[0], at["to"])
+    if n.op == "nonzero":
+        x = arg[0]
+        return Val(np.where(x.v == 0, np.ones((), x.v.dtype), x.v), x.e)
+    if n.op == "where":
+        c, x, y = arg
+        t = n.dtype
+        x, y = _as(x, src[1], t), _as(y, src[2], t)
+        e = np.where(np.isinf(c.e), np.inf, np.where(c.v, x.e, y.e))
+        return Val(np.where(c.v, x.v, y.v), e)
+    if n.op == "fma":
+        t = n.dtype
+        x, y, z = (_as(v, s, t) for v, s in zip(arg, src))
+        v = R.fma(x.v, y.v, z.v, t)
+        if not (x.e.any() or y.e.any() or z.e.any()):
+            return Val(v)
+        ax, ay = np.abs(np.asarray(x.v, float)), np.abs(np.asarray(y.v, float))
+        return _finish(v, ax * y.e + ay * x.e + x.e * y.e + z.e + _ulp(v, t), t)
+    if n.op == "reduce":
+        from .reductions import reduce
+        return reduce(arg[0], src[0], n, mode)
+    if n.op == "scan":
+        from .reductions import scan
+        return scan(arg[0], src[0], n, mode)
+    if n.op in ("convert",):
+        return arg[0]
+    if n.op == "expand":
+        x = arg[0]
+        v = np.broadcast_to(np.expand_dims(x.v, at["axis"]), n.shape)
+        return Val(v, np.broadcast_to(np.expand_dims(x.e, at["axis"]), n.shape))
+    if n.op == "reshape":
+        return Val(arg[0].v.reshape(n.shape), arg[0].e.reshape(n.shape))
+    if n.op == "permute":
+        return Val(np.transpose(arg[0].v, at["dims"]), np.transpose(arg[0].e, at["dims"]))
+    if n.op == "loop":
+        acc = arg[0]
+        for i in range(prog.n_iter):
+            for step in at["steps"]:
+                acc = _step(step, acc, n.dtype, vals, nodes, i)
+        return acc
+    if n.op == "branch":
+        step = at["then"] if prog.flag > 0 else at["other"]
+        return _step(step, arg[0], n.dtype, vals, nodes, None) if step else arg[0]
+    raise ValueError(f"unknown fuzz op {n.op!r}")
+
+
+def _step(step, acc: Val, t: str, vals, nodes, i) -> Val:
+    fn, kind, x = step
+    if kind == "node":
+        xt, xv = nodes[x].dtype, vals[x]
+    elif kind == "i":
+        xt, xv = "int32", Val(np.int32(i))
+    else:
+        xt = literal_dtype(x, t)
+        xv = lit_val(x, xt)
+    p = promote(t, xt)
+    r = _binary(fn, _as(acc, t, p), _as(xv, xt, p), p, p)
+    return _as(r, p, t)
+
+
+def _unary(fn, x: Val, t: str, mode: str) -> Val:
+    v = R.unary(fn, x.v, t)
+    if fn in ("neg", "abs", "not"):
+        return Val(v, x.e)
+    approx = mode == "bounded" and fn not in ("floor", "ceil")
+    if not x.e.any() and not approx:
+        return Val(v)
+    if fn in ("floor", "ceil"):
+        xv = np.asarray(x.v, np.float64)
+        same = R.unary(fn, xv - x.e, "float64") == R.unary(fn, xv + x.e, "float64")
+        return Val(v, np.where(same, 0.0, np.inf))
+    # math on an inexact operand: not decided; on an exact one, a GPU's instruction is close
+    e = np.where(x.e > 0, np.inf, R.MATH_ULPS * _ulp(v, t))
+    if fn in ("sin", "cos"):  # the approximate instructions lose accuracy far from zero
+        e = np.where(np.abs(np.asarray(x.v, float)) > 100, np.inf, e + 1e-5 * (t != "float64"))
+    return _finish(v, e, t)

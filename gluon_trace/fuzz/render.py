@@ -1,0 +1,148 @@
+"""A :class:`~.program.Program` as the Python source of a ``@gt.jit`` kernel, written with the
+public API only, so a failing program can be saved and read as an ordinary kernel."""
+from __future__ import annotations
+
+from ..layouts import BlockedLayout, DistributedLinearLayout, SliceLayout
+from .program import Program
+
+_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+              "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=",
+              "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+HELPERS = '''
+def _offsets(shape, layout):
+    """Row-major offsets of a tile's elements, in ``layout`` (runs at trace time)."""
+    rank, offs, stride = len(shape), None, 1
+    for d in reversed(range(rank)):
+        lay = layout
+        for e in reversed(range(rank)):
+            if e != d:
+                lay = gl.SliceLayout(e, lay)
+        idx = gl.arange(0, shape[d], layout=lay)
+        for e in range(rank):
+            if e != d:
+                idx = gl.expand_dims(idx, e)
+        offs = idx * stride if offs is None else offs + idx * stride
+        stride *= shape[d]
+    return offs
+
+
+def _xor(a, b):
+    return a ^ b
+
+
+def _max(a, b):
+    return gl.maximum(a, b)
+'''
+
+
+def layout_source(layout, names: dict) -> str:
+    if layout in names:
+        return names[layout]
+    if isinstance(layout, SliceLayout):
+        return f"gl.SliceLayout({layout.dim}, {layout_source(layout.parent, names)})"
+    if isinstance(layout, BlockedLayout):
+        return (f"gl.BlockedLayout(size_per_thread={list(layout.size_per_thread)}, "
+                f"threads_per_warp={list(layout.threads_per_warp)}, "
+                f"warps_per_cta={list(layout.warps_per_cta)}, order={list(layout.order)})")
+    if isinstance(layout, DistributedLinearLayout):
+        def bases(bs):
+            return "[" + ", ".join(str(list(b)) for b in bs) + "]"
+        return (f"gl.DistributedLinearLayout(reg_bases={bases(layout.reg_bases)}, "
+                f"lane_bases={bases(layout.lane_bases)}, warp_bases={bases(layout.warp_bases)}, "
+                f"block_bases=[], shape={list(layout.shape)})")
+    raise TypeError(f"no source form for layout {layout!r}")
+
+
+def _lit(v) -> str:
+    return repr(v) if not isinstance(v, float) else repr(float(v))
+
+
+def _step_source(acc: str, step, dtype: str) -> str:
+    fn, kind, x = step
+    rhs = {"lit": _lit(x), "i": "i", "node": x}[kind]
+    expr = f"gl.maximum({acc}, {rhs})" if fn == "maximum" else f"{acc} {_OPERATORS[fn]} {rhs}"
+    return f"{acc} = ({expr}).to(gl.{dtype})"
+
+
+def kernel_source(prog: Program, name: str = "fuzz_kernel") -> str:
+    """The module text: layouts, helpers and the kernel ``name``."""
+    names: dict = {}
+    lines: list[str] = []
+    for n in prog.nodes:
+        if n.layout is not None and n.layout not in names and not isinstance(n.layout, SliceLayout):
+            names[n.layout] = f"L{len(names)}"
+    for lay, nm in names.items():
+        lines.append(f"{nm} = {layout_source(lay, {})}")
+    params = [f"in{n.attrs['input']}" for n in prog.inputs] + [f"out{i}" for i in range(len(prog.outputs))]
+    body = []
+    for n in prog.nodes:
+        body += _node_source(n, lambda lay: layout_source(lay, names))
+    for i, out in enumerate(prog.outputs):
+        n = prog.node(out)
+        if not n.shape:
+            body.append(f"gl.store(out{i}, {n.name})")
+            continue
+        body.append(f"o = _offsets({list(n.shape)}, {layout_source(n.layout, names)})")
+        mask = ", mask=o < n_valid" if i % 2 else ""
+        body.append(f"gl.store(out{i} + o, {n.name}{mask})")
+    head = ["import numpy as np", "", "import gluon_trace as gt", "from gluon_trace import language as gl",
+            "", *lines, HELPERS, "", "@gt.jit",
+            f"def {name}({', '.join(params + ['n_valid', 'n_iter', 'flag'])}):"]
+    return "\n".join(head + ["    " + ln for ln in body]) + "\n"
+
+
+def _node_source(n, lay) -> list[str]:
+    a = n.args
+    at = n.attrs
+    v = n.name
+    if n.op == "load":
+        src = f"in{at['input']}"
+        if not at["masked"]:
+            return [f"{v} = gl.load({src} + _offsets({list(n.shape)}, {lay(n.layout)}))"]
+        other = f", other={_lit(at['other'])}" if at["other"] is not None else ""
+        return [f"o = _offsets({list(n.shape)}, {lay(n.layout)})",
+                f"{v} = gl.load({src} + o, mask=o < n_valid{other})"]
+    if n.op == "binary":
+        rhs = a[1] if len(a) > 1 else _lit(at["literal"])
+        if at["fn"] in ("maximum", "minimum"):
+            return [f"{v} = gl.{at['fn']}({a[0]}, {rhs})"]
+        return [f"{v} = {a[0]} {_OPERATORS[at['fn']]} {rhs}"]
+    if n.op == "unary":
+        fn = at["fn"]
+        expr = {"neg": f"-{a[0]}", "not": f"~{a[0]}"}.get(fn, f"gl.{fn}({a[0]})")
+        return [f"{v} = {expr}"]
+    if n.op == "cast":
+        return [f"{v} = {a[0]}.to(gl.{at['to']})"]
+    if n.op == "nonzero":
+        return [f"{v} = gl.where({a[0]} == 0, 1, {a[0]})"]
+    if n.op == "where":
+        return [f"{v} = gl.where({a[0]}, {a[1]}, {a[2]})"]
+    if n.op == "fma":
+        return [f"{v} = gl.fma({a[0]}, {a[1]}, {a[2]})"]
+    if n.op == "reduce":
+        kind, axis, keep = at["kind"], at["axis"], at["keep"]
+        if kind == "xor_sum":
+            return [f"{v} = gl.reduce({a[0]}, {axis}, _xor, keep_dims={keep})"]
+        return [f"{v} = gl.{kind}({a[0]}, axis={axis}, keep_dims={keep})"]
+    if n.op == "scan":
+        if at["kind"] == "cumsum":
+            return [f"{v} = gl.cumsum({a[0]}, axis={at['axis']}, reverse={at['reverse']})"]
+        return [f"{v} = gl.associative_scan({a[0]}, {at['axis']}, _max, reverse={at['reverse']})"]
+    if n.op == "convert":
+        return [f"{v} = gl.convert_layout({a[0]}, {lay(n.layout)})"]
+    if n.op == "expand":
+        return [f"{v} = gl.broadcast_to(gl.expand_dims({a[0]}, {at['axis']}), {list(n.shape)})"]
+    if n.op == "reshape":
+        return [f"{v} = gl.reshape({a[0]}, {list(at['new_shape'])})"]
+    if n.op == "permute":
+        return [f"{v} = gl.permute({a[0]}, {list(at['dims'])})"]
+    if n.op == "loop":
+        return [f"{v} = {a[0]}", "for i in gl.range(0, n_iter):",
+                *["    " + _step_source(v, s, n.dtype) for s in at["steps"]]]
+    if n.op == "branch":
+        out = [f"{v} = {a[0]}", "with gl.if_(flag > 0):", "    " + _step_source(v, at["then"], n.dtype)]
+        if at["other"]:
+            out += ["with gl.else_():", "    " + _step_source(v, at["other"], n.dtype)]
+        return out
+    raise ValueError(f"unknown fuzz op {n.op!r}")
