@@ -82,8 +82,18 @@ class GluonTraceError(Exception):
         return text
 
 
+# Each class a Python user would reach for with a builtin ``except`` also derives from that
+# builtin: ``except TypeError`` catches a wrong argument count or type, ``except ValueError``
+# a bad value, ``except IndexError`` an out-of-bounds access in the interpreter; the
+# library's own bases (GluonTraceError, TraceError, ArgumentError, InterpreterError) still
+# catch everything beneath them.
+
 class TraceError(GluonTraceError):
     """Wrong use of the language found while tracing (types, shapes, control flow)."""
+
+
+class TraceTypeError(TraceError, TypeError):
+    """A traced value used where Python needs a type it is not (``len(tile)``)."""
 
 
 class LayoutError(TraceError):
@@ -94,12 +104,24 @@ class ArgumentError(GluonTraceError):
     """A kernel called with arguments that don't fit its signature."""
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """Wrong number of arguments, an unknown keyword, or an argument of the wrong type."""
+
+
+class ArgumentValueError(ArgumentError, ValueError):
+    """An argument of the right type with a value the kernel cannot take."""
+
+
 class VerifyError(GluonTraceError):
     """The IR breaks an invariant (a library bug or a hand-built graph)."""
 
 
 class InterpreterError(GluonTraceError):
-    """A run-time fault in the interpreter, e.g. an out-of-bounds access."""
+    """A run-time fault in the interpreter."""
+
+
+class OutOfBoundsError(InterpreterError, IndexError):
+    """A load, store or atomic through a pointer outside every argument's memory."""
 
 
 class CompileError(GluonTraceError):

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import backend as backends
 from . import dtypes as dt
-from .errors import ArgumentError, TraceError, user_location
+from .errors import ArgumentTypeError, ArgumentValueError, TraceError, user_location
 from .ir import Block, Graph, TensorDescType, Type, Value
 from .tracer import tracing
 from .verifier import verify
@@ -59,22 +59,39 @@ def arg_spec(name: str, value, loc) -> ArgSpec:
         elif -2**63 <= v < 2**63:
             t = dt.int64
         else:
-            raise ArgumentError(f"argument `{name}` = {v} does not fit in 64 bits", loc)
+            raise ArgumentValueError(f"argument `{name}` = {v} does not fit in 64 bits", loc)
         return ArgSpec(t, v % 16 == 0)
     if isinstance(value, (float, np.floating)):
         return ArgSpec(dt.float32)
     if isinstance(value, np.ndarray):
-        return ArgSpec(dt.pointer(dt.from_numpy(value.dtype)), value.ctypes.data % 16 == 0)
+        return ArgSpec(dt.pointer(_element_type(name, value.dtype, loc)), value.ctypes.data % 16 == 0)
     mod = type(value).__module__
     if mod.startswith("torch") and hasattr(value, "data_ptr"):
-        return ArgSpec(dt.pointer(dt.from_torch(value.dtype)), value.data_ptr() % 16 == 0)
+        try:
+            elem = dt.from_torch(value.dtype)
+        except TypeError as e:
+            raise ArgumentTypeError(f"argument `{name}`: {e}; convert it first (x.float(), or x.real "
+                                    "and x.imag as two tensors)", loc) from None
+        return ArgSpec(dt.pointer(elem), value.data_ptr() % 16 == 0)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         return ArgSpec(dt.pointer(dt.from_numpy(np.dtype(cai["typestr"]))), cai["data"][0] % 16 == 0)
-    raise ArgumentError(
+    raise ArgumentTypeError(
         f"argument `{name}` is a {type(value).__name__}; a kernel takes tensors/arrays, ints, floats, "
         "bools, type specs such as gl.pointer(gl.float32), or constexprs (annotate the parameter "
         "`: gl.constexpr`)", loc)
+
+
+def _element_type(name: str, npdt: np.dtype, loc) -> dt.dtype:
+    try:
+        return dt.from_numpy(npdt)
+    except TypeError:
+        hint = ("pass the real and imaginary parts as two float arrays (a.real.copy(), a.imag.copy()) "
+                "or a float view (a.view(np.float32))" if npdt.kind == "c" else
+                "convert it to a numeric array first (e.g. a.astype(np.float32))" if npdt.kind == "O" else
+                "pass an array of bool, int8-64, uint8-64, float16, float32 or float64")
+        raise ArgumentTypeError(f"argument `{name}` is a numpy array of {npdt}, which a kernel "
+                                f"cannot take; {hint}", loc) from None
 
 
 class TracedKernel:
@@ -147,7 +164,7 @@ class JITFunction:
             hint = ""
             if any(m in self.constexprs for m in missing):
                 hint = f" (constexprs are passed by keyword: {', '.join(m + '=...' for m in missing if m in self.constexprs)})"
-            raise ArgumentError(f"{self.__name__}{self.signature}: {e}{hint}", loc) from None
+            raise ArgumentTypeError(f"{self.__name__}{self.signature}: {e}{hint}", loc) from None
         ba.apply_defaults()
         return dict(ba.arguments), options
 
@@ -159,7 +176,7 @@ class JITFunction:
                 try:
                     hash(v)
                 except TypeError:
-                    raise ArgumentError(f"constexpr `{name}` = {v!r} is not hashable", loc) from None
+                    raise ArgumentTypeError(f"constexpr `{name}` = {v!r} is not hashable", loc) from None
                 parts.append((name, "c", type(v).__name__, v))
             else:
                 parts.append((name, arg_spec(name, v, loc)))
@@ -186,7 +203,7 @@ class JITFunction:
         target = options["target"]
         num_warps = int(options.get("num_warps", 4))
         if num_warps <= 0 or num_warps & (num_warps - 1):
-            raise ArgumentError(f"num_warps={num_warps} must be a power of two", loc)
+            raise ArgumentValueError(f"num_warps={num_warps} must be a power of two", loc)
         tpw = backends.for_target(target).threads_per_warp(target)
         body = Block()
         graph = Graph(self.__name__, [], [], [], body, num_warps, tpw, target,
@@ -243,6 +260,20 @@ def _default_target(options: dict, args) -> str:
     return backends.get(name).default_target(args)
 
 
+def _check_grid(given, grid, loc) -> tuple[int, int, int]:
+    """The grid as 3 Python ints; floats are refused rather than truncated."""
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not all(
+            isinstance(g, (int, np.integer)) and not isinstance(g, (bool, np.bool_)) for g in grid):
+        raise ArgumentTypeError(
+            f"grid {given!r} must be an int or a tuple of up to 3 ints (the number of programs "
+            "along each axis); for a size n and a block b write gl.cdiv(n, b), not n / b", loc)
+    if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
+        raise ArgumentValueError(f"grid {given!r} must be 1 to 3 non-negative ints", loc)
+    return tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+
+
 class Launcher:
     __slots__ = ("fn", "grid")
 
@@ -271,11 +302,7 @@ class Launcher:
         grid = self.grid
         if callable(grid):
             grid = grid({**{k: getattr(v, "value", v) for k, v in bound.items()}, **options})
-        if isinstance(grid, int):
-            grid = (grid,)
-        grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-        if len(grid) > 3 or any(g < 0 for g in grid):
-            raise ArgumentError(f"grid {self.grid!r} must be up to 3 non-negative ints", loc)
+        grid = _check_grid(self.grid, grid, loc)
         runtime = [v for k, v in bound.items() if k not in fn.constexprs]
         out = be.run(traced.graph, grid, runtime, options.get("stream"), loc=loc)
         self._add_fast(be, traced, args, kwargs, loc)

@@ -215,3 +215,107 @@ def test_unknown_backend():
     from gluon_trace.errors import LaunchError
     with pytest.raises(LaunchError, match="unknown backend"):
         simple[(1,)](np.zeros(128, np.int32), 5, BLOCK=128, backend="tpu")
+
+
+# -- errors behave like Python's builtins ------------------------------------------------------
+
+def _this_line(err) -> int:
+    return err.loc.line
+
+
+def test_argument_count_and_keyword_errors_are_type_errors():
+    import inspect
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(TypeError) as e:
+        simple[(1,)](np.zeros(128, np.int32), BLOCK=128)
+    assert isinstance(e.value, ArgumentError) and _this_line(e.value) == line
+    with pytest.raises(TypeError) as e:
+        simple[(1,)](np.zeros(128, np.int32), 5, BLOCK=128, colour=3)
+    assert "colour" in str(e.value) and HERE in str(e.value)
+
+
+def test_wrong_argument_type_is_a_type_error():
+    with pytest.raises(TypeError) as e:
+        simple[(1,)]("not an array", 5, BLOCK=128)
+    assert isinstance(e.value, ArgumentError) and HERE in str(e.value)
+
+
+@pytest.mark.parametrize("arr", [np.zeros(128, np.complex64), np.zeros(128, object)],
+                         ids=["complex", "object"])
+def test_array_of_unsupported_dtype_names_it_and_the_line(arr):
+    import inspect
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(TypeError) as e:
+        simple[(1,)](arr, 5, BLOCK=128, backend="interpreter")
+    err = e.value
+    assert isinstance(err, ArgumentError) and err.loc.line == line
+    assert str(arr.dtype) in str(err) and "out_ptr" in str(err)
+    assert ("imag" in str(err)) == (arr.dtype.kind == "c")
+
+
+@pytest.mark.parametrize("grid", [(1.5,), 2.0, (1, 0.5), ("1",)])
+def test_grid_of_non_ints_is_a_type_error(grid):
+    import inspect
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(TypeError) as e:
+        simple[grid](np.zeros(128, np.int32), 5, BLOCK=128, backend="interpreter")
+    assert isinstance(e.value, ArgumentError) and e.value.loc.line == line
+    assert "gl.cdiv" in str(e.value)
+
+
+@pytest.mark.parametrize("grid", [(-1,), (1, 1, 1, 1), ()])
+def test_grid_of_bad_ints_is_a_value_error(grid):
+    with pytest.raises(ValueError) as e:
+        simple[grid](np.zeros(128, np.int32), 5, BLOCK=128, backend="interpreter")
+    assert isinstance(e.value, ArgumentError) and HERE in str(e.value)
+
+
+def test_numpy_int_grid_still_launches():
+    out = np.zeros(128, np.int32)
+    simple[(np.int64(1),)](out, 5, BLOCK=128, backend="interpreter")
+    assert out[:5].tolist() == [0, 1, 2, 3, 4] and not out[5:].any()
+
+
+def test_bad_num_warps_is_a_value_error():
+    with pytest.raises(ValueError) as e:
+        simple[(1,)](np.zeros(128, np.int32), 5, BLOCK=128, num_warps=3, backend="interpreter")
+    assert isinstance(e.value, ArgumentError) and "power of two" in str(e.value)
+
+
+@gt.jit
+def uses_len(out_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L)
+    n = len(offs)
+    gl.store(out_ptr + offs, offs + n)
+
+
+def test_len_of_a_tile_is_a_type_error_naming_the_line():
+    with pytest.raises(TypeError) as e:
+        uses_len[(1,)](np.zeros(128, np.int32), BLOCK=128, backend="interpreter")
+    err = e.value
+    assert isinstance(err, TraceError)
+    assert err.loc.line == _line_of(uses_len, "len(offs)") and "x.shape[0]" in str(err)
+
+
+@gt.jit
+def reads_past(out_ptr, x_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L)
+    gl.store(out_ptr + offs, gl.load(x_ptr + offs + 1))
+
+
+def test_out_of_bounds_in_the_interpreter_is_an_index_error():
+    from gluon_trace.errors import InterpreterError
+    with pytest.raises(IndexError) as e:
+        reads_past[(1,)](np.zeros(128, np.float32), np.zeros(128, np.float32), BLOCK=128,
+                         backend="interpreter")
+    err = e.value
+    assert isinstance(err, InterpreterError)
+    assert err.loc.line == _line_of(reads_past, "gl.load(") and "out of bounds" in str(err)
+
+
+def test_error_hierarchy_keeps_library_bases():
+    from gluon_trace import errors as E
+    assert issubclass(E.TraceTypeError, E.TraceError) and issubclass(E.TraceTypeError, TypeError)
+    assert issubclass(E.ArgumentTypeError, E.ArgumentError) and not issubclass(E.ArgumentTypeError, ValueError)
+    assert issubclass(E.ArgumentValueError, E.ArgumentError) and not issubclass(E.ArgumentValueError, TypeError)
+    assert issubclass(E.OutOfBoundsError, E.InterpreterError) and issubclass(E.OutOfBoundsError, IndexError)

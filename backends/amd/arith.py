@@ -535,20 +535,44 @@ def _i2f(em, src, to, x):
 
 
 def _f2i(em, src, to, x):
+    """Truncate, saturate at ``to``'s range, NaN -> 0 (the interpreter's rule, PTX cvt.rzi)."""
     if to.bits == 64:
         f = x if src.bits == 64 else em.valu("v_cvt_f64_f32", em.v(2), [x], form="vop1")
         t = em.valu("v_trunc_f64", em.v(2), [f], form="vop1")
-        h = em.valu("v_ldexp_f64", em.v(2), [t, Imm(-32)], form="vop3")
-        h = em.valu("v_floor_f64", em.v(2), [h], form="vop1")
-        hs = em.valu("v_ldexp_f64", em.v(2), [h, Imm(32)], form="vop3")
-        lf = em.valu("v_add_f64", em.v(2), [t, Neg(hs)], form="vop3")
-        r = em.v(2)
-        em.valu("v_cvt_u32_f64", r[0], [lf], form="vop1")
-        em.valu("v_cvt_i32_f64" if to.is_signed else "v_cvt_u32_f64", r[1], [h], form="vop1")
-        return r
+        # split an in-range value into 32-bit halves; the ends are selected afterwards
+        top = 2.0 ** 63 if to.is_signed else 2.0 ** 64
+        lo_f = -top if to.is_signed else 0.0
+        c = em.valu("v_max_f64", em.v(2), [t, Imm.f64(lo_f)], form="vop3")  # NaN -> lo_f
+        c = em.valu("v_min_f64", em.v(2), [c, Imm.f64(float(np.nextafter(top, 0.0)))], form="vop3")
+        r = _f2i64_in_range(em, to, c)
+        big = compare(em, "ge", dt.float64, t, Imm.f64(top))
+        r = where(em, to, big, Imm((1 << 63) - 1 if to.is_signed else (1 << 64) - 1, 2), r)
+        nan = compare(em, "ne", dt.float64, t, t)  # v_max_f64 quiets a signaling NaN: select
+        return where(em, to, nan, Imm(0, 2), r)
     sfx = "f64" if src.bits == 64 else "f32"
-    op = f"v_cvt_u32_{sfx}" if (to.kind == "uint" and to.bits == 32) else f"v_cvt_i32_{sfx}"
-    return norm(em, to, em.valu(op, em.v(), [x], form="vop1"))
+    if to.is_signed:
+        r = em.valu(f"v_cvt_i32_{sfx}", em.v(), [x], form="vop1")
+        if to.bits < 32:
+            hi = (1 << (to.bits - 1)) - 1
+            r = em.valu("v_max_i32", em.v(), [Imm(-hi - 1 & 0xFFFFFFFF), r], comm=True)
+            r = em.valu("v_min_i32", em.v(), [Imm(hi), r], comm=True)
+        return r
+    r = em.valu(f"v_cvt_u32_{sfx}", em.v(), [x], form="vop1")
+    if to.bits < 32:
+        r = em.valu("v_min_u32", em.v(), [Imm((1 << to.bits) - 1), r], comm=True)
+    return r
+
+
+def _f2i64_in_range(em, to, t):
+    """A truncated float64 in ``to``'s range, as two 32-bit halves."""
+    h = em.valu("v_ldexp_f64", em.v(2), [t, Imm(-32)], form="vop3")
+    h = em.valu("v_floor_f64", em.v(2), [h], form="vop1")
+    hs = em.valu("v_ldexp_f64", em.v(2), [h, Imm(32)], form="vop3")
+    lf = em.valu("v_add_f64", em.v(2), [t, Neg(hs)], form="vop3")
+    r = em.v(2)
+    em.valu("v_cvt_u32_f64", r[0], [lf], form="vop1")
+    em.valu("v_cvt_i32_f64" if to.is_signed else "v_cvt_u32_f64", r[1], [h], form="vop1")
+    return r
 
 
 def _bitcast(em, src, to, x):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace.addressing import contiguous_pointer_args, not_contiguous
-from gluon_trace.errors import ArgumentError
+from gluon_trace.errors import ArgumentError, ArgumentTypeError, ArgumentValueError
 from gluon_trace.ir import TensorDescType
 
 from .interpreter import RULES, run
@@ -37,10 +37,10 @@ class InterpreterBackend:
                 values.append(a)
             elif t.is_ptr:
                 if isinstance(a, (int, float)):
-                    raise ArgumentError(f"argument `{name}` must be an array for the interpreter", loc)
+                    raise ArgumentTypeError(f"argument `{name}` must be an array for the interpreter", loc)
                 if i in contiguous and not _dense(a):
                     strides = a.strides if isinstance(a, np.ndarray) else a.stride()
-                    raise ArgumentError(not_contiguous(name, graph.name, f"shape {tuple(a.shape)}, strides "
+                    raise ArgumentValueError(not_contiguous(name, graph.name, f"shape {tuple(a.shape)}, strides "
                                                        f"{tuple(strides)}"), loc)
                 values.append(np.int64(mem.add(a, name, loc)))
             elif t.is_floating:

@@ -156,8 +156,93 @@ def _erf_rule(p, op, a):
 
 @rule("fma")
 def _fma(p, op, a, b, c):
-    wide = np.float64 if a.dtype != np.float64 else np.float64
-    return fix(a.astype(wide) * b.astype(wide) + c.astype(wide), op.results[0].type.dtype)
+    return fma(a, b, c, op.results[0].type.dtype)
+
+
+def fma(a, b, c, t: dt.dtype) -> np.ndarray:
+    """``a * b + c`` rounded once to ``t``, as the hardware's fma instructions round.
+
+    float16/bfloat16/float32: the product of two p-bit values is exact in float64; the sum is
+    rounded to odd in float64 and then to nearest in ``t``, which is one rounding because
+    53 >= 2p + 2 (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008).
+    bfloat16 (computed in float32 arrays) goes through float32 rounded to odd too (24 >= 18).
+    float64: the same construction one level up (see ``_fma64``)."""
+    a, b, c = (np.asarray(v) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        if t.name == "float64":
+            return _fma64(a.astype(np.float64), b.astype(np.float64), c.astype(np.float64))
+        wide = a.astype(np.float64) * b.astype(np.float64)
+        s = _add_round_odd(wide, c.astype(np.float64))
+        if t.name == "bfloat16":
+            return dt.round_bf16(_f32_round_odd(s))
+        return s.astype(t.np)
+
+
+def _two_sum(x, y):
+    s = x + y
+    bv = s - x
+    return s, (x - (s - bv)) + (y - bv)
+
+
+def _add_round_odd(x, y):
+    """x + y rounded to odd: when inexact, the neighbour with an odd last bit."""
+    s, e = _two_sum(x, y)
+    even = (s.view(np.int64) & 1) == 0
+    nudge = (e != 0) & even & np.isfinite(s)
+    return np.where(nudge, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def _f32_round_odd(x):
+    f = x.astype(np.float32)
+    even = (f.view(np.int32) & 1) == 0
+    nudge = (f.astype(np.float64) != x) & even & np.isfinite(f)
+    return np.where(nudge, np.nextafter(f, np.where(x > f, np.float32(np.inf), np.float32(-np.inf))), f)
+
+
+_SPLIT = 2.0 ** 27 + 1  # Veltkamp: a 53-bit significand as two 26-bit halves
+
+
+def _two_prod(a, b):
+    """p + e == a * b exactly (Dekker), where nothing overflows or underflows."""
+    p = a * b
+    ta, tb = _SPLIT * a, _SPLIT * b
+    ah, bh = ta - (ta - a), tb - (tb - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _fma64(a, b, c):
+    """Exact float64 fma: a*b = uh + ul exactly, c + uh = th + tl exactly, then
+    RN(th + RO(tl + ul)) is the correctly rounded sum (Boldo & Melquiond, Theorem 6).
+    Elements outside the exponent range where that holds (nothing there over- or
+    underflows) are computed with exact rationals; a zero product or a non-finite operand
+    gives what IEEE ``a*b + c`` gives, which is then the fma's answer too."""
+    a, b, c = np.broadcast_arrays(a, b, c)
+    shape = a.shape
+    a, b, c = (np.ravel(v) for v in (a, b, c))
+    out = a * b + c
+    fa, fb, fc = np.abs(a), np.abs(b), np.abs(c)
+    lo, hi = 2.0 ** -450, 2.0 ** 450
+    fast = ((fa >= lo) & (fa <= hi) & (fb >= lo) & (fb <= hi)
+            & ((fc == 0) | (fc >= 2.0 ** -900) & (fc <= 2.0 ** 1000)))
+    uh, ul = _two_prod(a[fast], b[fast])
+    th, tl = _two_sum(c[fast], uh)
+    out[fast] = th + _add_round_odd(tl, ul)
+    slow = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (a != 0) & (b != 0) & ~fast
+    for i in np.nonzero(slow)[0]:
+        out[i] = _fma_rational(float(a[i]), float(b[i]), float(c[i]))
+    return out.reshape(shape)
+
+
+def _fma_rational(a: float, b: float, c: float) -> float:
+    from fractions import Fraction
+    x = Fraction(a) * Fraction(b) + Fraction(c)
+    if x == 0:  # a*b and c cancel exactly: +0 under round-to-nearest
+        return 0.0
+    try:
+        return float(x)  # int / int in CPython rounds correctly
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 @rule("where")
@@ -182,8 +267,20 @@ def _cast(p, op, x):
     if to.is_bool:
         return x != 0
     if src.is_floating and to.is_int:
-        return np.trunc(x).astype(to.np)
+        return _float_to_int(x, to)
     return fix(x, to)
+
+
+def _float_to_int(x, to: dt.dtype):
+    """Truncate toward zero, saturate at ``to``'s range, NaN -> 0: what PTX cvt.rzi and
+    AMD v_cvt_*_f32 do in hardware (numpy's cast is undefined out of range)."""
+    info = np.iinfo(to.np)
+    t = np.trunc(np.asarray(x, np.float64))  # exact for every float16/32 value
+    # float(info.max) rounds up to 2**63 / 2**64 for 64 bits: >= catches exactly the overflow
+    big, small, nan = t >= float(info.max), t <= float(info.min), np.isnan(t)
+    mid = np.where(big | small | nan, 0, t).astype(to.np)
+    out = np.where(big, info.max, np.where(small, info.min, mid))
+    return np.asarray(out, to.np)
 
 
 @rule("hint")

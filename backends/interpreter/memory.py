@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace import dtypes as dt
-from gluon_trace.errors import ArgumentError, InterpreterError
+from gluon_trace.errors import ArgumentTypeError, ArgumentValueError, InterpreterError, OutOfBoundsError
 
 SHIFT = 40
 LOW = (1 << SHIFT) - 1
@@ -24,13 +24,13 @@ def _as_numpy(value, name: str, loc):
     if mod.startswith("torch"):
         t = value.detach()
         if t.device.type != "cpu":
-            raise ArgumentError(f"argument `{name}` is on {t.device}; the interpreter runs on CPU "
+            raise ArgumentValueError(f"argument `{name}` is on {t.device}; the interpreter runs on CPU "
                                 "tensors and numpy arrays", loc)
         import torch
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy()
         return t.numpy()
-    raise ArgumentError(f"argument `{name}` ({type(value).__name__}) is not an array the "
+    raise ArgumentTypeError(f"argument `{name}` ({type(value).__name__}) is not an array the "
                         "interpreter can address", loc)
 
 
@@ -40,7 +40,7 @@ def _byte_view(arr: np.ndarray, name: str, loc) -> np.ndarray:
     if arr.flags.c_contiguous:
         return arr.reshape(-1).view(np.uint8)
     if any(s < 0 for s in arr.strides):
-        raise ArgumentError(f"argument `{name}` has a negative stride; pass a copy "
+        raise ArgumentValueError(f"argument `{name}` has a negative stride; pass a copy "
                             "(np.ascontiguousarray)", loc)
     span = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + arr.itemsize
     flat = np.lib.stride_tricks.as_strided(arr, shape=(span // arr.itemsize,),
@@ -83,7 +83,7 @@ class Memory:
         lo, hi = int(bid.min()), int(bid.max())
         if lo < 0 or hi >= len(self.bufs):
             bad = addr.flat[int(np.argmax(((bid < 0) | (bid >= len(self.bufs))).ravel()))]
-            raise InterpreterError(f"{what} through a pointer ({hex(int(bad))}) that points into no "
+            raise OutOfBoundsError(f"{what} through a pointer ({hex(int(bad))}) that points into no "
                                    "argument buffer", op.loc)
         bases = np.asarray(self.bases, dtype=np.int64)[bid]
         off = addr - bases
@@ -93,7 +93,7 @@ class Memory:
             i = int(np.argmax(bad.ravel()))
             o = int(off.flat[i])
             n = int(nbytes.flat[i])
-            raise InterpreterError(
+            raise OutOfBoundsError(
                 f"{what} out of bounds: element offset {o // size} of an argument buffer of "
                 f"{n // size} {elem} elements (at tile index {np.unravel_index(i, addr.shape) if addr.shape else ()})",
                 op.loc, notes=("mask the access (mask=offs < n) or fix the offsets",))

@@ -402,8 +402,14 @@ def _convert(em, src, to, r):
             return em.ins("b64", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
         if to.bits == 32:
             return em.ins("b32", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+        # saturate to the narrow type as cvt.rzi does for 32 and 64 bits (the interpreter's rule)
+        hi = (1 << (to.bits - 1)) - 1 if to.is_signed else (1 << to.bits) - 1
+        if not to.is_signed:
+            x = em.ins("b32", f"cvt.rzi.u32.{f} {{d}}, {r};")
+            return em.ins("b32", f"min.u32 {{d}}, {x}, {hi};")
         x = em.ins("b32", f"cvt.rzi.s32.{f} {{d}}, {r};")
-        return em.norm(x, to)
+        x = em.ins("b32", f"max.s32 {{d}}, {x}, {-hi - 1};")
+        return em.ins("b32", f"min.s32 {{d}}, {x}, {hi};")
     # float -> float
     if src.bits == 64:
         if to.bits == 64:

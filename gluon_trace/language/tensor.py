@@ -7,7 +7,7 @@ size-1 dimensions broadcast, but layouts are never silently converted.
 from __future__ import annotations
 
 from .. import dtypes as dt
-from ..errors import TraceError, user_location
+from ..errors import TraceError, TraceTypeError, user_location
 from ..ir import Type, Value
 from ..tracer import current
 
@@ -64,6 +64,12 @@ class tensor:
     def __iter__(self):
         raise TraceError("a traced tile cannot be iterated in Python; use gl.range for a run-time "
                          "loop or index with a Python range over a constexpr", user_location())
+
+    def __len__(self):
+        raise TraceTypeError(
+            f"len() of a traced tile is not defined (a {self.type} has a shape, not a length); "
+            "use x.shape[0] for the size of axis 0 or x.numel for the element count",
+            user_location())
 
     __hash__ = object.__hash__
 
@@ -254,7 +260,14 @@ def binary(name: str, a, b) -> tensor:
     if name in ("shl", "shr") and isinstance(a, tensor) and not isinstance(b, tensor):
         b = to_tensor(b, a.dtype)
     a, b = operands(a, b)
+    if a.dtype.is_bool and name in _BOOL_AS_INT:
+        a, b = cast(a, dt.int32), cast(b, dt.int32)
     return tensor(b_.value(name, [a.value, b.value]))
+
+
+# Arithmetic on int1 computes in int32, as Python does with bool (True + True == 2,
+# -True == -1); logic (& | ^ ~), comparisons, maximum and minimum stay int1.
+_BOOL_AS_INT = frozenset(("add", "sub", "mul", "floordiv", "mod", "shl", "shr", "neg", "abs"))
 
 
 def _is_ptr(x) -> bool:
@@ -284,4 +297,6 @@ def _pointer_arith(name, a, b) -> tensor:
 
 def unary(name: str, x) -> tensor:
     x = to_tensor(x)
+    if x.dtype.is_bool and name in _BOOL_AS_INT:
+        x = cast(x, dt.int32)
     return tensor(current().value(name, [x.value]))

@@ -15,6 +15,8 @@ import struct
 
 import numpy as np
 
+from gluon_trace import dtypes
+from gluon_trace.backends.interpreter.interpreter import fma as _fma
 from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Neg, Reg, Sub
 
 M32 = 0xFFFFFFFF
@@ -719,7 +721,7 @@ def vector_op(op, srcs, w, i):
         if op in ("v_max_f32", "v_min_f32"):
             return outf((np.fmax if "max" in op else np.fmin)(F(0), F(1)))
         if op == "v_fma_f32":
-            return outf(F(0).astype(np.float64) * F(1) + F(2))
+            return outf(_fma(F(0), F(1), F(2), dtypes.float32))
         if op in ("v_rcp_f32", "v_rcp_iflag_f32"):
             return outf(1.0 / F(0).astype(np.float64))
         if op == "v_rsq_f32":
@@ -774,8 +776,8 @@ def vector_op(op, srcs, w, i):
             return outd(D(0) + D(1))
         if op == "v_mul_f64":
             return outd(D(0) * D(1))
-        if op in ("v_fma_f64", "v_div_fmas_f64"):  # the product rounds (Python 3.11 has no fma)
-            return outd(D(0) * D(1) + D(2))
+        if op in ("v_fma_f64", "v_div_fmas_f64"):  # one rounding (the interpreter's exact fma)
+            return outd(_fma(D(0), D(1), D(2), dtypes.float64))
         if op in ("v_max_f64", "v_min_f64"):
             return outd((np.fmax if "max" in op else np.fmin)(D(0), D(1)))
         if op in ("v_floor_f64", "v_ceil_f64", "v_trunc_f64"):

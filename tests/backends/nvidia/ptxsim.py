@@ -460,11 +460,10 @@ class Sim:
         with np.errstate(all="ignore"):
             if t == "f32":
                 r = fma_f32(self.val(a, t), self.val(b, t), self.val(c, t))
-            else:
-                import math
-                x, y, z = self.val(a, t), self.val(b, t), self.val(c, t)
-                r = np.array([math.fma(p, q, s) if hasattr(math, "fma") else p * q + s
-                              for p, q, s in zip(x.tolist(), y.tolist(), z.tolist())], np.float64)
+            else:  # one rounding, as fma.rn.f64 (the interpreter's exact emulation)
+                from gluon_trace import dtypes
+                from gluon_trace.backends.interpreter.interpreter import fma
+                r = fma(self.val(a, t), self.val(b, t), self.val(c, t), dtypes.float64)
         self.set(d, r, m)
 
     def op_testp(self, parts, args, m, active):
@@ -512,12 +511,10 @@ class Sim:
             # to an integer type
             if st_[0] == "f":
                 xi = np.trunc(x.astype(np.float64))
-                lo, hi = np.iinfo(_np(dt_)).min, np.iinfo(_np(dt_)).max
-                xi = np.where(np.isnan(xi), 0, np.clip(xi, lo, hi))
-                r = xi.astype(np.float64)
-                r = np.array([int(v) for v in r.tolist()], dtype=np.int64 if dt_[0] == "s" else np.uint64) \
-                    if dt_ in ("s64", "u64") else r.astype(np.int64)
-                r = r.astype(_np(dt_))
+                lo, hi = int(np.iinfo(_np(dt_)).min), int(np.iinfo(_np(dt_)).max)
+                # saturate in Python ints: float(hi) of a 64-bit type rounds past the range
+                r = np.array([0 if v != v else min(max(int(v), lo), hi) if abs(v) != np.inf
+                              else (hi if v > 0 else lo) for v in xi.tolist()], dtype=_np(dt_))
             else:
                 r = x.astype(_np(dt_))
             # narrow destinations live sign/zero extended in their register

@@ -1,0 +1,308 @@
+"""One semantics per op and dtype: the interpreter against numpy/exact arithmetic, and the
+NVIDIA (PTX simulator) and AMD (machine-code simulator) backends against the interpreter,
+bit for bit, on the cases issue 13 saw disagree on the H100."""
+import os
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import dtypes as dt
+from gluon_trace import language as gl
+from gluon_trace.backends.interpreter.interpreter import fma
+
+HERE = os.path.dirname(__file__)
+sys.path[:0] = [os.path.join(HERE, "backends", "nvidia"), os.path.join(HERE, "backends", "amd")]
+N = 256
+
+
+def L():
+    return gl.BlockedLayout([1], [gl.threads_per_warp()], [2], [0])
+
+
+def interpret(kernel, args, **cx):
+    kernel[(1,)](*args, **cx, num_warps=2, backend="interpreter")
+    return args
+
+
+def on_ptxsim(kernel, args, **cx):
+    import ptxsim
+    from gluon_trace.backends.nvidia.emitter import emit
+    text, _, smem = emit(kernel.trace(*args, **cx, num_warps=2, target="sm_90").graph, "sm_90")
+    with np.errstate(all="ignore"):
+        ptxsim.run(text, (1, 1, 1), args, smem)
+    return args
+
+
+def on_amdsim(target):
+    def run(kernel, args, **cx):
+        import amdsim
+        from gluon_trace.backends.amd.assembler import find_toolchain
+        try:
+            find_toolchain()
+        except gt.CompileError as e:
+            pytest.skip(str(e))
+        amdsim.simulate(kernel.trace(*args, **cx, num_warps=2, target=target), target, (1,), args)
+        return args
+    return run
+
+
+BACKENDS = {"ptxsim": on_ptxsim, "gfx942": on_amdsim("gfx942"), "gfx1100": on_amdsim("gfx1100")}
+
+
+def same_bits(got, exp):
+    assert got.dtype == exp.dtype
+    bad = got.view(np.uint8).reshape(got.size, -1) != exp.view(np.uint8).reshape(exp.size, -1)
+    bad = bad.any(axis=1)
+    i = np.nonzero(bad)[0][:6]
+    assert not bad.any(), f"{int(bad.sum())} elements differ at {i}: got {got[i]} expected {exp[i]}"
+
+
+def check_backends(backend, kernel, make, outs, **cx):
+    ref = interpret(kernel, make(), **cx)
+    got = BACKENDS[backend](kernel, make(), **cx)
+    for i in outs:
+        same_bits(got[i], ref[i])
+
+
+# -- int1 arithmetic: computes in int32, as Python does with bool ------------------------------
+
+@gt.jit
+def bool_ops(o_add, o_sub, o_mul, o_div, o_mod, o_neg, o_abs, o_max, o_xor, a_ptr, b_ptr,
+             BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    x = gl.load(a_ptr + offs) > 0
+    y = gl.load(b_ptr + offs) > 0
+    one = y | True
+    gl.store(o_add + offs, x + y)
+    gl.store(o_sub + offs, x - y)
+    gl.store(o_mul + offs, x * y)
+    gl.store(o_div + offs, x // one)
+    gl.store(o_mod + offs, x % one)
+    gl.store(o_neg + offs, -x)
+    gl.store(o_abs + offs, gl.abs(x))
+    gl.store(o_max + offs, gl.maximum(x, y).to(gl.int32))
+    gl.store(o_xor + offs, (x ^ y).to(gl.int32))
+
+
+def _bool_args():
+    r = np.random.default_rng(1)
+    return [np.zeros(N, np.int32) for _ in range(9)] + [r.integers(-1, 2, N).astype(np.int32),
+                                                       r.integers(-1, 2, N).astype(np.int32)]
+
+
+def test_int1_arithmetic_is_pythons_bool_arithmetic():
+    args = interpret(bool_ops, _bool_args(), BLOCK=N)
+    x, y = (args[9] > 0).tolist(), (args[10] > 0).tolist()
+    py = [[p + q for p, q in zip(x, y)], [p - q for p, q in zip(x, y)], [p * q for p, q in zip(x, y)],
+          [p // 1 for p in x], [p % 1 for p in x], [-p for p in x], [abs(p) for p in x],
+          [max(p, q) for p, q in zip(x, y)], [p ^ q for p, q in zip(x, y)]]
+    for got, exp in zip(args[:9], py):
+        assert got.tolist() == [int(v) for v in exp]
+
+
+def test_int1_arithmetic_types():
+    seen = {}
+
+    @gt.jit
+    def k(a_ptr):
+        x = gl.load(a_ptr + gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))) > 0
+        seen.update(add=(x + x).dtype, neg=(-x).dtype, mx=gl.maximum(x, x).dtype, band=(x & x).dtype,
+                    lit=(x + 1).dtype)
+    k.trace(gl.pointer(gl.int32), num_warps=1, target="sm_90")
+    assert seen == dict(add=gl.int32, neg=gl.int32, mx=gl.int1, band=gl.int1, lit=gl.int32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int1_arithmetic_on_backends(backend):
+    check_backends(backend, bool_ops, _bool_args, range(9), BLOCK=N)
+
+
+# -- fma rounds once --------------------------------------------------------------------------
+
+def _exact_nearest(a, b, c, npt):
+    """Is each fma result the representable value nearest to the exact a*b+c?"""
+    out = fma(a, b, c, dt.from_numpy(npt))
+    for i in range(len(a)):
+        x = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        g = Fraction(float(out[i]))
+        for nb in (np.nextafter(out[i], npt(np.inf)), np.nextafter(out[i], npt(-np.inf))):
+            assert abs(Fraction(float(nb)) - x) >= abs(g - x), (a[i], b[i], c[i], out[i])
+            if abs(Fraction(float(nb)) - x) == abs(g - x):  # a tie goes to the even neighbour
+                assert int(np.asarray(out[i]).view(np.dtype(f"u{np.dtype(npt).itemsize}"))) % 2 == 0
+
+
+def _fma_operands(npt, n, seed):
+    r = np.random.default_rng(seed)
+    a = r.standard_normal(n).astype(npt)
+    b = (r.standard_normal(n) * 2.0 ** r.integers(-8, 8, n)).astype(npt)
+    c = -(a.astype(np.float64) * b) * (1 + r.standard_normal(n) * 2.0 ** r.integers(-30, -4, n))
+    c[::2] = r.standard_normal(n // 2)
+    return a, b, c.astype(npt)
+
+
+@pytest.mark.parametrize("npt", [np.float64, np.float32, np.float16])
+def test_interpreter_fma_is_one_rounding(npt):
+    a, b, c = _fma_operands(npt, 3000, 7)
+    _exact_nearest(a, b, c, npt)
+
+
+def test_float64_fma_differs_from_two_roundings_and_handles_extremes():
+    a, b, c = _fma_operands(np.float64, 3000, 8)
+    with np.errstate(all="ignore"):
+        assert (fma(a, b, c, dt.float64) != a * b + c).sum() > 100  # the old, twice-rounded answer
+        ex = np.array([1e300, -1e-300, 5e-324, 1.7e308, 0.0, -0.0, 3.0])
+        A, B, C = (v.ravel() for v in np.meshgrid(ex, ex, ex))
+        got = fma(A, B, C, dt.float64)
+    for i in range(len(A)):
+        if A[i] == 0 or B[i] == 0:  # an exact zero product: IEEE's signed-zero sum
+            exp = A[i] * B[i] + C[i]
+        else:
+            x = Fraction(A[i]) * Fraction(B[i]) + Fraction(C[i])
+            try:
+                exp = float(x)
+            except OverflowError:
+                exp = np.inf if x > 0 else -np.inf
+        assert got[i] == exp and np.signbit(got[i]) == np.signbit(exp), (A[i], B[i], C[i])
+    assert np.isnan(fma(np.array([np.inf]), np.array([0.0]), np.array([1.0]), dt.float64)).all()
+
+
+@gt.jit
+def fma_kernel(o, a_ptr, b_ptr, c_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    gl.store(o + offs, gl.fma(gl.load(a_ptr + offs), gl.load(b_ptr + offs), gl.load(c_ptr + offs)))
+
+
+@pytest.mark.parametrize("npt", [np.float64, np.float32])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fma_on_backends(backend, npt):
+    def make():
+        return [np.zeros(N, npt), *_fma_operands(npt, N, 9)]
+    check_backends(backend, fma_kernel, make, [0], BLOCK=N)
+
+
+def test_fma_float16_on_nvidia():
+    def make():
+        return [np.zeros(N, np.float16), *_fma_operands(np.float16, N, 10)]
+    check_backends("ptxsim", fma_kernel, make, [0], BLOCK=N)
+
+
+# -- shifts by any amount, of any integer type ---------------------------------------------------
+
+@gt.jit
+def shifts(o_l, o_r, a_ptr, s_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    a = gl.load(a_ptr + offs)
+    s = gl.load(s_ptr + offs)
+    gl.store(o_l + offs, a << s)
+    gl.store(o_r + offs, a >> s)
+
+
+def _shift_args(npt):
+    def make():
+        r = np.random.default_rng(3)
+        info = np.iinfo(npt)
+        bits = np.dtype(npt).itemsize * 8
+        a = r.integers(info.min, info.max, N, endpoint=True).astype(npt)
+        s = r.integers(-3 if info.min < 0 else 0, min(bits + 20, int(info.max)), N).astype(npt)
+        return [np.zeros(N, npt), np.zeros(N, npt), a, s]
+    return make
+
+
+def _py_shift(a, s, npt, left):
+    bits = np.dtype(npt).itemsize * 8
+    if s < 0 or s >= bits:  # out of range: everything shifted out (the sign stays for >>)
+        return 0 if left else (-1 if a < 0 else 0)
+    v = a << s if left else a >> s
+    return int(np.array(v & ((1 << bits) - 1), np.uint64).astype(npt)) if left else v
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64])
+def test_interpreter_shifts_match_the_rule(npt):
+    args = interpret(shifts, _shift_args(npt)(), BLOCK=N)
+    for a, s, left, right in zip(args[2].tolist(), args[3].tolist(), args[0].tolist(), args[1].tolist()):
+        assert left == _py_shift(a, s, npt, True) and right == _py_shift(a, s, npt, False), (a, s)
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.uint8, np.int32, np.uint32, np.int64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shifts_on_backends(backend, npt):
+    check_backends(backend, shifts, _shift_args(npt), [0, 1], BLOCK=N)
+
+
+# -- conversions ----------------------------------------------------------------------------
+
+@gt.jit
+def via_uint32(o_u, o_f, o_d, a_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    u = gl.load(a_ptr + offs).to(gl.uint32)
+    gl.store(o_u + offs, u)
+    gl.store(o_f + offs, u.to(gl.float32))
+    gl.store(o_d + offs, u.to(gl.float64))
+
+
+def _via_args(npt):
+    def make():
+        info = np.iinfo(npt)
+        a = np.random.default_rng(4).integers(info.min, info.max, N, endpoint=True).astype(npt)
+        return [np.zeros(N, np.uint32), np.zeros(N, np.float32), np.zeros(N, np.float64), a]
+    return make
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.int32, np.int64])
+def test_signed_to_uint32_to_float_in_the_interpreter(npt):
+    args = interpret(via_uint32, _via_args(npt)(), BLOCK=N)
+    u = [v % 2 ** 32 for v in args[3].tolist()]
+    assert args[0].tolist() == u
+    assert args[1].tolist() == [float(np.float32(v)) for v in u] and args[2].tolist() == u
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.int32, np.int64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_signed_to_uint32_to_float_on_backends(backend, npt):
+    check_backends(backend, via_uint32, _via_args(npt), [0, 1, 2], BLOCK=N)
+
+
+@gt.jit
+def float_to_ints(o_u8, o_i8, o_u16, o_u32, o_i32, o_u64, o_i64, a_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    a = gl.load(a_ptr + offs)
+    gl.store(o_u8 + offs, a.to(gl.uint8))
+    gl.store(o_i8 + offs, a.to(gl.int8))
+    gl.store(o_u16 + offs, a.to(gl.uint16))
+    gl.store(o_u32 + offs, a.to(gl.uint32))
+    gl.store(o_i32 + offs, a.to(gl.int32))
+    gl.store(o_u64 + offs, a.to(gl.uint64))
+    gl.store(o_i64 + offs, a.to(gl.int64))
+
+
+OUT_INTS = [np.uint8, np.int8, np.uint16, np.uint32, np.int32, np.uint64, np.int64]
+
+
+def _f2i_args(npt):
+    def make():
+        r = np.random.default_rng(5)
+        with np.errstate(all="ignore"):
+            a = (r.standard_normal(N) * 10.0 ** r.integers(0, 21, N)).astype(npt)
+            a[:8] = [np.nan, np.inf, -np.inf, -0.75, 300.5, -300.5, 2.0 ** 31, -(2.0 ** 31) - 4096]
+        return [np.zeros(N, t) for t in OUT_INTS] + [a]
+    return make
+
+
+@pytest.mark.parametrize("npt", [np.float16, np.float32, np.float64])
+def test_float_to_int_truncates_and_saturates_nan_to_zero(npt):
+    args = interpret(float_to_ints, _f2i_args(npt)(), BLOCK=N)
+    for out, t in zip(args[:7], OUT_INTS):
+        info = np.iinfo(t)
+        for x, got in zip(args[7].tolist(), out.tolist()):
+            exp = 0 if x != x else info.max if x == np.inf else info.min if x == -np.inf else \
+                min(max(int(x), int(info.min)), int(info.max))
+            assert got == exp, (x, t, got)
+
+
+@pytest.mark.parametrize("npt", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_to_int_on_backends(backend, npt):
+    check_backends(backend, float_to_ints, _f2i_args(npt), range(7), BLOCK=N)
