@@ -16,6 +16,8 @@
 
 typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                          unsigned bz, unsigned smem, void *stream, void **params, void **extra);
+typedef int (*ctx_get_fn)(void **ctx);  /* cuCtxGetCurrent */
+typedef int (*ctx_set_fn)(void *ctx);   /* cuCtxSetCurrent */
 
 enum { K_PTR = 0, K_I32 = 1, K_I64 = 2, K_F32 = 3, K_F64 = 4, K_BOOL = 5 };
 enum { STAGING = 1024 };  /* parameter bytes a launch stages on the stack; more: the Python path */
@@ -40,6 +42,13 @@ typedef struct {
     void **params;
     int multi_device;
     PyObject *tensor_type, *expected_kwargs, *get_stream, *get_device, *configured, *fail;
+    /* A kernel handle launches in the calling thread's current context, and a thread that
+     * never touched CUDA has none: each launch makes the device's primary context current
+     * (contexts: {device: handle}), leaving it there for a thread that had none and
+     * restoring any other afterwards. NULL ctx_get: the caller manages contexts. */
+    PyObject *contexts;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
 } Launch;
 
 static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream, *s_cuda_stream, *s_ptr, *s_is_contiguous;
@@ -194,6 +203,12 @@ static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, 
     if (devobj == NULL) return -1;
     int known = PySet_Contains(self->configured, devobj);
     if (known != 1) { Py_DECREF(devobj); if (known < 0) PyErr_Clear(); return 0; }
+    void *want = NULL;
+    if (self->ctx_get) {
+        PyObject *h = PyDict_GetItemWithError(self->contexts, devobj);  /* borrowed */
+        if (h != NULL) want = PyLong_AsVoidPtr(h);
+        if (h == NULL || PyErr_Occurred()) { Py_DECREF(devobj); PyErr_Clear(); return 0; }
+    }
     if (self->multi_device) {
         PyObject *cur = PyObject_CallNoArgs(self->get_device);
         int same = cur != NULL && PyLong_Check(cur) && PyLong_AsLongLong(cur) == dev;
@@ -213,9 +228,18 @@ static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, 
         Py_DECREF(devobj);
         if (stream_handle(stream, &s)) return 0;
     }
-    memcpy(self->buf, staging, self->buf_size);
-    int err = self->launch(self->func, g[0], g[1], g[2], self->nthreads, 1, 1, self->smem,
+    void *prev = NULL;
+    int err = 0;
+    if (self->ctx_get) {
+        err = self->ctx_get(&prev);
+        if (!err && prev != want) err = self->ctx_set(want);
+    }
+    if (!err) {
+        memcpy(self->buf, staging, self->buf_size);
+        err = self->launch(self->func, g[0], g[1], g[2], self->nthreads, 1, 1, self->smem,
                            (void *)(uintptr_t)s, self->params, NULL);
+    }
+    if (self->ctx_get && prev != NULL && prev != want) self->ctx_set(prev);
     if (err) {
         PyObject *r = PyObject_CallFunction(self->fail, "i", err);
         if (r == NULL) return -1;
@@ -248,22 +272,28 @@ static void launch_dealloc(Launch *self) {
     PyMem_Free(self->params);
     Py_XDECREF(self->tensor_type); Py_XDECREF(self->expected_kwargs); Py_XDECREF(self->get_stream);
     Py_XDECREF(self->get_device); Py_XDECREF(self->configured); Py_XDECREF(self->fail);
+    Py_XDECREF(self->contexts);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* Launch(launch_addr, func, nthreads, smem, buf_size, specs, tensor_type, expected_kwargs,
- *        get_stream, get_device, multi_device, configured, fail)
+ *        get_stream, get_device, multi_device, configured, fail[, contexts, ctx_get_addr, ctx_set_addr])
  * specs: tuple of (kind, align16, offset, dtype-or-None, contiguous) */
 static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     unsigned long long launch_addr, func;
     unsigned nthreads, smem;
     Py_ssize_t buf_size;
     int multi;
-    PyObject *specs, *tt, *ek, *gs, *gd, *cfg, *fail;
-    if (!PyArg_ParseTuple(a, "KKIInO!OO!OOpO!O", &launch_addr, &func, &nthreads, &smem, &buf_size,
+    PyObject *specs, *tt, *ek, *gs, *gd, *cfg, *fail, *ctxs = NULL;
+    unsigned long long ctx_get = 0, ctx_set = 0;
+    if (!PyArg_ParseTuple(a, "KKIInO!OO!OOpO!O|O!KK", &launch_addr, &func, &nthreads, &smem, &buf_size,
                           &PyTuple_Type, &specs, &tt, &PyDict_Type, &ek, &gs, &gd, &multi, &PySet_Type, &cfg,
-                          &fail))
+                          &fail, &PyDict_Type, &ctxs, &ctx_get, &ctx_set))
         return NULL;
+    if (ctxs != NULL && (!ctx_get || !ctx_set)) {
+        PyErr_SetString(PyExc_ValueError, "contexts need the cuCtxGetCurrent and cuCtxSetCurrent addresses");
+        return NULL;
+    }
     if (!PyType_Check(tt)) { PyErr_SetString(PyExc_TypeError, "tensor_type must be a type"); return NULL; }
     Launch *self = (Launch *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
@@ -279,6 +309,9 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     self->tensor_type = Py_NewRef(tt); self->expected_kwargs = Py_NewRef(ek); self->get_stream = Py_NewRef(gs);
     self->get_device = Py_NewRef(gd); self->configured = Py_NewRef(cfg); self->fail = Py_NewRef(fail);
     self->multi_device = multi;
+    self->contexts = ctxs ? Py_NewRef(ctxs) : NULL;
+    self->ctx_get = ctxs ? (ctx_get_fn)(uintptr_t)ctx_get : NULL;
+    self->ctx_set = ctxs ? (ctx_set_fn)(uintptr_t)ctx_set : NULL;
     self->nargs = n;
     self->buf_size = buf_size;
     if (!self->args || !self->buf || !self->params) { Py_DECREF(self); return PyErr_NoMemory(); }

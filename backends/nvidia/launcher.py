@@ -48,8 +48,9 @@ class Driver:
         err, n = cu.cuDeviceGetCount()
         self.ndev = n if err == cu.CUresult.CUDA_SUCCESS else 0
         self.ctxs: dict[int, object] = {}
+        self.ctx_handles: dict[int, int] = {}  # the same contexts as ints, for the C path
         self.libs: dict[bytes, tuple] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     def check(self, err, what: str, loc=None):
         if err != self.cu.CUresult.CUDA_SUCCESS:
@@ -59,13 +60,17 @@ class Driver:
     def context(self, dev: int):
         c = self.ctxs.get(dev)
         if c is None:
-            if not 0 <= dev < self.ndev:
-                raise LaunchError(f"there is no CUDA device {dev} ({self.ndev} present)")
-            err, d = self.cu.cuDeviceGet(dev)
-            self.check(err, "cuDeviceGet")
-            err, c = self.cu.cuDevicePrimaryCtxRetain(d)
-            self.check(err, "cuDevicePrimaryCtxRetain")
-            self.ctxs[dev] = c
+            with self.lock:  # threads launching at once retain the primary context once
+                c = self.ctxs.get(dev)
+                if c is None:
+                    if not 0 <= dev < self.ndev:
+                        raise LaunchError(f"there is no CUDA device {dev} ({self.ndev} present)")
+                    err, d = self.cu.cuDeviceGet(dev)
+                    self.check(err, "cuDeviceGet")
+                    err, c = self.cu.cuDevicePrimaryCtxRetain(d)
+                    self.check(err, "cuDevicePrimaryCtxRetain")
+                    self.ctx_handles[dev] = int(c)
+                    self.ctxs[dev] = c
         return c
 
     def kernel(self, ck):
@@ -86,22 +91,29 @@ class Driver:
 
 
 _driver: Driver | None = None
-_launch_addr: int | None = None
+_driver_lock = threading.Lock()
+_addrs: dict[str, int] = {}
+
+
+def driver_address(name: str) -> int:
+    """Address of a libcuda entry point (cuLaunchKernel, cuCtxGetCurrent, ...) for the C path."""
+    a = _addrs.get(name)
+    if a is None:
+        a = _addrs[name] = ctypes.cast(getattr(ctypes.CDLL("libcuda.so.1"), name), ctypes.c_void_p).value
+    return a
 
 
 def launch_address() -> int:
-    """Address of libcuda's cuLaunchKernel, for the C launch path."""
-    global _launch_addr
-    if _launch_addr is None:
-        f = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-        _launch_addr = ctypes.cast(f, ctypes.c_void_p).value
-    return _launch_addr
+    return driver_address("cuLaunchKernel")
 
 
 def driver() -> Driver:
+    """The one Driver; the first launches from several threads at once create it once."""
     global _driver
     if _driver is None:
-        _driver = Driver()
+        with _driver_lock:
+            if _driver is None:
+                _driver = Driver()
     return _driver
 
 
@@ -302,7 +314,8 @@ class KernelLauncher:
              "SMEM": self.smem, "getstream": torch._C._cuda_getCurrentRawStream,
              "getdev": torch._C._cuda_getDevice, "NDEV": self.drv.ndev, "CFG": self.configured,
              "CUstream": self.drv.cu.CUstream, "STREAMS": {}, "ok": self.drv.cu.CUresult.CUDA_SUCCESS,
-             "fail": self._fail, "LOCK": self.lock}
+             "fail": self._fail, "LOCK": self.lock, "CTX": self.drv.ctxs, "ctxget": self.drv.cu.cuCtxGetCurrent,
+             "ctxset": self.drv.cu.cuCtxSetCurrent}
         n = len(specs)
         body = ["def fast(grid, args, kwargs, stream):",
                 f"    if len(args) != {n} or kwargs != EXP: return False"]
@@ -353,6 +366,7 @@ class KernelLauncher:
             "        else: return False",
             "    elif c is int: gx = grid; gy = gz = 1",
             "    else: return False",
+            "    if gx.__class__ is not int or gy.__class__ is not int or gz.__class__ is not int: return False",
             "    if gx <= 0 or gy <= 0 or gz <= 0 or gx >= 2147483648 or gy >= 65536 or gz >= 65536: return False",
             f"    if {dev} not in CFG or (NDEV > 1 and {dev} != getdev()): return False",
             f"    if stream is None: stream = getstream({dev})",
@@ -362,8 +376,18 @@ class KernelLauncher:
                  "    if cs is None:",
                  "        if stream.__class__ is not int or len(STREAMS) > 64: return False",
                  "        cs = STREAMS[stream] = CUstream(stream)",
+                 # a thread that never touched CUDA has no current context (see _claunch.c)
+                 f"    ctx = CTX.get({dev})",
+                 "    if ctx is None: return False",
+                 "    err, prev = ctxget()",
+                 "    if err != ok: fail(err)",
+                 "    same = int(prev) == int(ctx)",
+                 "    if not same:",
+                 "        err, = ctxset(ctx)",
+                 "        if err != ok: fail(err)",
                  "    with LOCK:"] + pack + [
                  "        err, = launch(F, gx, gy, gz, NT, 1, 1, SMEM, cs, P, 0)",
+                 "    if not same and int(prev): ctxset(prev)",
                  "    if err != ok: fail(err)",
                  "    return True"]
         exec(compile("\n".join(body), f"<gluon_trace fast launcher {self.graph.name}>", "exec"), g)
@@ -395,13 +419,15 @@ class KernelLauncher:
             return None  # the device comes from a tensor argument
         try:
             addr = launch_address()
+            ctx_get, ctx_set = driver_address("cuCtxGetCurrent"), driver_address("cuCtxSetCurrent")
         except (OSError, AttributeError):
             return None
         from gluon_trace import backend
         backend.set_dispatch_factory(mod.Dispatch)
         return mod.Launch(addr, int(self.fn), self.nthreads, self.smem, self.buf_size, tuple(descs),
                           torch.Tensor, dict(expected_kwargs), torch._C._cuda_getCurrentRawStream,
-                          torch._C._cuda_getDevice, self.drv.ndev > 1, self.configured, self._fail_code)
+                          torch._C._cuda_getDevice, self.drv.ndev > 1, self.configured, self._fail_code,
+                          self.drv.ctx_handles, ctx_get, ctx_set)
 
     def _fail_code(self, code: int):
         self._fail(self.drv.cu.CUresult(code))

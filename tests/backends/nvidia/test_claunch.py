@@ -354,3 +354,109 @@ def test_parameter_buffers_larger_than_the_staging_area_take_the_python_path(mod
     big = mod.Launch(rec.addr, 1, 32, 0, 4096, ((0, True, 4000, F32, False),), FakeTensor, {}, lambda d: 0,
                      lambda: 0, False, {0}, print)
     assert big((1,), (FakeTensor(0x10000),), {}, None) is False and rec.calls == []
+
+
+# -- the current context: a thread that never touched CUDA has none ---------------------------------
+
+CTX_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+CTX_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class FakeContexts:
+    """cuCtxGetCurrent / cuCtxSetCurrent with a per-thread current context, as the driver's."""
+
+    def __init__(self):
+        import threading
+        self.tls = threading.local()
+        self.sets = []
+        self.get_fn = CTX_GET(self._get)
+        self.set_fn = CTX_SET(self._set)
+        self.get_addr = ctypes.cast(self.get_fn, ctypes.c_void_p).value
+        self.set_addr = ctypes.cast(self.set_fn, ctypes.c_void_p).value
+
+    def current(self):
+        return getattr(self.tls, "ctx", None) or 0
+
+    def _get(self, out):
+        out[0] = self.current() or None
+        return 0
+
+    def _set(self, ctx):
+        self.sets.append(ctx or 0)
+        self.tls.ctx = ctx or 0
+        return 0
+
+
+def make_ctx(mod, rec, fake, contexts):
+    seen = []
+    inner = rec._launch
+
+    def launch_fn(*a):
+        seen.append(fake.current())
+        return inner(*a)
+    rec.fn = LAUNCH(launch_fn)
+    rec.addr = ctypes.cast(rec.fn, ctypes.c_void_p).value
+    launch = mod.Launch(rec.addr, 0x1234, 128, 4096, 33, SPECS, FakeTensor, {}, lambda d: 0, lambda: 0,
+                        False, {0, 1}, print, contexts, fake.get_addr, fake.set_addr)
+    return launch, seen
+
+
+def test_a_thread_without_a_context_gets_the_devices_primary_context(mod):
+    import threading
+    rec, fake = Recorder(), FakeContexts()
+    launch, seen = make_ctx(mod, rec, fake, {0: 0xC0, 1: 0xC1})
+    after = []
+
+    def fresh():
+        after.append(launch((1,), good_args(), {}, None))
+        after.append(fake.current())
+    t = threading.Thread(target=fresh)
+    t.start()
+    t.join()
+    assert after == [True, 0xC0] and seen == [0xC0] and fake.sets == [0xC0]
+
+
+def test_another_current_context_is_restored_and_the_right_one_is_not_touched(mod):
+    rec, fake = Recorder(), FakeContexts()
+    launch, seen = make_ctx(mod, rec, fake, {0: 0xC0})
+    fake.tls.ctx = 0x77
+    assert launch((1,), good_args(), {}, None) is True
+    assert seen == [0xC0] and fake.current() == 0x77 and fake.sets == [0xC0, 0x77]
+    fake.sets.clear()
+    fake.tls.ctx = 0xC0
+    assert launch((1,), good_args(), {}, None) is True
+    assert seen == [0xC0, 0xC0] and fake.sets == []
+
+
+def test_a_device_without_a_known_context_takes_the_checked_path(mod):
+    rec, fake = Recorder(), FakeContexts()
+    launch, seen = make_ctx(mod, rec, fake, {1: 0xC1})
+    assert launch((1,), good_args(), {}, None) is False and rec.calls == [] and fake.sets == []
+    with pytest.raises(ValueError):
+        mod.Launch(rec.addr, 1, 32, 0, 8, (), FakeTensor, {}, print, print, False, set(), print, {}, 0, 0)
+
+
+def test_launches_from_many_fresh_threads_each_see_their_context_and_arguments(mod):
+    import threading
+    rec, fake = Recorder(), FakeContexts()
+    launch, seen = make_ctx(mod, rec, fake, {0: 0xC0})
+    bad = []
+
+    def worker(k):
+        for i in range(50):
+            n = k * 1000 + i
+            args = (FakeTensor(0x10000 + 16 * n), FakeTensor(0x20010), 7 + 16 * n, 0.5, 1 << 40, True)
+            if launch((k + 1,), args, {}, None) is not True:
+                bad.append((k, i))
+    for _ in range(3):
+        rec.calls.clear()
+        seen.clear()
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert bad == [] and len(rec.calls) == 400 and set(seen) == {0xC0}
+        for c in rec.calls:  # each launch carried its own thread's arguments, not a mix
+            n = (c["args"][0] - 0x10000) // 16
+            assert c["args"][2] == 7 + 16 * n and c["grid"] == (n // 1000 + 1, 1, 1)
