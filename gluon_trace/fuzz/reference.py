@@ -163,7 +163,8 @@ def _to_exact(x) -> Fraction:
 
 
 def _round_fraction(s: Fraction, t: str, approx: float):
-    """The value of dtype ``t`` nearest ``s`` (ties to even), given a near candidate."""
+    """The value of dtype ``t`` nearest ``s`` (ties to even), given ``approx``, the float64
+    nearest ``s`` (rounding it to ``t`` can be one step off: double rounding)."""
     c = fix(np.array(approx), t).astype(np.float64)
     if not np.isfinite(c):
         return c
@@ -210,5 +211,6 @@ def fma(a, b, c, t: str) -> np.ndarray:
             out[i] = approx[i]
             continue
         s = _to_exact(a[i]) * _to_exact(b[i]) + _to_exact(c[i])
-        out[i] = _round_fraction(s, t, approx[i]) if s != 0 else approx[i]
+        # float(s) is the nearest float64; the nearest value of t is it or a neighbour
+        out[i] = _round_fraction(s, t, float(s)) if s != 0 else approx[i]
     return fix(out, t)

@@ -200,9 +200,11 @@ def failure_dir() -> str:
     return os.environ.get("GLUON_TRACE_FUZZ_DIR", ".fuzz_failures")
 
 
-def save_reproducer(prog: Program, failures: list, directory: str | None = None) -> str:
+def save_reproducer(prog: Program, failures: list, directory: str | None = None,
+                    name: str | None = None) -> str:
     """A standalone file: the failure as a comment, the kernel, and a main that runs it in the
-    interpreter on the same data and compiles it for the failing targets."""
+    interpreter on the same data and compiles it for the failing targets. A fixed ``name``
+    is overwritten by each later failure (hypothesis ends on the shrunk example)."""
     directory = directory or failure_dir()
     os.makedirs(directory, exist_ok=True)
     inputs = make_inputs(prog)
@@ -225,7 +227,8 @@ if __name__ == "__main__":
         print(where, ":", msg)
     print("ok" if outcome.ok else f"{{len(outcome.failures)}} failure(s)")
 '''
-    name = f"fuzz_{abs(hash(src)) % 10 ** 10:010d}.py"
+    name = name or f"fuzz_{abs(hash(src)) % 10 ** 10:010d}"
+    name = name if name.endswith(".py") else name + ".py"
     path = os.path.abspath(os.path.join(directory, name))
     with open(path, "w") as f:
         f.write(f'"""Reproducer saved by gluon_trace.fuzz."""\n{notes}\n{src}{main}')

@@ -1,0 +1,192 @@
+"""The differential fuzzer (gluon_trace.fuzz): random programs in the interpreter against the
+numpy reference, and assembled for every NVIDIA and AMD target; plus the fuzzer's own parts
+(reference semantics, bounds, reproducers, coverage of what it generates).
+
+Counts scale with GLUON_TRACE_FUZZ_EXAMPLES (interpreter) and GLUON_TRACE_FUZZ_COMPILE_EXAMPLES
+(per target). A failure saves a standalone reproducer under .fuzz_failures/ (or
+GLUON_TRACE_FUZZ_DIR) and names it in the assertion."""
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from gluon_trace import fuzz
+from gluon_trace.fuzz import reference as R
+from gluon_trace.fuzz.evaluate import Val
+
+N_INTERP = int(os.environ.get("GLUON_TRACE_FUZZ_EXAMPLES", "300"))
+N_COMPILE = int(os.environ.get("GLUON_TRACE_FUZZ_COMPILE_EXAMPLES", "10"))
+NVIDIA = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+AMD = ("gfx90a", "gfx942", "gfx1100")
+_SETTINGS = dict(deadline=None, derandomize=True, database=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                        HealthCheck.filter_too_much])
+
+
+def _fail(test: str, outcome) -> None:
+    path = fuzz.save_reproducer(outcome.program, outcome.failures, name=test)
+    lines = "\n".join(f"  {where}: {msg}" for where, msg in outcome.failures)
+    raise AssertionError(f"{len(outcome.failures)} failure(s); reproducer: {path}\n{lines}")
+
+
+# ------------------------------------------------------------------------------ the fuzzer run
+@settings(max_examples=N_INTERP, **_SETTINGS)
+@given(fuzz.programs())
+def test_interpreter_matches_reference(prog):
+    outcome = fuzz.check_program(prog)
+    if not outcome.ok:
+        _fail("interpreter_vs_reference", outcome)
+
+
+def _toolchain_missing(target: str) -> str | None:
+    try:
+        if target.startswith("sm_"):
+            from gluon_trace.backends.nvidia.ptxas import find_path
+            find_path()
+        else:
+            from gluon_trace.backends.amd.assembler import find_toolchain
+            find_toolchain()
+    except Exception as e:  # noqa: BLE001 - any reason the assembler is absent skips
+        return f"no assembler for {target}: {e}"
+    return None
+
+
+@pytest.mark.parametrize("target", NVIDIA + AMD)
+@settings(max_examples=N_COMPILE, **_SETTINGS)
+@given(data=__import__("hypothesis").strategies.data())
+def test_programs_assemble(target, data):
+    why = _toolchain_missing(target)
+    if why:
+        pytest.skip(why)
+    warp = 64 if target in ("gfx90a", "gfx942") else 32
+    prog = data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp)))
+    outcome = fuzz.check_program(prog, targets=[target], interpreter=False)
+    if not outcome.ok:
+        _fail(f"assemble_{target}", outcome)
+
+
+# ------------------------------------------------------------------------------ the fuzzer itself
+def test_generator_covers_every_op_layout_and_dtype():
+    ops, layouts, dtypes, xor_bases, zero_bases = set(), set(), set(), 0, 0
+    for seed in range(300):
+        prog = fuzz.random_program(seed)
+        for n in prog.nodes:
+            ops.add(n.op)
+            dtypes.add(n.dtype)
+            lay = n.layout
+            while lay is not None:
+                layouts.add(type(lay).__name__)
+                if type(lay).__name__ == "DistributedLinearLayout":
+                    bases = lay.reg_bases + lay.lane_bases + lay.warp_bases
+                    xor_bases += any(sum(bin(c).count("1") for c in b) > 1 for b in bases)
+                    zero_bases += any(not any(b) for b in lay.lane_bases + lay.warp_bases)
+                lay = getattr(lay, "parent", None)
+    assert ops >= {"load", "binary", "unary", "cast", "nonzero", "where", "fma", "reduce", "scan",
+                   "convert", "expand", "reshape", "permute", "loop", "branch"}
+    assert layouts == {"BlockedLayout", "SliceLayout", "DistributedLinearLayout"}
+    assert dtypes >= set(fuzz.program.ALL_DTYPES)
+    assert xor_bases > 10 and zero_bases > 10
+
+
+def test_same_seed_same_program_and_dict_round_trip():
+    a, b = fuzz.random_program(7), fuzz.random_program(7)
+    assert fuzz.kernel_source(a) == fuzz.kernel_source(b)
+    back = fuzz.program_from_dict(fuzz.program_to_dict(a))
+    assert fuzz.kernel_source(back) == fuzz.kernel_source(a)
+    assert fuzz.kernel_source(fuzz.random_program(8)) != fuzz.kernel_source(a)
+
+
+def test_wrong_outputs_are_reported_and_unknown_elements_skipped():
+    prog = next(p for p in map(fuzz.random_program, range(100))
+                if any(p.node(o).dtype == "int32" and p.node(o).shape for o in p.outputs))
+    inputs = fuzz.make_inputs(prog)
+    got, poison = fuzz.run_interpreter(prog, inputs)
+    ref = fuzz.evaluate(prog, inputs)
+    assert fuzz.mismatches(prog, got, ref, poison) == []
+    i = next(i for i, o in enumerate(prog.outputs) if prog.node(o).dtype == "int32" and prog.node(o).shape)
+    name = prog.outputs[i]
+    bad = [np.array(g, copy=True) for g in got]
+    bad[i].reshape(-1)[0] += 1
+    (msg,) = fuzz.mismatches(prog, bad, ref, poison)
+    assert msg.startswith(f"out{i} = {name}") and "[0] got" in msg
+    e = np.array(ref[name].e, copy=True)
+    e.reshape(-1)[0] = np.inf  # an element the bounds could not decide is not compared
+    ref[name] = Val(ref[name].v, e)
+    assert fuzz.mismatches(prog, bad, ref, poison) == []
+
+
+def test_reproducer_runs_standalone(tmp_path):
+    prog = fuzz.random_program(3)
+    path = fuzz.save_reproducer(prog, [("sm_90", "CompileError: example")], directory=str(tmp_path))
+    text = open(path).read()
+    assert "# sm_90: CompileError: example" in text and "@gt.jit" in text
+    run = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "ok"
+
+
+# ------------------------------------------------------------------------------ reference semantics
+def test_bfloat16_rounding_matches_ml_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(0, 1e3, 2000), rng.normal(0, 1e-38, 200),
+                        [0.0, -0.0, np.inf, -np.inf, 3.3961e38, -3.3961e38, 1.00390625, 1.01171875]])
+    x32 = x.astype(np.float32)
+    want = x32.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_array_equal(R.round_bf16(x32), want)
+
+
+def test_fma_rounds_once():
+    # a*b+c where rounding the product (or the float64 sum) first gives a different answer
+    a, b, c = 1.0 + 2.0 ** -30, 1.0 + 2.0 ** -30, -(1.0 + 2.0 ** -29)
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    assert float(R.fma(np.array(a), np.array(b), np.array(c), "float64")) == float(exact) == 2.0 ** -60
+    a32 = np.float32(1 + 2 ** -12)
+    got = R.fma(a32, a32, np.float32(-(1 + 2 ** -11)), "float32")
+    assert float(got) == 2.0 ** -24
+    # float32: the float64 sum is itself rounded; the nearest float32 of the exact value wins
+    x, y, z = np.float32(1 + 2 ** -23), np.float32(2 ** -1), np.float32(2 ** -54)
+    exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+    ref = R.fma(x, y, z, "float32")
+    lo, hi = np.float32(0.5 + 2 ** -24), np.nextafter(np.float32(0.5 + 2 ** -24), np.float32(1))
+    assert float(ref) == min((lo, hi), key=lambda v: abs(Fraction(float(v)) - exact))
+
+
+def test_casts_saturate_and_wrap():
+    f = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, -3.7, 3.7, 255.9, -0.5])
+    assert R.cast(f, "float64", "int8").tolist() == [0, 127, -128, 127, -128, -3, 3, 127, 0]
+    assert R.cast(f, "float64", "uint8").tolist() == [0, 255, 0, 255, 0, 0, 3, 255, 0]
+    assert R.cast(np.array([2.0 ** 70]), "float64", "int64").tolist() == [2 ** 63 - 1]
+    assert R.cast(np.array([300, -1], np.int32), "int32", "uint8").tolist() == [44, 255]
+    assert R.cast(np.array([0.0, np.nan, -2.0]), "float64", "int1").tolist() == [False, True, True]
+
+
+def test_shifts_and_division_semantics():
+    a = np.array([-8, 8, -7, 7], np.int32)
+    assert R.binary("shl", a, np.array([1, 32, -1, 31], np.int32), "int32").tolist() == [-16, 0, 0, -2 ** 31]
+    assert R.binary("shr", a, np.array([1, 40, 32, -3], np.int32), "int32").tolist() == [-4, 0, -1, 0]
+    assert R.binary("shr", np.array([200], np.uint8), np.array([9], np.uint8), "uint8").tolist() == [0]
+    assert R.binary("floordiv", a, np.array([3, -3, 2, -2], np.int32), "int32").tolist() == [-2, -2, -3, -3]
+    assert R.binary("mod", a, np.array([3, -3, 2, -2], np.int32), "int32").tolist() == [-2, 2, -1, 1]
+    assert R.binary("maximum", np.array([np.nan, 1.0]), np.array([2.0, np.nan]), "float64").tolist() == [2.0, 1.0]
+
+
+def test_bounded_sum_covers_other_orders():
+    rng = np.random.default_rng(1)
+    prog = fuzz.Program([fuzz.Node("v0", "load", (), {"input": 0, "masked": False, "other": None},
+                                   "float16", (256,), None),
+                         fuzz.Node("v1", "reduce", ("v0",), {"kind": "sum", "axis": 0, "keep": False},
+                                   "float16", (), None)], ["v1"], 4, 32)
+    for _ in range(20):
+        x = rng.normal(0, 10, 256).astype(np.float16)
+        val = fuzz.evaluate(prog, {0: x}, "bounded")["v1"]
+        seq = np.float16(0)
+        for v in x[rng.permutation(256)]:  # another order, rounding every step
+            seq = np.float16(seq + v)
+        assert abs(float(seq) - float(val.v)) <= float(val.e)
+        # the documented bound, 2 (n - 1) u sum|x|, and no looser
+        assert 0 < float(val.e) <= 1.001 * 2 * 255 * 2.0 ** -11 * float(np.abs(x.astype(np.float64)).sum())
