@@ -140,6 +140,28 @@ def run_interpreter(prog: Program, inputs: dict | None = None, kernel=None) -> t
             [from_storage(b, prog.node(n).dtype) for b, n in zip(before, prog.outputs)])
 
 
+def run_on_device(prog: Program, inputs: dict | None = None, kernel=None, device: str = "cuda") -> tuple[list, list]:
+    """Like :func:`run_interpreter`, on a GPU through torch tensors (the backend is the one
+    the tensors' device picks)."""
+    import torch
+    inputs = make_inputs(prog) if inputs is None else inputs
+    kernel = kernel or kernel_of(prog)
+
+    def dev(a: np.ndarray, d: str):
+        if d == "bfloat16":
+            return torch.from_numpy(np.asarray(a, np.float32)).to(torch.bfloat16).to(device)
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    ins = [dev(inputs[n.attrs["input"]], n.dtype) for n in prog.inputs]
+    before = [from_storage(poisoned(prog.node(o).dtype, max(prog.node(o).numel, 1)), prog.node(o).dtype)
+              for o in prog.outputs]
+    outs = [dev(b, prog.node(o).dtype) for b, o in zip(before, prog.outputs)]
+    kernel[(1,)](*ins, *outs, prog.n_valid, prog.n_iter, prog.flag, num_warps=prog.num_warps)
+    torch.cuda.synchronize()
+    got = [o.float().cpu().numpy() if o.dtype == torch.bfloat16 else o.cpu().numpy() for o in outs]
+    return got, before
+
+
 def compile_program(prog: Program, target: str, kernel=None):
     """The backend's compiled kernel for ``target`` (types from the program's inputs)."""
     from .. import language as gl
