@@ -1,0 +1,148 @@
+"""Running our gfx1100 code objects on tinygrad's RDNA3 emulator, an executor we did not write.
+
+The emulator is ``test/mockgpu/amd/emu.py`` of a tinygrad source checkout (the PyPI wheel does
+not ship its ``test/`` tree): it decodes each instruction with tinygrad's tables generated from
+AMD's ISA documents and runs the instruction's pseudocode from those documents, compiled for the
+CPU. Point ``GLUON_TRACE_TINYGRAD`` at the checkout; nothing of it is vendored here.
+
+What the dispatch gives a wave is set up as a HIP launch would: the kernarg pointer in the first
+user SGPRs, workgroup ids after them (enabled by the descriptor's rsrc2), the workitem id in v0,
+the LDS size the code object declares. Buffers live in host memory (the emulator addresses host
+memory directly), each between guard bytes that must come back untouched."""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import struct
+import sys
+import tempfile
+
+import numpy as np
+
+ENV = "GLUON_TRACE_TINYGRAD"
+GUARD = 4096          # bytes of guard pattern on each side of every buffer
+GUARD_BYTE = 0xA5
+LDS_GRANULE = 512     # bytes per unit of rsrc2's LDS size field on gfx11
+LDS_SHIFT = 15
+
+
+class EmulatorMissing(RuntimeError):
+    """The emulator cannot be loaded here; the message says why and how to set it up."""
+
+
+def _compiler_wrapper() -> str:
+    """tinygrad's CPU backend compiles each emulated instruction with ``$CC`` (default clang).
+    Without a clang on PATH, the ziglang wheel's clang (already a dev dependency) stands in."""
+    d = tempfile.mkdtemp(prefix="gt-emu-cc-")
+    path = os.path.join(d, "clang")
+    with open(path, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" -m ziglang clang "$@"\n')
+    os.chmod(path, 0o755)
+    return path
+
+
+_EMU = None
+
+
+def load():
+    """The emulator module, or EmulatorMissing saying what is absent."""
+    global _EMU
+    if _EMU is not None:
+        return _EMU
+    root = os.environ.get(ENV)
+    if not root:
+        raise EmulatorMissing(f"${ENV} is not set: point it at a tinygrad source checkout (one "
+                              "with test/mockgpu/amd/emu.py); see README, AMD backend")
+    if not os.path.isfile(os.path.join(root, "test", "mockgpu", "amd", "emu.py")):
+        raise EmulatorMissing(f"${ENV}={root} has no test/mockgpu/amd/emu.py (a tinygrad checkout "
+                              "from before the pure-Python RDNA3 emulator, or not tinygrad)")
+    if not shutil.which(os.environ.get("CC", "clang")):
+        try:
+            import ziglang  # noqa: F401
+        except ImportError:
+            raise EmulatorMissing("no C compiler for tinygrad's CPU backend: install clang or "
+                                  "the ziglang wheel") from None
+        os.environ["CC"] = _compiler_wrapper()
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        from test.mockgpu.amd import emu  # noqa: PLC0415 (optional, located at run time)
+    except Exception as e:  # an incompatible checkout fails in many ways; say which
+        raise EmulatorMissing(f"importing the emulator from {root} failed: "
+                              f"{type(e).__name__}: {e}") from e
+    # The emulator flushes denormals (its default float mode); our descriptors ask for them
+    # to be kept (float_denorm_mode 3), so run it in the host's IEEE mode instead.
+    emu._get_ftz_lib = lambda: (None, 0)
+    _EMU = emu
+    return emu
+
+
+class _HostBuffer:
+    """A numpy array's bytes in host memory between guard bytes, passed as device memory."""
+
+    def __init__(self, arr: np.ndarray):
+        self.arr = arr
+        self.raw = np.full(arr.nbytes + 2 * GUARD, GUARD_BYTE, np.uint8)
+        self.raw[GUARD:GUARD + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        addr = self.raw.ctypes.data + GUARD
+        self.__cuda_array_interface__ = {"data": (addr, False), "shape": arr.shape,
+                                         "typestr": arr.dtype.str, "version": 3}
+
+    def copy_back(self, name: str) -> None:
+        lo, hi = self.raw[:GUARD], self.raw[GUARD + self.arr.nbytes:]
+        if (lo != GUARD_BYTE).any() or (hi != GUARD_BYTE).any():
+            bad = np.flatnonzero(np.concatenate([lo, hi]) != GUARD_BYTE)
+            raise AssertionError(f"kernel wrote outside argument {name} ({len(bad)} guard bytes "
+                                 "changed)")
+        self.arr.reshape(-1).view(np.uint8)[:] = self.raw[GUARD:GUARD + self.arr.nbytes]
+
+
+def _code(hsaco: bytes, kernel: str) -> tuple[bytes, int]:
+    """The bytes of the section holding ``kernel``'s code, and the entry's offset in them."""
+    from gluon_trace.backends.amd.metadata import _sections, read_symbols
+    value, _size, shndx = read_symbols(hsaco)[kernel]
+    sec = _sections(hsaco)[shndx]
+    return hsaco[sec["offset"]:sec["offset"] + sec["size"]], value - sec["addr"]
+
+
+def run(traced, grid, args, target: str = "gfx1100"):
+    """Run ``traced`` (a TracedKernel) on the emulator with ``args`` (numpy arrays are copied
+    in and the results copied back into them, scalars passed by value)."""
+    from gluon_trace.backends.amd import launcher
+    from gluon_trace.backends.amd.metadata import read_descriptor
+    emu = load()
+    tk = traced.for_target(target)
+    g = tk.graph
+    ck = tk.compile(target)
+    km = launcher.kernel_meta(ck.binary, g.name)
+    if launcher.print_arg(km) is not None:
+        raise NotImplementedError("kernels that print are not run on the emulator")
+    desc = read_descriptor(ck.binary, g.name)
+    if not desc["wavefront_size32"]:
+        raise NotImplementedError(f"the emulator runs RDNA3 (wave32) code, {target} is wave64")
+    dev = [_HostBuffer(a) if isinstance(a, np.ndarray) else a for a in args]
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    kernarg = bytearray(launcher.pack_args(km, g, dev))
+    kernarg += bytes(km[".kernarg_segment_size"] - len(kernarg))
+    block = g.num_warps * 32
+    hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],
+              "hidden_block_count_z": grid[2], "hidden_group_size_x": block,
+              "hidden_group_size_y": 1, "hidden_group_size_z": 1, "hidden_grid_dims": 1}
+    for h in km[".args"]:
+        k = h[".value_kind"]
+        if k in hidden:
+            struct.pack_into("<I" if h[".size"] == 4 else "<H", kernarg, h[".offset"], hidden[k])
+    kbuf = (ctypes.c_uint8 * len(kernarg)).from_buffer(kernarg)
+    text, entry = _code(ck.binary, g.name)
+    code = ctypes.create_string_buffer(text + bytes(64), len(text) + 64)  # decoder reads ahead
+    lds = desc["group_segment_fixed_size"]
+    rsrc2 = desc["rsrc2"] | (-(-lds // LDS_GRANULE) << LDS_SHIFT)
+    err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1, 1,
+                      ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"], "rdna3")
+    if err:
+        raise RuntimeError(f"the emulator returned {err}")
+    for d, name in zip(dev, g.arg_names):
+        if isinstance(d, _HostBuffer):
+            d.copy_back(name)
+    return ck
