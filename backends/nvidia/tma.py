@@ -71,9 +71,12 @@ def encode(desc) -> bytes:
     """The CUtensorMap bytes (128) for ``desc``, through cuda-python's driver bindings."""
     from cuda.bindings import driver as cu
     a = encode_args(desc)
+    u64 = getattr(cu, "cuuint64_t", int)  # the bindings want their own integer wrappers
+    u32 = getattr(cu, "cuuint32_t", int)
     err, tmap = cu.cuTensorMapEncodeTiled(
         getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{a['dtype']}"), a["rank"], a["address"],
-        list(a["global_dims"]), list(a["global_strides"]), list(a["box_dims"]), list(a["element_strides"]),
+        [u64(x) for x in a["global_dims"]], [u64(x) for x in a["global_strides"]],
+        [u32(x) for x in a["box_dims"]], [u32(x) for x in a["element_strides"]],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a['swizzle']}"),
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
