@@ -91,23 +91,47 @@ def _fdiv64(em, a, b):
 
 
 def fmod(em, d, a, b):
-    """a - trunc(a / b) * b with a's sign; exact while |a / b| < 2**24 (2**53 for f64)."""
-    q = fdiv(em, d, a, b)
+    """fmod with a's sign; NaN where a is inf or NaN, b is NaN or 0; a where b is inf.
+    float32/16 (held as f32): exact for every input, as C's fmod and the interpreter:
+    |a| is reduced in float64 by |b| * 2**s for s = 250, 200, ..., 0; each quotient is
+    below 2**50 (f32 values span 2**277), so trunc(q) is exact and the fma leaves the exact
+    remainder. float64: one step, exact while |a / b| < 2**53 (a loop would be needed past
+    that; the NVIDIA backend has it)."""
     if d.bits == 64:
+        q = fdiv(em, d, a, b)
         t = em.valu("v_trunc_f64", em.v(2), [q], form="vop1")
         r = em.valu("v_fma_f64", em.v(2), [Neg(t), b, a], form="vop3")
         em.valu("v_cmp_class_f64", em.vcc, [b, Imm(CLASS_INF)], form="vopc")
         r = cndmask64(em, r, a)
+        em.valu("v_cmp_class_f64", em.vcc, [a, Imm(CLASS_INF)], form="vopc")
+        r = cndmask64(em, r, Imm.f64(float("nan")))
         hi_r = em.valu("v_bfi_b32", em.v(), [Imm(0x7FFFFFFF), _half(r, 1), _half(a, 1)], form="vop3")
         out = em.v(2)
         em.emit("v_mov_b32", [out[0]], [_half(r, 0)], kind="valu")
         em.emit("v_mov_b32", [out[1]], [hi_r], kind="valu")
         return out
-    t = em.valu("v_trunc_f32", em.v(), [q], form="vop1")
-    r = em.valu("v_fma_f32", em.v(), [Neg(t), b, a], form="vop3")
+    x = em.valu("v_cvt_f64_f32", em.v(2), [a], form="vop1")
+    y = em.valu("v_cvt_f64_f32", em.v(2), [b], form="vop1")
+    ax, ay = _fabs64(em, x), _fabs64(em, y)
+    for s in (250, 200, 150, 100, 50, 0):
+        yk = em.valu("v_ldexp_f64", em.v(2), [ay, Imm(s)], form="vop3") if s else ay
+        q = em.valu("v_trunc_f64", em.v(2), [_fdiv64(em, ax, yk)], form="vop1")
+        r = em.valu("v_fma_f64", em.v(2), [Neg(q), yk, ax], form="vop3")
+        em.valu("v_cmp_gt_f64", em.vcc, [Imm.f64(0.0), r], form="vopc")  # q was 1 too big
+        ax = cndmask64(em, r, em.valu("v_add_f64", em.v(2), [r, yk], form="vop3"))
+    r = em.valu("v_cvt_f32_f64", em.v(), [ax], form="vop1")
     em.valu("v_cmp_class_f32", em.vcc, [b, Imm(CLASS_INF)], form="vopc")
     r = cndmask(em, r, a)
+    em.valu("v_cmp_class_f32", em.vcc, [a, Imm(CLASS_INF)], form="vopc")
+    r = cndmask(em, r, Imm(0x7FC00000))
     return em.valu("v_bfi_b32", em.v(), [Imm(0x7FFFFFFF), r, a], form="vop3")
+
+
+def _fabs64(em, x):
+    out = em.v(2)
+    em.emit("v_mov_b32", [out[0]], [_half(x, 0)], kind="valu")
+    em.valu("v_and_b32", out[1], [Imm(0x7FFFFFFF), _half(x, 1)], comm=True)
+    return out
 
 
 # -- float32 unary functions -----------------------------------------------------------------------

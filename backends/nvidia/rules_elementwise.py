@@ -95,38 +95,56 @@ def arith(em, op, name, a, b):
 
 
 def _fmod(em, t, a, b):
-    """fmod through f64: q = trunc(|a| / |b|) is exact for quotients below 2**50, and then
-    |a| - q*|b| is exact in one fma; the result takes a's sign."""
+    """fmod, exact for every input (as C's fmod and the interpreter): |a| is reduced by
+    |b| * 2**(50 j) for j from the largest that fits down to 0; each quotient is below
+    2**50, so its trunc is exact and |a| - q*|b|*2**(50 j) is exact in one fma.
+    float32/16 go through float64. The result takes a's sign; NaN where a is inf or NaN,
+    b is NaN or 0; a where b is inf."""
     if t.bits == 64:
         x, y = a, b
     else:
         x = em.ins("f64", f"cvt.f64.f32 {{d}}, {a};")
         y = em.ins("f64", f"cvt.f64.f32 {{d}}, {b};")
+    inf, step, back = "0d7FF0000000000000", "0d4310000000000000", "0d3CD0000000000000"  # 2**50, 2**-50
     ax = em.ins("f64", f"abs.f64 {{d}}, {x};")
     ay = em.ins("f64", f"abs.f64 {{d}}, {y};")
-    q = em.ins("f64", f"div.rn.f64 {{d}}, {ax}, {ay};")
-    q = em.ins("f64", f"cvt.rzi.f64.f64 {{d}}, {q};")
-    nq = em.ins("f64", f"neg.f64 {{d}}, {q};")
-    r = em.ins("f64", f"fma.rn.f64 {{d}}, {nq}, {ay}, {ax};")
-    # |a| < |b|: a itself (also keeps -0.0); the fma can round to |b| when q was 1 too small
-    small = em.ins("pred", f"setp.lt.f64 {{d}}, {ax}, {ay};")
-    r = em.ins("f64", f"selp.f64 {{d}}, {ax}, {r}, {small};")
-    neg = em.ins("pred", f"setp.lt.f64 {{d}}, {r}, 0d0000000000000000;")
-    ra = em.ins("f64", f"add.rn.f64 {{d}}, {r}, {ay};")
-    r = em.ins("f64", f"selp.f64 {{d}}, {ra}, {r}, {neg};")
+    go = em.ins("pred", f"setp.le.f64 {{d}}, {ay}, {ax};")
+    fin = em.ins("pred", f"setp.lt.f64 {{d}}, {ax}, {inf};")
+    pos = em.ins("pred", f"setp.gt.f64 {{d}}, {ay}, 0d0000000000000000;")
+    em.emit(f"and.pred {go}, {go}, {fin};")
+    em.emit(f"and.pred {go}, {go}, {pos};")
+    done, up, down = em.label("fmod_done"), em.label("fmod_up"), em.label("fmod_down")
+    yk = em.ins("f64", f"mov.f64 {{d}}, {ay};")
+    em.emit(f"@!{go} bra {done};")
+    with em.scope():
+        em.emit(f"{up}:")
+        t2 = em.ins("f64", f"mul.rn.f64 {{d}}, {yk}, {step};")
+        more = em.ins("pred", f"setp.le.f64 {{d}}, {t2}, {ax};")
+        em.emit(f"@{more} mov.f64 {yk}, {t2};")
+        em.emit(f"@{more} bra {up};")
+        em.emit(f"{down}:")
+        q = em.ins("f64", f"div.rn.f64 {{d}}, {ax}, {yk};")
+        q = em.ins("f64", f"cvt.rzi.f64.f64 {{d}}, {q};")
+        nq = em.ins("f64", f"neg.f64 {{d}}, {q};")
+        r = em.ins("f64", f"fma.rn.f64 {{d}}, {nq}, {yk}, {ax};")
+        neg = em.ins("pred", f"setp.lt.f64 {{d}}, {r}, 0d0000000000000000;")  # q was 1 too big
+        em.emit(f"mov.f64 {ax}, {r};")
+        em.emit(f"@{neg} add.rn.f64 {ax}, {r}, {yk};")
+        last = em.ins("pred", f"setp.eq.f64 {{d}}, {yk}, {ay};")
+        em.emit(f"mul.rn.f64 {yk}, {yk}, {back};")
+        em.emit(f"@!{last} bra {down};")
+    em.emit(f"{done}:")
     bits = em.ins("b64", f"mov.b64 {{d}}, {x};")
     sign = em.ins("b64", f"and.b64 {{d}}, {bits}, -9223372036854775808;")
-    rb = em.ins("b64", f"mov.b64 {{d}}, {r};")
+    rb = em.ins("b64", f"mov.b64 {{d}}, {ax};")
     rb = em.ins("b64", f"or.b64 {{d}}, {rb}, {sign};")
     r = em.ins("f64", f"mov.b64 {{d}}, {rb};")
-    # NaN operands, b == 0 or a infinite give NaN (the arithmetic above gives it already
-    # except for inf % finite, where q is inf)
     bad = em.ins("pred", f"testp.infinite.f64 {{d}}, {x};")
-    nan = em.ins("f64", "mov.f64 {d}, 0d7FF8000000000000;")
-    r = em.ins("f64", f"selp.f64 {{d}}, {nan}, {r}, {bad};")
-    # finite % inf is a
-    binf = em.ins("pred", f"testp.infinite.f64 {{d}}, {y};")
-    r = em.ins("f64", f"selp.f64 {{d}}, {x}, {r}, {binf};")
+    nan_in = em.ins("pred", f"setp.nan.f64 {{d}}, {x}, {y};")
+    zero = em.ins("pred", f"setp.eq.f64 {{d}}, {ay}, 0d0000000000000000;")
+    em.emit(f"or.pred {bad}, {bad}, {nan_in};")
+    em.emit(f"or.pred {bad}, {bad}, {zero};")
+    r = em.ins("f64", f"selp.f64 {{d}}, 0d7FF8000000000000, {r}, {bad};")
     if t.bits == 64:
         return r
     return em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
