@@ -341,6 +341,13 @@ class DistributedLayout(abc.ABC):
         shape = self.tile_shape if shape is None else shape
         return f"{self!r}\n{self.to_linear(shape).describe()}"
 
+    def plot(self, shape=None, ax=None, annotate: bool = True):
+        """Who owns each element, as a matplotlib figure (the PTX ISA's fragment pictures for
+        the MMA layouts)."""
+        from .layout_plots import plot_owners
+        shape = self.tile_shape if shape is None else tuple(shape)
+        return plot_owners(self.to_linear(shape), type(self).__name__, ax, annotate)
+
     def _repr_html_(self, shape=None) -> str:
         shape = self.tile_shape if shape is None else shape
         return f"<div><code>{html.escape(repr(self))}</code></div>\n{self.to_linear(shape)._repr_html_()}"

@@ -192,6 +192,12 @@ class SharedLayout(abc.ABC):
         """HTML picture of the banks (hover an element for its offset)."""
         return html_banks(self, shape, element_bits)
 
+    def plot(self, shape, element_bits: int = 16, ax=None):
+        """Which bank each element lands in, as a matplotlib figure."""
+        from .layout_plots import plot_banks
+        return plot_banks(self.banks(tuple(shape), element_bits),
+                          f"{type(self).__name__}: bank of each element ({element_bits}-bit)", ax)
+
     def wavefronts(self, reg_layout, shape, element_bits: int, num_warps: int,
                    threads_per_warp: int = 32, vector_bytes: int | None = None) -> "WavefrontReport":
         """Bank conflicts of loading/storing a ``reg_layout`` tile; see :func:`wavefronts`."""
@@ -643,6 +649,11 @@ class WavefrontReport:
         return "\n".join(lines)
 
     __str__ = describe
+
+    def plot(self, ax=None):
+        """The conflict heat map as a matplotlib figure (ways per element)."""
+        from .layout_plots import plot_heat
+        return plot_heat(self.ways, f"{self.total} wavefronts (ideal {self.ideal_total})", ax)
 
     def _repr_html_(self) -> str:
         import html as _html

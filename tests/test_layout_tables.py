@@ -223,3 +223,18 @@ def test_shared_layout_errors():
         NVMMASharedLayout(128, 16).verify((64, 32), 16)   # 64 bytes: narrower than the swizzle
     with pytest.raises(LayoutError):
         NVMMASharedLayout(128, 16).verify((64, 64), 32)   # written for 16-bit elements
+
+
+def test_layouts_plot_as_matplotlib_figures():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    acc = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    ax = acc.plot((16, 8))
+    labels = {t.get_text() for t in ax.texts}
+    assert "T0:R0" in labels and "T0:R2" in labels and len(ax.texts) == 128   # the PTX C-fragment figure
+    ax = NVMMASharedLayout(128, 16).plot((8, 64), 16)
+    assert len(ax.texts) == 512 and {t.get_text() for t in ax.texts} <= {str(b) for b in range(32)}
+    rep = NVMMASharedLayout(128, 16).wavefronts(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]), (64, 64), 16, 4)
+    assert rep.plot().get_title().startswith(f"{rep.total} wavefronts")
+    plt.close("all")
