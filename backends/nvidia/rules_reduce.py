@@ -20,7 +20,7 @@ through shared memory, and chunks of repeated registers carry their totals forwa
 """
 from __future__ import annotations
 
-from gluon_trace.errors import CompileError
+import re
 
 from . import ptx
 from .emitter import Lin, _pack, rule, select
@@ -97,14 +97,40 @@ def _ld(em, t, addr, off):
     return r
 
 
-def _check_pure(lin, axis: int, what: str, loc):
-    for b in lin.reg_bases + lin.lane_bases + lin.warp_bases:
-        if b[axis] and any(c for d, c in enumerate(b) if d != axis):
-            raise CompileError(
-                f"{what} along axis {axis}: the layout has a basis {list(b)} that moves along the axis "
-                "and another dimension at once; the NVIDIA backend needs each register/lane/warp "
-                "bit to move along one dimension", loc,
-                notes=("convert first: gl.convert_layout(x, gl.BlockedLayout(...))",))
+def _axis_bases(lin, axis):
+    """[(kind, index, axis coordinate)] of the bases that move along ``axis``, or None when
+    one of them also moves along another dimension, is not a single coordinate bit, or
+    repeats another's bit (the direct lowerings pair elements by such bits; anything else
+    would combine the wrong elements or count one twice)."""
+    out, seen = [], set()
+    for kind, bases in (("r", lin.reg_bases), ("l", lin.lane_bases), ("w", lin.warp_bases)):
+        for i, b in enumerate(bases):
+            a = b[axis]
+            if not a:
+                continue
+            if a & (a - 1) or a in seen or any(c for d, c in enumerate(b) if d != axis):
+                return None
+            seen.add(a)
+            out.append((a, kind, i))
+    return sorted(out)
+
+
+def canonical(shape, axis: int, num_warps: int) -> Lin:
+    """The layout the fallbacks go through: the axis's coordinate bits, lowest first, in
+    registers, then lanes (from lane-id bit 0), then warps; the other dimensions' bits
+    after them; lanes/warps left over hold copies (zero bases). Every direct lowering
+    takes it, in the interpreter's combination order."""
+    rank = len(shape)
+    unit = lambda d, k: tuple((1 << k) if e == d else 0 for e in range(rank))  # noqa: E731
+    bits = [unit(axis, k) for k in range(int(shape[axis]).bit_length() - 1)]
+    for d in reversed(range(rank)):
+        if d != axis:
+            bits += [unit(d, k) for k in range(int(shape[d]).bit_length() - 1)]
+    nl, nw = 5, num_warps.bit_length() - 1
+    nr = max(0, len(bits) - nl - nw)
+    zero = (0,) * rank
+    pad = bits[nr:] + [zero] * (nl + nw)
+    return Lin(shape, bits[:nr], pad[:nl], pad[nl:nl + nw])
 
 
 def _regions(dtypes, count: int) -> list[int]:
@@ -140,19 +166,32 @@ def _reduce(em, op):
     n = len(xs)
     dtypes = [v.type.dtype for v in xs]
     lin = em.lin(xs[0])
-    _check_pure(lin, axis, "reduce", op.loc)
     region = op.regions[0]
     comm = _commutative(region)
     combine = combiner(em, region)
-
     regs = [em.vals[v] for v in xs]
+    steps = _axis_bases(lin, axis)
+    kinds = "".join(k for _, k, _ in steps or ())
+    # A combine that may not commute needs its operands in coordinate order: registers
+    # below the lanes first, lanes, the registers above them, warps last.
+    if steps is None or not (comm or re.fullmatch("r*l*r*|r*l*w*", kinds)):
+        # Fallback: one shared-memory round trip per operand (store, bar.sync, load) into
+        # the canonical layout, then the direct reduction there.
+        canon = canonical(lin.shape, axis, em.nw)
+        regs = [move(em, r, t, lin, canon) for r, t in zip(regs, dtypes)]
+        lin, kinds = canon, "".join(k for _, k, _ in _axis_bases(canon, axis))
     vals = {r: [regs[j][r] for j in range(n)] for r in range(lin.num_regs)}
     by_coord = lambda bases: sorted((i for i, b in enumerate(bases) if b[axis]), key=lambda i: bases[i][axis])  # noqa: E731
-    for i in by_coord(lin.reg_bases):
-        bit = 1 << i
-        for r in sorted(vals):
-            if not r & bit and r | bit in vals:
-                vals[r] = combine(vals[r], vals.pop(r | bit))
+    reg_bits = by_coord(lin.reg_bases)
+    early = reg_bits if comm else reg_bits[:len(kinds) - len(kinds.lstrip("r"))]
+
+    def reg_steps(bits):
+        for i in bits:
+            bit = 1 << i
+            for r in sorted(vals):
+                if not r & bit and r | bit in vals:
+                    vals[r] = combine(vals[r], vals.pop(r | bit))
+    reg_steps(early)
     for i in by_coord(lin.lane_bases):
         for r in vals:
             other = [shfl(em, "bfly", x, t, 1 << i) for x, t in zip(vals[r], dtypes)]
@@ -163,6 +202,7 @@ def _reduce(em, op):
                 lhs = [select(em, t, p, o, x) for x, o, t in zip(vals[r], other, dtypes)]
                 rhs = [select(em, t, p, x, o) for x, o, t in zip(vals[r], other, dtypes)]
                 vals[r] = combine(lhs, rhs)
+    reg_steps([i for i in reg_bits if i not in early])
     res = op.results
     out_shape = res[0].type.shape
     drop = lambda b: tuple(b[:axis]) + tuple(b[axis + 1:])  # noqa: E731
@@ -269,6 +309,19 @@ def _combine_opt(em, dtypes, combine, a, b):
     return _Maybe(r, em.ins("pred", f"or.pred {{d}}, {a.flag}, {b.flag};"))
 
 
+def _scan_bits(lin, axis):
+    """The axis bases in coordinate order when the direct scan takes them: registers,
+    lanes at consecutive lane-id bits (lowest coordinate at the lowest bit), warps, then
+    repeated registers; None otherwise."""
+    bits = _axis_bases(lin, axis)
+    if bits is None or not re.fullmatch("r*l*w*r*", "".join(k for _, k, _ in bits)):
+        return None
+    lanes = [i for _, k, i in bits if k == "l"]
+    if lanes and lanes != list(range(lanes[0], lanes[0] + len(lanes))):
+        return None
+    return bits
+
+
 @rule("scan")
 def _scan(em, op):
     axis, reverse = op.attrs["axis"], op.attrs["reverse"]
@@ -276,29 +329,24 @@ def _scan(em, op):
     n = len(xs)
     dtypes = [v.type.dtype for v in xs]
     lin = em.lin(xs[0])
-    _check_pure(lin, axis, "scan", op.loc)
     region = op.regions[0]
     combine = combiner(em, region)
-    bits = sorted([(b[axis], "r", i) for i, b in enumerate(lin.reg_bases) if b[axis]]
-                  + [(b[axis], "l", i) for i, b in enumerate(lin.lane_bases) if b[axis]]
-                  + [(b[axis], "w", i) for i, b in enumerate(lin.warp_bases) if b[axis]])
+    regs = [em.vals[v] for v in xs]
+    src_lin = lin
+    bits = _scan_bits(lin, axis)
+    if bits is None:
+        # Fallback: the canonical layout (one shared-memory round trip per operand there
+        # and one back, each a store, bar.sync and load), the direct scan in between.
+        lin = canonical(lin.shape, axis, em.nw)
+        regs = [move(em, r, t, src_lin, lin) for r, t in zip(regs, dtypes)]
+        bits = _scan_bits(lin, axis)
     kinds = "".join(k for _, k, _ in bits)
-    import re
-    if not re.fullmatch(r"r*l*w*r*", kinds):
-        raise CompileError(f"scan along axis {axis}: the layout spreads the axis over registers, "
-                           "lanes and warps in an order the NVIDIA backend does not scan (it needs "
-                           "registers, then lanes, then warps, then repeated registers)", op.loc,
-                           notes=("convert first to a BlockedLayout",))
     m = re.fullmatch(r"(r*)(l*)(w*)(r*)", kinds)
     nlo = len(m.group(1))
     lo_regs = [i for _, k, i in bits[:nlo]]
     lanes = [i for _, k, i in bits if k == "l"]
     warps = [i for _, k, i in bits if k == "w"]
     hi_regs = [i for _, k, i in bits[nlo + len(lanes) + len(warps):]]
-    if lanes and lanes != list(range(lanes[0], lanes[0] + len(lanes))):
-        raise CompileError(f"scan along axis {axis}: the axis lanes are not consecutive lane-id bits",
-                           op.loc, notes=("convert first to a BlockedLayout",))
-    regs = [em.vals[v] for v in xs]
     axis_reg_mask = sum(1 << i for i in lo_regs + hi_regs)
     groups = [g for g in range(lin.num_regs) if not g & axis_reg_mask]
 
@@ -453,4 +501,6 @@ def _scan(em, op):
                 ct = _Maybe(chunk_total[(g, h)])
                 carry = (_combine_opt(em, dtypes, combine, ct, carry) if reverse
                          else _combine_opt(em, dtypes, combine, carry, ct))
+    if lin is not src_lin:
+        out = [move(em, r, t, lin, src_lin) for r, t in zip(out, dtypes)]
     return out
