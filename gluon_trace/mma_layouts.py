@@ -216,10 +216,11 @@ def _nvidia_tile(tile, k_width, inner, outer):
 
 
 # ----------------------------------------------------------------------------- AMD
-# (M, element bits) -> K of the instruction
-_MFMA_K = {3: {(32, 16): 8, (16, 16): 16, (32, 8): 16, (16, 8): 32, (32, 32): 2, (16, 32): 4},
-           2: {(32, 16): 8, (16, 16): 16, (32, 8): 8, (16, 8): 16, (32, 32): 2, (16, 32): 4}}
-_MFMA_K[4] = _MFMA_K[3]
+# version -> (M, element bits) -> the K of the MFMAs there are, the default first
+# (CDNA3 doubled the 8-bit K of CDNA2; CDNA4 adds 16-bit MFMAs of twice the K)
+_MFMA_K = {2: {(32, 16): (8,), (16, 16): (16,), (32, 8): (8,), (16, 8): (16,), (32, 32): (2,), (16, 32): (4,)},
+           3: {(32, 16): (8,), (16, 16): (16,), (32, 8): (16,), (16, 8): (32,), (32, 32): (2,), (16, 32): (4,)}}
+_MFMA_K[4] = _MFMA_K[3] | {(32, 16): (8, 16), (16, 16): (16, 32)}
 
 
 def _amd_accumulator(shape, tile_regs, lanes, instr, tiles_per_warp, warps_per_cta) -> LinearLayout:
@@ -421,7 +422,8 @@ class DotOperandLayout(DistributedLayout):
 def mma_instr_shape(parent, element_bits: int) -> tuple[int, int, int]:
     """(M, N, K) of one instruction of the MMA whose accumulator layout is ``parent``, for
     operands of ``element_bits`` bits: mma.sync m16n8k{8,16,32}, wgmma m64nNk{8,16,32}, MFMA
-    per the CDNA2/CDNA3 tables, WMMA 16x16x16. (1, 1, 1) for other parents (FMA dots)."""
+    per the CDNA2/CDNA3 tables (the layout's instr_shape K where it names one, which must be
+    an MFMA of that width), WMMA 16x16x16. (1, 1, 1) for other parents (FMA dots)."""
     loc = user_location()
     if isinstance(parent, NVMMADistributedLayout):
         k = {8: 32, 16: 16, 32: 8}.get(element_bits)
@@ -431,10 +433,16 @@ def mma_instr_shape(parent, element_bits: int) -> tuple[int, int, int]:
         return (64, parent.instr_shape[1], k) if parent.is_wgmma else (16, 8, k)
     if isinstance(parent, AMDMFMALayout):
         m = parent.instr_shape[0]
-        k = _MFMA_K[parent.version].get((m, element_bits))
-        if k is None:
+        ks = _MFMA_K[parent.version].get((m, element_bits))
+        if ks is None:
             raise LayoutError(f"no {m}x{m} MFMA takes {element_bits}-bit operands; use 16-bit (f16, bf16), "
                               "32-bit (f32) or 8-bit (int8, fp8) inputs", loc)
+        k = parent.instr_shape[2] if len(parent.instr_shape) == 3 else ks[0]
+        if k not in ks:
+            raise LayoutError(f"AMDMFMALayout instr_shape={list(parent.instr_shape)}: version {parent.version} "
+                              f"has no {m}x{m}x{k} MFMA for {element_bits}-bit operands; write instr_shape="
+                              f"[{m}, {m}, {ks[0]}]", loc, notes=(f"layout written at {parent.loc}",)
+                              if parent.loc else ())
         return (m, m, k)
     if isinstance(parent, AMDWMMALayout):
         if element_bits != 16:

@@ -289,7 +289,7 @@ def accumulators(draw):
     tpw = draw(st.none() | st.tuples(_pow2s(0, 1), _pow2s(0, 1)))
     if kind == "mfma":
         m = draw(st.sampled_from([16, 32]))
-        return AMDMFMALayout(draw(st.sampled_from([2, 3])), [m, m, 8], draw(st.booleans()), wpc,
+        return AMDMFMALayout(draw(st.sampled_from([2, 3, 4])), [m, m], draw(st.booleans()), wpc,
                              tiles_per_warp=tpw)
     return AMDWMMALayout(1, draw(st.booleans()), wpc, tiles_per_warp=tpw)
 
@@ -447,6 +447,15 @@ def test_wmma_errors(kwargs, words):
 ])
 def test_dot_operand_errors(args, words):
     _raises(lambda: DotOperandLayout(*args), *words)
+
+
+def test_mfma_instr_shape_k_picks_the_instruction():
+    cdna4 = AMDMFMALayout(4, [32, 32, 16], False, [1, 1])  # v_mfma_f32_32x32x16_f16 (gfx950)
+    assert mma_instr_shape(cdna4, 16) == (32, 32, 16) and expected_k_width(cdna4, 16) == 8
+    assert mma_instr_shape(AMDMFMALayout(4, [16, 16], False, [1, 1]), 16) == (16, 16, 16)
+    text = _raises(lambda: mma_instr_shape(AMDMFMALayout(3, [32, 32, 8], False, [1, 1]), 8),
+                   "version 3 has no 32x32x8 MFMA for 8-bit operands", "instr_shape=[32, 32, 16]")
+    assert "layout written at" in text
 
 
 def test_helper_errors_name_the_caller():
