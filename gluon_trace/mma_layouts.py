@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import LayoutError, user_location
-from .layouts import DistributedLayout, LinearLayout, _add_to_basis, _int_tuple, _pack
+from .layouts import BlockedLayout, DistributedLayout, LinearLayout, _add_to_basis, _int_tuple, _pack
 
 __all__ = ["NVMMADistributedLayout", "DotOperandLayout", "AMDMFMALayout", "AMDWMMALayout",
            "mma_instr_shape", "expected_k_width", "warp_tile"]
@@ -410,12 +410,32 @@ class DotOperandLayout(DistributedLayout):
             full = [0, 0]
             full[kdim], full[other] = shape[kdim], step * p.warps_per_cta[other]
             return _fit(shape, full, regs, lanes, warps, (other,))
-        # any other parent (a BlockedLayout for gl.dot_fma): the parent's threads along the
-        # operand's own dim, every K element in each thread's registers
+        if isinstance(p, BlockedLayout):  # gl.dot_fma: numbered as Triton numbers it
+            return _fma_operand(p, shape, kdim)
+        # any other parent: the parent's threads along the operand's own dim, every K element
+        # in each thread's registers
         along = (shape[0], 1) if kdim == 1 else (1, shape[1])
         base = p._linear_cached(along)
         kregs = _bits(kdim, 1, _log2(shape[kdim]))
         return LinearLayout(tuple(shape), tuple(kregs) + base.reg_bases, base.lane_bases, base.warp_bases)
+
+
+def _fma_operand(p: BlockedLayout, shape, kdim) -> LinearLayout:
+    """The parent's blocks with the whole K in each thread: registers walk the parent's
+    order (K's block being all of K), lanes and warps along K hold copies, then the blocks
+    repeat along the other dim."""
+    regs, lanes, warps = [], [], []
+    for d in p.order:
+        regs += _bits(d, 1, _log2(shape[d] if d == kdim else p.size_per_thread[d]))
+    for d in p.order:
+        n = _log2(p.threads_per_warp[d])
+        lanes += [(0, 0)] * n if d == kdim else _bits(d, p.size_per_thread[d], n)
+    for d in p.order:
+        n = _log2(p.warps_per_cta[d])
+        warps += [(0, 0)] * n if d == kdim else _bits(d, p.size_per_thread[d] * p.threads_per_warp[d], n)
+    tile = list(p.tile_shape)
+    tile[kdim] = shape[kdim]
+    return _fit(shape, tile, regs, lanes, warps, [d for d in p.order if d != kdim])
 
 
 # ------------------------------------------------------------------ for op rules

@@ -266,6 +266,18 @@ def test_fma_operands_hold_all_of_k_over_the_parents_threads():
         assert {tuple(c) for c in b[w, l].tolist()} == set(itertools.product(range(k), sorted(cols)))
 
 
+def test_fma_operand_register_order_follows_the_parents_order():
+    # registers walk the parent's order with K's block being the whole K, then the blocks
+    # repeat along the other dim (Triton's numbering); lanes/warps along K are copies
+    parent = BlockedLayout([2, 2], [4, 8], [2, 2], [1, 0])
+    a = DotOperandLayout(0, parent, 1).to_linear((32, 8))
+    assert a.reg_bases == ((0, 1), (0, 2), (0, 4), (1, 0), (16, 0))
+    assert a.lane_bases == ((0, 0),) * 3 + ((2, 0), (4, 0)) and a.warp_bases == ((0, 0), (8, 0))
+    b = DotOperandLayout(1, parent, 1).to_linear((8, 64))
+    assert b.reg_bases == ((0, 1), (1, 0), (2, 0), (4, 0), (0, 32))
+    assert b.lane_bases == ((0, 2), (0, 4), (0, 8), (0, 0), (0, 0)) and b.warp_bases == ((0, 16), (0, 0))
+
+
 # --------------------------------------------------------------------- properties
 def _rows_of_warps(ll, dim):
     c = ll.coords()
