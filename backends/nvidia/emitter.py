@@ -8,10 +8,13 @@ Everything that depends only on the thread index (lane/warp parts of coordinates
 is computed once in the prologue. Identical instructions on identical registers
 are emitted once per region (a scoped CSE table), so uniform values stay cheap.
 
-Shared memory is one dynamic region of backend scratch: every reduce, scan and
-layout conversion that needs it uses it from offset 0 for the duration of the op;
-the region is sized by the largest user, and a ``bar.sync`` is placed before a
-reuse could overwrite data another warp has not read yet.
+Shared memory is one dynamic region. The kernel's own buffers (``smem_alloc``) sit at the
+offsets :mod:`gluon_trace.smem_plan` gives them; backend scratch starts above them: every
+reduce, scan and layout conversion that needs it uses it for the duration of the op, the
+scratch is sized by the largest user, and a ``bar.sync`` is placed before a reuse could
+overwrite data another warp has not read yet. (Scratch above the buffers, rather than
+planned into their gaps, never shares bytes with a buffer, so the two need no barriers
+between them.)
 """
 from __future__ import annotations
 
@@ -106,7 +109,15 @@ class Emitter:
         self.used: set[Value] = set()
         for op in graph.body.walk():
             self.used.update(op.operands)
-        self.smem_bytes = 0
+        # the kernel's buffers, and where membar says a partition must meet before an access
+        self.smem_plan, self.membar = None, set()
+        if any(op.name == "smem_alloc" for op in graph.body.walk()):
+            from gluon_trace.membar import barriers
+            from gluon_trace.smem_plan import plan
+            self.smem_plan = plan(graph, target=target)
+            self.membar = barriers(graph, self.smem_plan)
+        self.scratch_off = -(-(self.smem_plan.total if self.smem_plan else 0) // 16) * 16
+        self.smem_bytes = self.scratch_off
         self.smem_dirty = False
         self.smem_reg = None
         self.nlabels = 0
@@ -319,15 +330,26 @@ class Emitter:
         return out
 
     # -- shared-memory scratch ----------------------------------------------------------------
-    def smem_base(self) -> str:
+    def smem_start(self) -> str:
+        """The shared address of the dynamic region (the kernel's buffers are planned from it)."""
         if self.smem_reg is None:
             self.smem_reg = self.reg("b32")
             self.pro(f"mov.u32 {self.smem_reg}, gt_smem;")
         return self.smem_reg
 
+    def smem_base(self) -> str:
+        """The shared address of the scratch region, above the kernel's buffers."""
+        if not self.scratch_off:
+            return self.smem_start()
+        r = self.thread_cache.get("scratch")
+        if r is None:
+            r = self.thread_cache["scratch"] = self.reg("b32")
+            self.pro(f"add.u32 {r}, {self.smem_start()}, {self.scratch_off};")
+        return r
+
     def scratch(self, nbytes: int) -> str:
-        """Start using the scratch region (``nbytes`` from offset 0); returns its base register."""
-        self.smem_bytes = max(self.smem_bytes, (nbytes + 15) // 16 * 16)
+        """Start using the scratch region (``nbytes`` from its start); returns its base register."""
+        self.smem_bytes = max(self.smem_bytes, self.scratch_off + (nbytes + 15) // 16 * 16)
         self.flags["scratch_uses"] = self.flags.get("scratch_uses", 0) + 1
         if self.smem_dirty:
             self.emit("bar.sync 0;")
@@ -524,7 +546,21 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
     em = Emitter(graph, target)
     text, locs = em.render()
+    _check_smem(em, graph, target)
     return text, locs, em.smem_bytes
+
+
+def _check_smem(em, graph, target: str) -> None:
+    """The buffers fit (smem_plan checked them); with the scratch above them they must still."""
+    from gluon_trace.smem_plan import LIMITS
+    limit = LIMITS.get(target)
+    if em.smem_plan is None or limit is None or em.smem_bytes <= limit:
+        return
+    first = next(op for op in graph.body.walk() if op.name == "smem_alloc")
+    raise CompileError(f"the kernel needs {em.smem_bytes} bytes of shared memory ({em.scratch_off} for its "
+                       f"buffers, the rest for reductions and layout conversions); {target} has {limit} "
+                       "per block", first.loc,
+                       notes=("use fewer pipeline stages or smaller tiles",))
 
 
 def select(em, t, p, a, b) -> str:

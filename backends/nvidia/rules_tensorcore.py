@@ -1,23 +1,37 @@
 """Shared memory, async copies, TMA, mbarriers, MMA and warp specialization on NVIDIA.
 
-Not lowered yet: the language, IR and interpreter define these ops (and the interpreter runs
-them); their PTX is the work of the "NVIDIA tensor cores" issue. Until then each op is an
-explicit entry that refuses with this reason at compile time, naming the user's line.
+Lowered: shared buffers and views, smem load/store, thread_barrier, cp.async with its groups
+(rules_smem.py) and mma_v2 (rules_mma.py). The rest of the phase (mbarriers, TMA, wgmma,
+warp specialization, and the AMD-only MMAs) stays an explicit entry that refuses at compile
+time, naming the user's line, until it is lowered.
 """
 from __future__ import annotations
 
 from gluon_trace.backend import Unsupported
 from gluon_trace.ops_memory import MEMORY_OPS
 
+from . import rules_mma, rules_smem  # noqa: F401  (they register their rules)
 from .emitter import RULES
 
-_WHY = ("shared memory, async copies, barriers and tensor-core ops run in the interpreter; the "
-        "NVIDIA backend does not lower them yet (run with backend='interpreter')")
+_WHY = ("mbarriers, TMA, wgmma and warp specialization run in the interpreter; the NVIDIA backend "
+        "does not lower them yet (run with backend='interpreter')")
+_AMD = "this is an AMD instruction; NVIDIA GPUs run mma_v2"
+_AMD_OPS = ("mfma", "wmma")
+_OWN = {"dot_fma": "gl.dot_fma is not lowered by the NVIDIA backend yet; for f16/bf16/tf32/int8 "
+                   "operands use mma_v2 (gl.nvidia.ampere), or run with backend='interpreter'"}
+for _n in _AMD_OPS:
+    _OWN[_n] = _AMD
 
-for _name in MEMORY_OPS:
-    RULES.setdefault(_name, Unsupported(_WHY))
+UNLOWERED = tuple(n for n in MEMORY_OPS if n not in RULES)
+
+for _name in UNLOWERED:
+    RULES[_name] = Unsupported(_OWN.get(_name, _WHY))
 
 
 def refuse_unlowered(graph) -> None:
+    """The first unlowered op (or TMA descriptor argument), before anything else is emitted."""
     from gluon_trace.backend import refuse_ops
-    refuse_ops(graph, MEMORY_OPS, _WHY)
+    for op in graph.body.walk():
+        if op.name in UNLOWERED and op.name in _OWN:
+            refuse_ops(graph, (op.name,), _OWN[op.name])
+    refuse_ops(graph, tuple(n for n in UNLOWERED if n not in _OWN), _WHY)

@@ -1,0 +1,378 @@
+"""Shared-memory buffers, their views, loads and stores, CTA barriers and cp.async.
+
+A buffer value is a :class:`Smem`: a b32 register holding a shared address, a constant byte
+offset, and the byte offset of every element relative to both (numpy, from the shared
+layout's ``element_offsets``). Views re-index the table at compile time; only ``index``
+with a run-time index moves the base register (base + i * the leading dim's stride).
+
+The swizzled and NVMMA layouts place elements XOR-linearly in their coordinate bits, so an
+access from a distributed layout splits like a global address: the thread's part is one
+register made once in the prologue, each register's part a constant. Bits the two share
+(the swizzle) are XORed into the thread register per distinct value (a handful per
+layout); the rest is the instruction's immediate offset. Runs of registers at consecutive,
+aligned offsets move as one ``ld/st.shared.v*`` of up to 16 bytes.
+
+Barriers come from :mod:`gluon_trace.membar` (a ``bar.sync 0`` right before each access it
+names). An async copy is visible to other threads after the user's ``wait_group`` and the
+barrier membar puts before the first read of its buffer.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gluon_trace import dtypes as dt
+from gluon_trace.errors import CompileError
+from gluon_trace.ops_memory import element_offsets
+
+from . import ptx
+from .emitter import rule
+from .rules_memory import _extract8, _extract16, _to16, vec_width
+
+
+class Smem:
+    """A shared buffer or view: element c lives at base + const + rel[c] (bytes)."""
+    __slots__ = ("base", "const", "rel", "dtype", "align")
+
+    def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int):
+        self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
+
+    def shifted(self, rel: np.ndarray) -> "Smem":
+        """The same base, a re-indexed table (normalised so rel at the origin is 0)."""
+        o = int(rel.flat[0]) if rel.size else 0
+        return Smem(self.base, self.const + o, rel - o, self.dtype, self.align)
+
+
+def _esize(t: dt.dtype) -> int:
+    return max(t.bits // 8, 1)
+
+
+def _pow2_div(v: int, cap: int = 1 << 12) -> int:
+    return ptx.pow2_div(v, cap) if v else cap
+
+
+def _view_of(em, v) -> Smem:
+    s = em.vals[v][0]
+    if not isinstance(s, Smem):
+        raise CompileError("a shared-memory descriptor reached the NVIDIA backend through a path it "
+                           "does not follow (a loop-carried or branch-selected buffer); pass the "
+                           "buffer itself and index it inside the loop", em.loc)
+    return s
+
+
+def _barrier_if_needed(em, op) -> None:
+    """membar's verdict for this access (scratch lives above every buffer: it never conflicts)."""
+    if op in em.membar:
+        em.barrier()
+
+
+# -- allocation and views ---------------------------------------------------------------------
+
+@rule("smem_alloc")
+def _alloc(em, op):
+    t = op.results[0].type
+    if t.dtype.is_bool:
+        raise CompileError("int1 shared buffers are not supported on NVIDIA; store int8 (x.to(gl.int8)) "
+                           "instead", op.loc)
+    off = em.smem_plan.offsets[op]
+    key = ("smem_buf", off)
+    base = em.thread_cache.get(key)
+    if base is None:
+        base = em.thread_cache[key] = em.reg("b32")
+        em.pro(f"add.u32 {base}, {em.smem_start()}, {off};")
+    es = _esize(t.dtype)
+    offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
+    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 1024))
+    if op.operands:
+        _barrier_if_needed(em, op)
+        _store_tile(em, s, op.operands[0])
+    return [[s]]
+
+
+@rule("smem_index")
+def _index(em, op):
+    s = _view_of(em, op.operands[0])
+    i_v = op.operands[1]
+    n = s.rel.shape[0]
+    stride = int(s.rel[1].flat[0] - s.rel[0].flat[0]) if n > 1 else 0
+    for j in range(n):
+        if not np.array_equal(s.rel[j], s.rel[0] + j * stride):
+            raise CompileError("the leading dim of this buffer is not evenly strided in shared memory; "
+                               "index a buffer allocated with stacked leading dims", op.loc)
+    i = em.vals[i_v][0]
+    if i_v.type.dtype.bits == 64:
+        i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
+    base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
+    align = min(s.align, _pow2_div(stride, 1024))
+    return [[Smem(base, s.const, s.rel[0], s.dtype, align)]]
+
+
+@rule("smem_slice")
+def _slice(em, op):
+    s = _view_of(em, op.operands[0])
+    a = op.attrs
+    idx = [slice(None)] * s.rel.ndim
+    idx[a["dim"]] = slice(a["start"], a["start"] + a["length"])
+    return [[s.shifted(s.rel[tuple(idx)])]]
+
+
+@rule("smem_permute")
+def _permute(em, op):
+    s = _view_of(em, op.operands[0])
+    return [[Smem(s.base, s.const, np.transpose(s.rel, op.attrs["order"]), s.dtype, s.align)]]
+
+
+@rule("smem_reshape")
+def _reshape(em, op):
+    s = _view_of(em, op.operands[0])
+    return [[Smem(s.base, s.const, np.reshape(s.rel, tuple(op.attrs["shape"])), s.dtype, s.align)]]
+
+
+@rule("smem_reinterpret")
+def _reinterpret(em, op):
+    s = _view_of(em, op.operands[0])
+    t = op.results[0].type
+    if t.dtype.is_bool:
+        raise CompileError("int1 shared buffers are not supported on NVIDIA; use int8", op.loc)
+    start = s.const + int(s.rel.min())
+    es = _esize(t.dtype)
+    if start % es:
+        raise CompileError(f"reinterpret as {t.dtype} starts at byte {start}, not a multiple of {es}", op.loc)
+    offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
+    return [[Smem(s.base, start, np.asarray(offs, np.int64) * es, t.dtype, s.align)]]
+
+
+# -- addressing ---------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def _linear_bits(shape: tuple, raw: bytes) -> tuple | None:
+    """Per dim, the offset of each coordinate bit, if the table is XOR-linear in them."""
+    rel = np.frombuffer(raw, np.int64).reshape(shape)
+    bits, exp = [], np.zeros(shape, np.int64)
+    for d, n in enumerate(shape):
+        if n & (n - 1):
+            return None
+        col = []
+        idx = np.arange(n).reshape([n if e == d else 1 for e in range(len(shape))])
+        for j in range(n.bit_length() - 1):
+            unit = [0] * len(shape)
+            unit[d] = 1 << j
+            v = int(rel[tuple(unit)])
+            col.append(v)
+            exp = exp ^ (((idx >> j) & 1) * v)
+        bits.append(tuple(col))
+    return tuple(bits) if np.array_equal(exp, rel) else None
+
+
+class Access:
+    """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
+
+    def __init__(self, em, s: Smem, lin, what: str):
+        bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
+        if bits is None:
+            raise CompileError(f"{what}: this shared layout does not place elements XOR-linearly in their "
+                               "coordinates (a padded layout, or a slice at an unaligned start); the NVIDIA "
+                               "backend lowers swizzled and NVMMA shared layouts", em.loc)
+
+        def f(c):
+            v = 0
+            for d, x in enumerate(c):
+                for j, o in enumerate(bits[d]):
+                    if x >> j & 1:
+                        v ^= o
+            return v
+        self.em, self.s, self.lin, self.f = em, s, lin, f
+        self.treg, self.tmask = em.thread_part(lin, f)
+        self.es = _esize(s.dtype)
+        self.offs = [em.reg_part(lin, r, f) for r in range(lin.num_regs)]
+
+    def vec(self, cap_elems: int) -> int:
+        """Registers per access: runs of 2**k registers at consecutive, aligned offsets."""
+        lin, es = self.lin, self.es
+        V = 1
+        while V * 2 <= min(cap_elems, 16 // es):
+            k = V.bit_length() - 1
+            if k >= len(lin.reg_bases) or self.f(lin.reg_bases[k]) != es * V:
+                break
+            V *= 2
+        while V > 1:
+            k = V.bit_length() - 1
+            span = V * es
+            rest = [self.f(b) for b in lin.reg_bases[k:]]
+            if self.s.align % span == 0 and self.s.const % span == 0 and not self.tmask & (span - 1) \
+                    and all(o % span == 0 for o in rest):
+                break
+            V //= 2
+        return V
+
+    def addr(self, r: int) -> str:
+        """``[reg+imm]`` of register r's element in this thread."""
+        em, o = self.em, self.offs[r]
+        lo, hi = o & self.tmask, o & ~self.tmask
+        if lo:
+            key = ("smem_txor", self.treg, lo)
+            t = em.thread_cache.get(key)
+            if t is None:
+                t = em.thread_cache[key] = em.reg("b32")
+                em.pro(f"xor.b32 {t}, {self.treg}, {lo};")
+        else:
+            t = self.treg
+        key = ("saddr", self.s.base, t)
+        a = em.memo_get(key)
+        if a is None:
+            a = em.ins("b32", f"add.u32 {{d}}, {self.s.base}, {t};")
+            em.memo_put(key, a)
+        imm = self.s.const + hi
+        return f"[{a}+{imm}]" if imm else f"[{a}]"
+
+
+# -- stores and loads -----------------------------------------------------------------------
+
+def _words(em, t: dt.dtype, vals: list[str]) -> tuple[str, list[str]]:
+    """(st type, registers) of a run of element registers, packed into 32-bit words where narrow."""
+    es = _esize(t)
+    if es >= 4:
+        return f"b{8 * es}", vals
+    if len(vals) == 1:
+        return ("b16", [_to16(em, t, vals[0])]) if t.is_floating else (ptx.mem_type(t), vals)
+    if es == 2:
+        hs = [_to16(em, t, v) for v in vals]
+        return "b32", [em.ins("b32", f"mov.b32 {{d}}, {{{hs[i]}, {hs[i + 1]}}};") for i in range(0, len(hs), 2)]
+    words = []
+    for i in range(0, len(vals), 4):
+        w = vals[i]
+        for j in range(1, min(4, len(vals) - i)):
+            w = em.ins("b32", f"bfi.b32 {{d}}, {vals[i + j]}, {w}, {8 * j}, 8;")
+        words.append(w)
+    return ("u16" if len(vals) == 2 else "b32"), words
+
+
+def _store_tile(em, s: Smem, val_v) -> None:
+    lin = em.lin(val_v)
+    acc = Access(em, s, lin, "smem.store()")
+    V = acc.vec(16)
+    vals = em.vals[val_v]
+    owner = em.owner_pred(lin)
+    g = f"@{owner} " if owner else ""
+    for r in range(0, lin.num_regs, V):
+        ty, regs = _words(em, s.dtype, [vals[r + i] if len(vals) > 1 else vals[0] for i in range(V)])
+        src = regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
+        vs = f".v{len(regs)}" if len(regs) > 1 else ""
+        em.emit(f"{g}st.shared{vs}.{ty} {acc.addr(r)}, {src};")
+
+
+@rule("smem_store")
+def _store(em, op):
+    s = _view_of(em, op.operands[0])
+    _barrier_if_needed(em, op)
+    _store_tile(em, s, op.operands[1])
+    return []
+
+
+def _unpack(em, t: dt.dtype, words: list[str], n: int) -> list[str]:
+    es = _esize(t)
+    per = 4 // es
+    return [(_extract16 if es == 2 else _extract8)(em, t, words[i // per], i % per) for i in range(n)]
+
+
+@rule("smem_load")
+def _load(em, op):
+    s = _view_of(em, op.operands[0])
+    _barrier_if_needed(em, op)
+    t = s.dtype
+    lin = em.lin(op.results[0])
+    acc = Access(em, s, lin, "smem.load()")
+    V = acc.vec(16)
+    es = _esize(t)
+    out = []
+    for r in range(0, lin.num_regs, V):
+        a = acc.addr(r)
+        if es >= 4:
+            regs = [em.reg(ptx.rclass(t)) for _ in range(V)]
+            dst = regs[0] if V == 1 else "{" + ", ".join(regs) + "}"
+            em.emit(f"ld.shared{f'.v{V}' if V > 1 else ''}.b{8 * es} {dst}, {a};")
+            out += regs
+        elif V == 1:
+            if t.is_floating:
+                h = em.ins("b16", f"ld.shared.b16 {{d}}, {a};")
+                out.append(em.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16"
+                           else em.bf16_bits_to_f32(h))
+            else:
+                out.append(em.ins("b32", f"ld.shared.{ptx.mem_type(t)} {{d}}, {a};"))
+        else:
+            nw = max(V * es // 4, 1)
+            words = [em.reg("b32") for _ in range(nw)]
+            if V * es == 2:
+                em.emit(f"ld.shared.u16 {words[0]}, {a};")
+            else:
+                dst = words[0] if nw == 1 else "{" + ", ".join(words) + "}"
+                em.emit(f"ld.shared{f'.v{nw}' if nw > 1 else ''}.b32 {dst}, {a};")
+            out += _unpack(em, t, words, V)
+    return [out]
+
+
+# -- barriers and async copies ------------------------------------------------------------------
+
+@rule("thread_barrier")
+def _thread_barrier(em, op):
+    em.barrier()
+    return []
+
+
+@rule("async_copy_load")
+def _async_load(em, op):
+    s = _view_of(em, op.operands[0])
+    ptr_v = op.operands[1]
+    mask_v = op.operands[2] if op.attrs.get("mask") else None
+    _barrier_if_needed(em, op)
+    t = s.dtype
+    es = _esize(t)
+    lin = em.lin(ptr_v)
+    acc = Access(em, s, lin, "async_copy")
+    V = acc.vec(vec_width(em, ptr_v, mask_v))
+    ptrs = em.vals[ptr_v]
+    masks = em.vals[mask_v] if mask_v is not None else None
+    owner = em.owner_pred(lin)
+    if V * es < 4:
+        _sync_copy(em, s, acc, ptr_v, mask_v, owner)
+        return []
+    g = f"@{owner} " if owner else ""
+    nbytes = V * es
+    kind = "cg" if nbytes == 16 else "ca"  # .cg (bypass L1) exists for 16-byte copies only
+    for r in range(0, lin.num_regs, V):
+        p = ptrs[r] if len(ptrs) > 1 else ptrs[0]
+        size = ""
+        if masks is not None:
+            m = masks[r] if len(masks) > 1 else masks[0]
+            n = em.ins("b32", f"selp.u32 {{d}}, {nbytes}, 0, {m};")  # 0: write zeros, read nothing
+            size = f", {n}"
+        em.emit(f"{g}cp.async.{kind}.shared.global {acc.addr(r)}, [{p}], {nbytes}{size};")
+    return []
+
+
+def _sync_copy(em, s, acc, ptr_v, mask_v, owner) -> None:
+    """Elements that cannot form 4-byte groups: ld.global + st.shared (complete at once)."""
+    from .rules_memory import _load_scalar
+    t = s.dtype
+    ptrs = em.vals[ptr_v]
+    masks = em.vals[mask_v] if mask_v is not None else None
+    for r in range(acc.lin.num_regs):
+        p = ptrs[r] if len(ptrs) > 1 else ptrs[0]
+        m = (masks[r] if len(masks) > 1 else masks[0]) if masks is not None else None
+        v = _load_scalar(em, t, p, m, None)
+        ty, regs = _words(em, t, [v])
+        g = f"@{owner} " if owner else ""
+        em.emit(f"{g}st.shared.{ty} {acc.addr(r)}, {regs[0]};")
+
+
+@rule("async_copy_commit_group")
+def _commit(em, op):
+    em.emit("cp.async.commit_group;")
+    return []
+
+
+@rule("async_copy_wait_group")
+def _wait(em, op):
+    em.emit(f"cp.async.wait_group {int(op.attrs['num_outstanding'])};")
+    return []
