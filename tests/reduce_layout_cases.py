@@ -86,9 +86,8 @@ def _log2(n):
 @st.composite
 def shapes(draw, max_bits=9):
     rank = draw(st.integers(1, 3))
-    bits = draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank).filter(
-        lambda b: 1 <= sum(b) <= max_bits))
-    return tuple(1 << b for b in bits)
+    total = draw(st.integers(1, max_bits))
+    return tuple(draw(split(total, range(rank))))
 
 
 @st.composite
@@ -184,11 +183,12 @@ def launch_args(case, seed):
     return reduce_kernel, [out, x], dict(LAYOUT=layout, SHAPE=shape, AXIS=axis, OP=op)
 
 
-def reference(case, seed):
-    """The interpreter's result, checked against numpy, and the arguments it ran on."""
+def reference(case, seed, target=None):
+    """The interpreter's result (traced for ``target``'s warp size), checked against numpy."""
     layout, shape, axis, op, reverse, nw, dtype = case
     kernel, args, cx = launch_args(case, seed)
-    kernel[(1,)](*args, **cx, num_warps=nw, backend="interpreter")
+    kw = dict(target=target) if target else {}
+    kernel[(1,)](*args, **cx, num_warps=nw, backend="interpreter", **kw)
     out, x = args
     np.testing.assert_array_equal(out.reshape(-1), _numpy(op, x, axis, reverse).reshape(-1),
                                   err_msg="interpreter vs numpy")

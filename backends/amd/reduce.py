@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace import dtypes as dt
+from gluon_trace.layouts import LinearLayout
 
 from . import arith
 from .emitter import dwords
-from .layout import (_free_reg_mask, byte_addresses, lds_load, lds_store, log2, reg_part,
-                     row_major, thread_part, tid_pairs, _strides)
+from .layout import (_free_reg_mask, byte_addresses, lds_exchange, lds_load, lds_store, log2,
+                     reg_part, row_major, thread_part, tid_pairs, _strides)
 from .mir import Imm, Sub, hi, is_vgpr, lo
 
 COMMUTATIVE = {"add", "mul", "maximum", "minimum", "and", "or", "xor"}
@@ -107,25 +108,39 @@ def _select(em, mask, if_clear, if_set):
 
 # -- reduce ----------------------------------------------------------------------------------------
 
-def _axis_steps(em, lin, axis, nbits):
-    """{coordinate bit of the axis: ("reg"|"lane"|"warp", base index)}."""
+def _axis_steps(lin, axis, nbits):
+    """{coordinate bit of the axis: ("reg"|"lane"|"warp", base index)}, or None when a
+    basis moving along the axis also moves along another dimension, is not a single
+    coordinate bit, or repeats another's bit: the direct lowering pairs elements by
+    such bits, so it would combine the wrong elements or count one twice."""
     steps = {}
     for kind, bases in (("reg", lin.reg_bases), ("lane", lin.lane_bases), ("warp", lin.warp_bases)):
         for j, b in enumerate(bases):
             a = b[axis]
             if a == 0:
                 continue
-            if a & (a - 1) or any(c for d, c in enumerate(b) if d != axis):
-                raise em.error(f"reduction along axis {axis} of a layout whose {kind} basis {list(b)} "
-                               "mixes that axis with another (convert_layout to a BlockedLayout first)")
-            if log2(a) in steps:
-                if kind == "reg":
-                    continue
-                raise em.error(f"the layout holds elements of axis {axis} twice; cannot reduce it")
+            if a & (a - 1) or any(c for d, c in enumerate(b) if d != axis) or log2(a) in steps:
+                return None
             steps[log2(a)] = (kind, j)
-    if sorted(steps) != list(range(nbits)):
-        raise em.error(f"the layout does not cover axis {axis} of the tile; cannot reduce it")
-    return steps
+    return steps if sorted(steps) == list(range(nbits)) else None
+
+
+def canonical(shape, axis: int, lanes: int, warps: int) -> LinearLayout:
+    """The layout the fallback goes through: the axis's coordinate bits, lowest first, in
+    registers, then lanes, then warps; the other dimensions' bits after them; lanes/warps
+    left over hold copies (zero bases)."""
+    rank = len(shape)
+
+    def unit(d, k):
+        return tuple((1 << k) if e == d else 0 for e in range(rank))
+    bits = [unit(axis, k) for k in range(log2(shape[axis]))]
+    for d in reversed(range(rank)):
+        if d != axis:
+            bits += [unit(d, k) for k in range(log2(shape[d]))]
+    nl, nw = log2(lanes), log2(warps)
+    nr = max(0, len(bits) - nl - nw)
+    pad = bits[nr:] + [(0,) * rank] * (nl + nw)
+    return LinearLayout(tuple(shape), tuple(bits[:nr]), tuple(pad[:nl]), tuple(pad[nl:nl + nw]))
 
 
 def rule_reduce(em, op):
@@ -136,10 +151,17 @@ def rule_reduce(em, op):
     ty = xs[0].type
     lin = em.linear(ty)
     nbits = log2(ty.shape[axis])
-    steps = _axis_steps(em, lin, axis, nbits)
+    steps = _axis_steps(lin, axis, nbits)
+    ins = [em.elems(x) for x in xs]  # var + c elements are materialized at first use
+    if steps is None:
+        # Fallback: one LDS round trip per operand (write, barrier, read) into the
+        # canonical layout, then the direct reduction there.
+        canon = canonical(ty.shape, axis, em.wave, lin.num_warps)
+        ins = [lds_exchange(em, x.type.dtype, v, lin, canon, lambda c: c) for x, v in zip(xs, ins)]
+        lin = canon
+        steps = _axis_steps(lin, axis, nbits)
     comm = len(xs) == 1 and is_commutative(body)
     free_r = _free_reg_mask(lin)
-    ins = [em.elems(x) for x in xs]  # var + c elements are materialized at first use
     cur = {r: tuple(v[r] for v in ins) for r in range(lin.num_regs) if not r & free_r}
 
     def comb(a, b):
@@ -205,10 +227,19 @@ def rule_reduce(em, op):
         return
     out_lin = em.linear(res[0].type)
     mapping = _out_mapping(lin, axis, out_lin, sorted(cur))
-    if mapping is None:
-        raise em.error("internal: reduction result does not match its SliceLayout")
+    if mapping is not None:
+        for k, r in enumerate(res):
+            em.vals[r] = [cur[q][k] for q in mapping]
+        return
+    # After the fallback the partial results sit in the canonical layout's slice, not the
+    # result's: one more LDS round trip per result.
+    keep = [j for j, b in enumerate(lin.reg_bases) if not b[axis]]
+    drop = lambda b: tuple(b[:axis]) + tuple(b[axis + 1:])  # noqa: E731
+    held = LinearLayout(out_lin.shape, tuple(drop(lin.reg_bases[j]) for j in keep),
+                        tuple(map(drop, lin.lane_bases)), tuple(map(drop, lin.warp_bases)))
+    keys = [sum(1 << j for i, j in enumerate(keep) if k >> i & 1) & ~free_r for k in range(held.num_regs)]
     for k, r in enumerate(res):
-        em.vals[r] = [cur[q][k] for q in mapping]
+        em.vals[r] = lds_exchange(em, r.type.dtype, [cur[q][k] for q in keys], held, out_lin, lambda c: c)
 
 
 def _out_mapping(lin, axis, out_lin, kept):
