@@ -37,6 +37,7 @@ Multi-CTA clusters (``cga_layout``) are not supported: one CTA per program.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from .errors import LayoutError, user_location
@@ -86,7 +87,7 @@ def _fit(shape, tile, regs, lanes, warps, rep_order) -> LinearLayout:
 
 
 def _pow2(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
 
 
 def _two_pow2(self, value, what):
@@ -347,6 +348,8 @@ class DotOperandLayout(DistributedLayout):
         if not _pow2(self.k_width):
             raise LayoutError(f"DotOperandLayout k_width={self.k_width!r} must be a power of two (1, 2, 4, ...)",
                               self.loc)
+        object.__setattr__(self, "k_width", int(self.k_width))
+        object.__setattr__(self, "operand_index", int(self.operand_index))
         p = self.parent
         if isinstance(p, NVMMADistributedLayout) and p.is_wgmma and self.operand_index == 1:
             raise LayoutError("wgmma reads B from shared memory: there is no register layout for it; allocate B "

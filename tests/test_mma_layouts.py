@@ -351,6 +351,27 @@ def test_operands_fit_and_follow_the_accumulator(parent, bits, up_k, up_mn):
         assert _rows_of_warps(ll, dim) == _rows_of_warps(acc, dim)
 
 
+@st.composite
+def blocked_parents(draw):
+    lane_bits = draw(st.integers(0, 5))
+    warp_bits = draw(st.integers(0, 2))
+    return BlockedLayout([draw(_pow2s(0, 2)), draw(_pow2s(0, 2))], [1 << lane_bits, 32 >> lane_bits],
+                         [1 << warp_bits, 4 >> warp_bits], draw(st.sampled_from([[1, 0], [0, 1]])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocked_parents(), _pow2s(0, 7), _pow2s(0, 7), _pow2s(0, 5), _pow2s(0, 3))
+def test_fma_operands_fit_any_shape(parent, m, n, k, k_width):
+    acc = parent.to_linear((m, n)).coords()
+    for op, shape in ((0, (m, k)), (1, (k, n))):
+        ll = _check_layout(DotOperandLayout(op, parent, k_width), shape)
+        dim = 0 if op == 0 else 1
+        c = ll.coords()
+        for w, l in itertools.product(range(ll.num_warps), range(32)):  # same rows/cols as acc, all K
+            assert set(c[w, l, :, dim].tolist()) == set(acc[w, l, :, dim].tolist())
+            assert set(c[w, l, :, 1 - dim].tolist()) == set(range(k))
+
+
 def test_wgmma_b_operand_is_not_a_register_layout():
     text = _raises(lambda: DotOperandLayout(1, NVMMADistributedLayout([3, 0], [4, 1], [16, 64, 16]), 2),
                    "wgmma reads B from shared memory", "NVMMASharedLayout")
