@@ -73,7 +73,10 @@ def _check_operand(ctx, name, t, index: int, acc) -> None:
         raise ctx.error(f"{name}: operand {which}'s DotOperandLayout parent {lay.parent!r} is not the "
                         f"accumulator's layout {acc.layout!r}", LayoutError)
     want = ml.expected_k_width(acc.layout, t.dtype.bits)
-    if lay.k_width != want:
+    # MFMA operands may hold two instructions' K slices per lane (Triton's kpack=2: k_width=8
+    # for 16-bit types), which the layout describes and the emitter splits
+    ok = lay.k_width == want or (isinstance(acc.layout, ml.AMDMFMALayout) and lay.k_width == 2 * want)
+    if not ok:
         raise ctx.error(f"{name}: operand {which} has k_width={lay.k_width}; {t.dtype} operands of this "
                         f"MMA need k_width={want}", LayoutError)
 

@@ -136,3 +136,12 @@ def test_wgmma_random(M, N, K, a_in_registers, rnd):
         out = warpgroup_mma_wait(0, deps=[out])
         gl.store(_tile(c_ptr, M, N, acc_l, N), out)
     _run(kernel, a, b, acc, "sm_90a", 4)
+
+
+def test_mfma_operands_may_pack_two_k_slices(rng):
+    acc_l = gl.amd.AMDMFMALayout(version=3, instr_shape=[32, 32, 8], transposed=True, warps_per_cta=[1, 1])
+    M, N, K = 32, 32, 32
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    acc = rng.standard_normal((M, N)).astype(np.float32)
+    _run(make_kernel(mfma, acc_l, 8, M, N, K), a, b, acc, "gfx942", 1)
