@@ -31,6 +31,9 @@ from .emitter import rule
 from .rules_memory import _extract8, _extract16, _to16, vec_width
 
 
+LDMATRIX = True  # 16-bit loads through ldmatrix where the layouts allow; a switch for tests
+
+
 class Smem:
     """A shared buffer or view: element c lives at base + const + rel[c] (bytes)."""
     __slots__ = ("base", "const", "rel", "dtype", "align")
@@ -165,25 +168,34 @@ def _linear_bits(shape: tuple, raw: bytes) -> tuple | None:
     return tuple(bits) if np.array_equal(exp, rel) else None
 
 
+def offset_fn(em, s: Smem, what: str):
+    """coordinate -> byte offset in the view (relative to its base + const)."""
+    bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
+    if bits is None:
+        raise CompileError(f"{what}: this shared layout does not place elements XOR-linearly in their "
+                           "coordinates (a padded layout, or a slice at an unaligned start); the NVIDIA "
+                           "backend lowers swizzled and NVMMA shared layouts", em.loc)
+
+    def f(c):
+        v = 0
+        for d, x in enumerate(c):
+            for j, o in enumerate(bits[d]):
+                if x >> j & 1:
+                    v ^= o
+        return v
+    return f
+
+
 class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
-    def __init__(self, em, s: Smem, lin, what: str):
-        bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
-        if bits is None:
-            raise CompileError(f"{what}: this shared layout does not place elements XOR-linearly in their "
-                               "coordinates (a padded layout, or a slice at an unaligned start); the NVIDIA "
-                               "backend lowers swizzled and NVMMA shared layouts", em.loc)
-
-        def f(c):
-            v = 0
-            for d, x in enumerate(c):
-                for j, o in enumerate(bits[d]):
-                    if x >> j & 1:
-                        v ^= o
-            return v
+    def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
+        f = offset_fn(em, s, what)
         self.em, self.s, self.lin, self.f = em, s, lin, f
-        self.treg, self.tmask = em.thread_part(lin, f)
+        if lane_fn is None:
+            self.treg, self.tmask = em.thread_part(lin, f)
+        else:  # the lanes address something else than their own elements (ldmatrix rows)
+            self.treg, self.tmask = em.thread_xor(tuple(lane_fn(f)), tuple(f(b) for b in lin.warp_bases))
         self.es = _esize(s.dtype)
         self.offs = [em.reg_part(lin, r, f) for r in range(lin.num_regs)]
 
@@ -273,7 +285,43 @@ def _store(em, op):
 def _unpack(em, t: dt.dtype, words: list[str], n: int) -> list[str]:
     es = _esize(t)
     per = 4 // es
-    return [(_extract16 if es == 2 else _extract8)(em, t, words[i // per], i % per) for i in range(n)]
+    out = [(_extract16 if es == 2 else _extract8)(em, t, words[i // per], i % per) for i in range(n)]
+    if es == 2:  # an MMA packing these pairs again takes the loaded words (rules_mma._pack)
+        for i in range(0, n - 1, 2):
+            em.memo_put(("mma_pack", t.name, (out[i], out[i + 1])), words[i // 2])
+    return out
+
+
+def _ldmatrix(em, s: Smem, lin, t: dt.dtype) -> list[str] | None:
+    """16-bit loads whose registers pair up as ldmatrix's 8x8 fragments: thread t receives row
+    t // 4, columns 2 * (t % 4) + {0, 1} of each matrix (transposed with .trans), and lane l
+    names row l % 8 of matrix l // 8. So the layout must put register bit 0 and lane bits 0-1
+    at 2, 4, 8 bytes (rows along lane bits 2-4), or lane bits 2-4 there (.trans: rows along
+    register bit 0 and lane bits 0-1); further register bits pick the matrices of one x2/x4."""
+    if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases:
+        return None
+    f, rb, lb = offset_fn(em, s, "smem.load()"), lin.reg_bases, lin.lane_bases
+    if [f(rb[0]), f(lb[0]), f(lb[1])] == [2, 4, 8]:
+        trans, rows = False, [lb[2], lb[3], lb[4]]
+    elif [f(lb[2]), f(lb[3]), f(lb[4])] == [2, 4, 8]:
+        trans, rows = True, [rb[0], lb[0], lb[1]]
+    else:
+        return None
+    sel = list(rb[1:3])
+    nmat = 1 << len(sel)
+    lanes = [f(b) for b in rows] + [f(b) for b in sel] + [0] * (2 - len(sel))
+    rest = lanes + [f(b) for b in lin.warp_bases] + [f(b) for b in rb[1:]]
+    if any(v % 16 for v in rest) or s.align % 16 or s.const % 16:
+        return None
+    acc = Access(em, s, lin, "smem.load()", lane_fn=lambda _: lanes)
+    out = []
+    for r0 in range(0, lin.num_regs, 2 * nmat):
+        words = [em.reg("b32") for _ in range(nmat)]
+        dst = "{" + ", ".join(words) + "}"
+        em.emit(f"ldmatrix.sync.aligned.m8n8.x{nmat}{'.trans' if trans else ''}.shared.b16 {dst}, "
+                f"{acc.addr(r0)};")
+        out += _unpack(em, t, words, 2 * nmat)
+    return out
 
 
 @rule("smem_load")
@@ -282,6 +330,10 @@ def _load(em, op):
     _barrier_if_needed(em, op)
     t = s.dtype
     lin = em.lin(op.results[0])
+    if LDMATRIX:
+        out = _ldmatrix(em, s, lin, t)
+        if out is not None:
+            return [out]
     acc = Access(em, s, lin, "smem.load()")
     V = acc.vec(16)
     es = _esize(t)

@@ -1,5 +1,6 @@
 """ptxsim extended with the Ampere tensor-core path: cp.async (+ commit/wait groups),
-mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8), cvt.rna.tf32.f32, and
+mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8), cvt.rna.tf32.f32, ldmatrix
+(x1/x2/x4, .trans), and
 alignment checks on vector shared-memory accesses (a misaligned one faults on the GPU).
 
 Copies complete at once (the simulator runs a CTA's threads in lockstep, so a copy's bytes
@@ -103,6 +104,36 @@ class TCSim(Sim):
             D = (np.einsum("wmk,wkn->wmn", A, B) + C).astype(np.float32)
         for i, r in enumerate(d):
             self.set(r, D[:, g + 8 * (i // 2), 2 * t + i % 2].reshape(-1), m)
+        return None
+
+    def op_ldmatrix(self, parts, args, m, active):
+        nmat = int(next(p for p in parts if p.startswith("x"))[1:])
+        trans = "trans" in parts
+        outs = _regs(args[0])
+        addr = self._addr(args[1])
+        if not (m.reshape(-1, 32).all(axis=1) | ~m.reshape(-1, 32).any(axis=1)).all():
+            raise RuntimeError("ldmatrix with part of a warp")
+        for w in np.nonzero(m.reshape(-1, 32).any(axis=1))[0]:
+            cta = self.cta[32 * w]
+            mats = []
+            for i in range(nmat):  # lane 8i + r names row r of matrix i
+                rows = []
+                for r in range(8):
+                    a = int(addr[32 * w + 8 * i + r])
+                    if a % 16 or a + 16 > self.smem.shape[1]:
+                        raise IndexError(f"ldmatrix row at shared {a}: misaligned or out of range")
+                    rows.append(self.smem[cta, a:a + 16].view(np.uint16))
+                mats.append(np.stack(rows))
+            for i, o in enumerate(outs):
+                mat = mats[i].T if trans else mats[i]
+                lane = np.arange(32)
+                lo = mat[lane // 4, 2 * (lane % 4)].astype(np.uint32)
+                hi = mat[lane // 4, 2 * (lane % 4) + 1].astype(np.uint32)
+                mask = np.zeros(self.N, bool)
+                mask[32 * w:32 * w + 32] = True
+                full = np.zeros(self.N, np.uint32)
+                full[32 * w:32 * w + 32] = lo | (hi << np.uint32(16))
+                self.set(o, full, mask & m)
         return None
 
     @staticmethod

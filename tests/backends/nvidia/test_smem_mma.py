@@ -9,6 +9,7 @@ Each refusal has a test. GPU (``pytest -m gpu``): the same kernels on the device
 interpreter / numpy, the GEMM against torch, and a GEMM with more than 48 KB of shared memory.
 """
 import os
+import re
 import sys
 import zlib
 from dataclasses import dataclass, field
@@ -227,17 +228,36 @@ def test_every_kernel_assembles(target):
 
 def test_gemm_instructions():
     """The GEMM's hot loop: 16-byte cp.async with zero-fill, the ring's waits, a barrier after
-    the wait (membar), mma.sync on packed f16 pairs, 32-bit shared loads of A's pairs."""
+    the wait (membar), A through ldmatrix.x4 and B through ldmatrix.x4.trans, whose words are
+    the mma.sync operands as they are (no unpack and repack)."""
     case = _gemm_case(128, 128, 128, np.float16)
     text, _, smem = emit(trace(case, case.make(np.random.default_rng(0)), "sm_80"), "sm_80")
     assert "cp.async.cg.shared.global" in text and ", 16, %r" in text
     assert text.count("cp.async.commit_group;") == 3 and "cp.async.wait_group 1;" in text
     loop = text[text.index("cp.async.wait_group 1;"):]
-    assert loop.index("bar.sync 0;") < loop.index("ld.shared")
-    assert text.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 4 * 2
-    assert "ld.shared.b32" in text
+    assert loop.index("bar.sync 0;") < loop.index("ldmatrix")
+    mmas = re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32 \{[^}]*\}, \{([^}]*)\}, "
+                      r"\{([^}]*)\}", text)
+    assert len(mmas) == 2 * 4 * 2
+    a_words = set(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \{([^}]*)\}", text))
+    b_words = set(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16 \{([^}]*)\}", text))
+    assert len(a_words) == 4 and len(b_words) == 4
+    loaded = {w.strip() for ws in a_words | b_words for w in ws.split(",")}
+    assert all(w.strip() in loaded for a, b in mmas for w in (a + "," + b).split(","))
     assert smem == 3 * (64 * 32 + 32 * 64) * 2
     assert ".extern .shared .align 16 .b8 gt_smem[];" in text
+
+
+@pytest.mark.parametrize("name", ["gemm_float16_64x64x64_w4", "roundtrip_bf16_nvmma128"])
+def test_plain_shared_loads_where_ldmatrix_would_go(name, monkeypatch):
+    """The ld.shared path of 16-bit dot operands (ldmatrix switched off) stays right too."""
+    from gluon_trace.backends.nvidia import rules_smem
+    monkeypatch.setattr(rules_smem, "LDMATRIX", False)
+    case = BY_NAME[name]
+    args = case.make(np.random.default_rng(3))
+    text = emit(trace(case, args, "sm_80"), "sm_80")[0]
+    assert "ldmatrix" not in text
+    test_simulated_matches_interpreter(case)
 
 
 def test_vectorized_shared_access():
