@@ -9,6 +9,8 @@ Promotion (what ``a + b`` gives), applied in this order:
 4. Float beside integer gives the float.
 5. Two floats give the wider; float16 beside bfloat16 gives float32 (neither holds the other).
 6. Two integers give the wider; at equal width, unsigned wins (as in C and Triton).
+7. Arithmetic on int1 (``+ - * // % << >>``, unary ``-``, ``abs``) computes in int32, as
+   Python's bool does (``True + True == 2``); logic, comparisons, maximum/minimum stay int1.
 
 Pointers take part only in ``ptr + int``/``ptr - int`` (in elements) and comparisons.
 """

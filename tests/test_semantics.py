@@ -424,3 +424,44 @@ def test_nan_and_inf_on_backends(backend, npt):
         got = BACKENDS[backend](nan_inf_kernel, _nan_inf_args(npt, nan)(), BLOCK=N)
         for i in range(5):
             same_floats(got[i], ref[i])
+
+
+# -- integer // and % by zero: all bits set, and a ------------------------------------------------
+
+@gt.jit
+def idiv_kernel(o_q, o_r, a_ptr, b_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    a = gl.load(a_ptr + offs)
+    b = gl.load(b_ptr + offs)
+    gl.store(o_q + offs, a // b)
+    gl.store(o_r + offs, a % b)
+
+
+def _idiv_args(npt):
+    def make():
+        r = np.random.default_rng(14)
+        info = np.iinfo(npt)
+        a = r.integers(int(info.min), int(info.max), N, endpoint=True, dtype=npt)
+        b = r.integers(-3 if info.min else 0, 4, N).astype(npt)
+        a[:2], b[:2] = info.min, (-1 if info.min else 1)  # the one signed overflow wraps
+        return [np.zeros(N, npt), np.zeros(N, npt), a, b]
+    return make
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.int32, np.uint32, np.int64, np.uint64])
+def test_integer_division_truncates_and_by_zero_is_defined(npt):
+    args = interpret(idiv_kernel, _idiv_args(npt)(), BLOCK=N)
+    bits = np.dtype(npt).itemsize * 8
+    for a, b, q, r in zip(*(v.tolist() for v in (args[2], args[3], args[0], args[1]))):
+        if b == 0:
+            assert q == (-1 if np.iinfo(npt).min else (1 << bits) - 1) and r == a
+        else:
+            eq = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+            eq = (eq + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1)) if np.iinfo(npt).min else eq
+            assert q == eq and r == a - (a // b if a * b >= 0 else -(-a // b)) * b, (a, b, q, r)
+
+
+@pytest.mark.parametrize("npt", [np.int8, np.int32, np.uint32, np.int64, np.uint64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_division_on_backends(backend, npt):
+    check_backends(backend, idiv_kernel, _idiv_args(npt), [0, 1], BLOCK=N)

@@ -156,6 +156,18 @@ def _fold_int(name, d, a: int, b: int):
     return const_elem(int(r), d)
 
 
+def _by_zero(em, name, d, a, b, r):
+    """Integer division by 0 gives all bits set and a remainder of a (the interpreter's rule)."""
+    wide = d.bits == 64
+    if isinstance(b, Imm):
+        if b.bits:
+            return r
+        return a if name == "mod" else Imm((1 << 64) - 1, 2) if wide else Imm(0xFFFFFFFF)
+    z = compare(em, "eq", d, b, Imm(0, 2) if wide else Imm(0))
+    alt = a if name == "mod" else Imm((1 << 64) - 1, 2) if wide else Imm(0xFFFFFFFF)
+    return where(em, d, z, alt, r)
+
+
 def _as_int(x: Imm, d):
     return x.signed if d.is_signed else x.bits
 
@@ -166,7 +178,7 @@ def ibinary32(em, name, d, a, b):
         if r is not None:
             return r
     if name in ("floordiv", "mod"):
-        return norm(em, d, fmath.idiv32(em, d, a, b, rem=name == "mod"))
+        return norm(em, d, _by_zero(em, name, d, a, b, fmath.idiv32(em, d, a, b, rem=name == "mod")))
     if name in ("shl", "shr"):
         return shift32(em, name, d, a, b)
     if d.is_bool and name in ("add", "mul"):
@@ -259,7 +271,7 @@ def ibinary64(em, name, d, a, b):
         if r is not None and name not in ("shl", "shr"):
             return r
     if name in ("floordiv", "mod"):
-        return fmath.idiv64(em, d, a, b, rem=name == "mod")
+        return _by_zero(em, name, d, a, b, fmath.idiv64(em, d, a, b, rem=name == "mod"))
     if name in ("add", "sub"):
         return add64(em, a, b, sub=name == "sub")
     if name in ("and", "or", "xor"):

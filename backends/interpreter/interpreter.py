@@ -4,13 +4,22 @@ A graph is first compiled to a flat list of steps (one Python closure per op, op
 resolved to slots), then run once per program of the grid. Within a program every tile
 op is one vectorized numpy call.
 
-Semantics worth stating (the GPU backends follow them):
-- integer ``//`` and ``%`` truncate toward zero (C, Triton); float ``%`` is ``fmod``;
-- integer arithmetic wraps; float16 rounds after every op; bfloat16 values are kept
-  in float32 and rounded to bfloat16 after every op;
-- ``maximum``/``minimum`` return the non-NaN operand (as PTX ``max.f32``); ``!=`` is true
-  for NaN;
-- float -> int conversion truncates toward zero;
+Semantics (the GPU backends match them bit for bit; README "Semantics" says the same):
+- int1 (bool) arithmetic computes in int32, as Python's bool: True + True == 2, -True == -1;
+  & | ^ ~, comparisons, maximum and minimum stay int1 (tracer's job, see language/tensor.py);
+- integer ``//`` and ``%`` truncate toward zero (C, Triton); ``x // 0`` has all bits set (-1,
+  or the unsigned maximum) and ``x % 0`` is x; integer arithmetic wraps;
+- shifts by a negative amount or by the width or more shift everything out: 0, or for a
+  signed ``>>`` the sign (-1 or 0); the amount is the operand's own type (int8 included);
+- float ``%`` is C's ``fmod``, exact: the result has a's sign; NaN where a is inf or NaN or b
+  is NaN or 0; a where b is inf (AMD float64: exact for quotients below 2**53 only);
+- float16 rounds after every op; bfloat16 values are kept in float32 and rounded to
+  bfloat16 after every op; ``fma`` rounds once, for every float type (see :func:`fma`);
+- ``maximum``/``minimum`` return the non-NaN operand (PTX ``max.f32``, AMD ``v_max_f32``), so
+  ``gl.max``/``gl.min`` reductions skip NaN; the sign of a zero result of maximum(+0, -0) is
+  not specified; ``gl.sum`` propagates NaN and gives NaN for inf + -inf; ``!=`` is true for NaN;
+- float -> int truncates toward zero and saturates at the target type's range; NaN -> 0
+  (PTX ``cvt.rzi``); int -> float rounds to nearest even; int -> narrower int wraps;
 - a masked-off lane of a load without ``other`` reads 0;
 - reductions combine adjacent pairs in a tree, keeping operand order (so an associative,
   non-commutative combine function gets the order it expects).
@@ -91,12 +100,18 @@ def _div(p, op, a, b):
 
 @rule("floordiv")
 def _floordiv(p, op, a, b):
-    return fix(_trunc_div(a, b), op.results[0].type.dtype)
+    q = _trunc_div(a, b)
+    if a.dtype.kind in "iu":  # by 0: all bits set (PTX div's answer; C leaves it undefined)
+        q = np.where(b == 0, np.array(-1).astype(a.dtype), q)
+    return fix(q, op.results[0].type.dtype)
 
 
 @rule("mod")
 def _mod(p, op, a, b):
-    return fix(np.fmod(a, b), op.results[0].type.dtype)
+    r = np.fmod(a, b)
+    if a.dtype.kind in "iu":  # by 0: a, so that a == (a // b) * b + a % b still holds
+        r = np.where(b == 0, a, r)
+    return fix(r, op.results[0].type.dtype)
 
 
 def _shift_amount(b, bits):

@@ -70,10 +70,10 @@ def arith(em, op, name, a, b):
         r = em.ins(cls, f"{name}.{it} {{d}}, {a}, {b};")
     elif name == "mul":
         r = em.ins(cls, f"mul.lo.{it} {{d}}, {a}, {b};")
-    elif name == "floordiv":
-        r = em.ins(cls, f"div.{it} {{d}}, {a}, {b};")
-    elif name == "mod":
-        r = em.ins(cls, f"rem.{it} {{d}}, {a}, {b};")
+    elif name in ("floordiv", "mod"):  # by 0: all bits set, and a (the interpreter's rule)
+        r = em.ins(cls, f"{'div' if name == 'floordiv' else 'rem'}.{it} {{d}}, {a}, {b};")
+        z = em.ins("pred", f"setp.eq.{it} {{d}}, {b}, 0;")
+        r = em.ins(cls, f"selp.{bt} {{d}}, {-1 if name == 'floordiv' else a}, {r}, {z};")
     elif name in ("maximum", "minimum"):
         r = em.ins(cls, f"{name[:3]}.{it} {{d}}, {a}, {b};")
     elif name in ("and", "or", "xor"):
