@@ -4,7 +4,8 @@ The operand and accumulator layouts are built from the instruction's fragments, 
 r of a tile holds, in every thread, the element the fragment puts in that thread's slot of
 one instruction: which registers form an instruction is read off the register part of the
 layout alone (its coordinates in lane 0 of warp 0). Each instruction tile of the accumulator
-chains the instructions along K in order; 16-bit operands are packed in pairs, int8 in fours.
+chains the instructions along K in order (K outermost, so neighbours are independent);
+16-bit operands are packed in pairs, int8 in fours.
 """
 from __future__ import annotations
 
@@ -105,17 +106,18 @@ def _mma_v2(em, op):
     def pick(vals, r):
         return vals[r] if len(vals) > 1 else vals[0]
     cls = "f32" if acc_t.is_floating else "b32"
-    out = [None] * lc.num_regs
-    ks = sorted({k for (_, k) in ga})
-    for (mi, ni), c_regs in sorted(gc.items()):
-        cur = [pick(cv, r) for r in c_regs]
-        for ki in ks:
+    # K outermost: consecutive instructions feed different accumulators (independent chains)
+    cur = {key: [pick(cv, r) for r in c_regs] for key, c_regs in gc.items()}
+    for ki in sorted({k for (_, k) in ga}):
+        for (mi, ni) in sorted(gc):
             a = [_pack(em, t, [pick(av, r) for r in ga[(mi, ki)][i:i + kw]]) for i in range(0, 4 * kw, kw)]
             b = [_pack(em, t, [pick(bv, r) for r in gb[(ki, ni)][i:i + kw]]) for i in range(0, 2 * kw, kw)]
             d = [em.reg(cls) for _ in range(4)]
             em.emit(f"mma.sync.aligned.{shape}.row.col.{types} {{{', '.join(d)}}}, {{{', '.join(a)}}}, "
-                    f"{{{', '.join(b)}}}, {{{', '.join(cur)}}};")
-            cur = d
-        for r, x in zip(c_regs, cur):
+                    f"{{{', '.join(b)}}}, {{{', '.join(cur[(mi, ni)])}}};")
+            cur[(mi, ni)] = d
+    out = [None] * lc.num_regs
+    for key, c_regs in gc.items():
+        for r, x in zip(c_regs, cur[key]):
             out[r] = x
     return [out]

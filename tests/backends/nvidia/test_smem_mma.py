@@ -426,6 +426,25 @@ def test_scratch_over_the_limit_is_refused():
     assert e.value.loc is not None
 
 
+def test_loop_carried_buffer_is_refused_at_its_use():
+    @gt.jit
+    def k(out_ptr, in_ptr, n, L: gl.constexpr, SL: gl.constexpr):
+        x = gl.load(_tile(in_ptr, 32, 32, L, 32))
+        bufs = gl.allocate_shared_memory(gl.float32, [2, 32, 32], SL)
+        cur = bufs.index(0)
+        cur.store(x)
+        for i in gl.range(0, n):
+            nxt = bufs.index((i + 1) % 2)
+            nxt.store(cur.load(L) + 1.0)
+            cur = nxt
+        gl.store(_tile(out_ptr, 32, 32, L, 32), cur.load(L))
+    x = np.zeros((32, 32), np.float32)
+    g = k.trace(x, x, 3, L=_ROW4, SL=_SW4, target="sm_80").graph
+    with pytest.raises(CompileError, match="loop-carried or branch-selected buffer") as e:
+        emit(g, "sm_80")
+    assert e.value.loc is not None
+
+
 def test_dot_fma_is_refused_with_the_alternative():
     @gt.jit
     def k(c_ptr, P: gl.constexpr):
