@@ -132,5 +132,13 @@ class LaunchError(GluonTraceError):
     """Arguments or device state unfit for a launch, found before launching."""
 
 
+class LaunchTypeError(LaunchError, TypeError):
+    """A launch argument of the wrong kind (a host array, a wrong dtype, a tensor for a scalar)."""
+
+
+class LaunchValueError(LaunchError, ValueError):
+    """A launch argument of the right kind with an unfit value (device, layout, range, grid)."""
+
+
 def err_loc() -> SourceLoc | None:
     return user_location(2)

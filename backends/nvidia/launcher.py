@@ -15,7 +15,7 @@ import ctypes
 import threading
 
 from gluon_trace.addressing import cai_contiguous, contiguous_pointer_args, not_contiguous
-from gluon_trace.errors import LaunchError
+from gluon_trace.errors import LaunchError, LaunchTypeError, LaunchValueError
 
 _STRUCT = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i", "u64": "Q", "s64": "q",
            "f32": "f", "f64": "d"}
@@ -64,7 +64,7 @@ class Driver:
                 c = self.ctxs.get(dev)
                 if c is None:
                     if not 0 <= dev < self.ndev:
-                        raise LaunchError(f"there is no CUDA device {dev} ({self.ndev} present)")
+                        raise LaunchValueError(f"there is no CUDA device {dev} ({self.ndev} present)")
                     err, d = self.cu.cuDeviceGet(dev)
                     self.check(err, "cuDeviceGet")
                     err, c = self.cu.cuDevicePrimaryCtxRetain(d)
@@ -153,7 +153,7 @@ def _stream_handle(stream, dev: int, torch_used: bool) -> int:
     try:
         return int(stream)
     except (TypeError, ValueError):
-        raise LaunchError(f"stream={stream!r} is not a CUDA stream (pass torch.cuda.Stream, a CuPy stream "
+        raise LaunchTypeError(f"stream={stream!r} is not a CUDA stream (pass torch.cuda.Stream, a CuPy stream "
                           "or an int handle)") from None
 
 
@@ -211,11 +211,11 @@ class KernelLauncher:
         mod = type(a).__module__
         if mod.startswith("torch") and hasattr(a, "data_ptr"):
             if a.device.type != "cuda":
-                raise LaunchError(f"argument `{name}` is a tensor on {a.device}; the NVIDIA backend needs "
+                raise LaunchValueError(f"argument `{name}` is a tensor on {a.device}; the NVIDIA backend needs "
                                   "CUDA tensors (move it with .cuda())", loc)
             got = str(a.dtype).replace("torch.", "")
             if got != _TORCH_NAMES.get(want.name, want.name):
-                raise LaunchError(f"argument `{name}` has dtype {a.dtype}, but the kernel was traced with "
+                raise LaunchTypeError(f"argument `{name}` has dtype {a.dtype}, but the kernel was traced with "
                                   f"{t} (a pointer to {want})", loc)
             if i in self.contiguous and not a.is_contiguous():
                 self._not_contiguous(name, f"shape {tuple(a.shape)}, strides {tuple(a.stride())}", loc)
@@ -231,7 +231,7 @@ class KernelLauncher:
             if want.name == "bfloat16" and np.dtype(cai["typestr"]).itemsize == 2 and np.dtype(cai["typestr"]).kind in "uiV":
                 got = want
             if got != want:
-                raise LaunchError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
+                raise LaunchTypeError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
                                   f"traced with {t}", loc)
             if i in self.contiguous and not cai_contiguous(cai):
                 self._not_contiguous(name, f"shape {tuple(cai['shape'])}, byte strides {tuple(cai['strides'])}", loc)
@@ -239,34 +239,34 @@ class KernelLauncher:
             return int(cai["data"][0]), dev, False
         if isinstance(a, int) and not isinstance(a, bool):
             return a, None, False
-        raise LaunchError(f"argument `{name}` is a {type(a).__name__}; a pointer parameter takes a CUDA "
+        raise LaunchTypeError(f"argument `{name}` is a {type(a).__name__}; a pointer parameter takes a CUDA "
                           "tensor, an object with __cuda_array_interface__ (CuPy) or an int address", loc)
 
     def _not_contiguous(self, name, what, loc):
-        raise LaunchError(not_contiguous(name, self.graph.name, what), loc)
+        raise LaunchValueError(not_contiguous(name, self.graph.name, what), loc)
 
     def _scalar(self, i, a, loc):
         name, t = self.names[i], self.types[i]
         if t.is_floating:
             if not isinstance(a, (int, float)) and not hasattr(a, "__float__"):
-                raise LaunchError(f"argument `{name}` must be a number for {t}, got {type(a).__name__}", loc)
+                raise LaunchTypeError(f"argument `{name}` must be a number for {t}, got {type(a).__name__}", loc)
             return float(a)
         if hasattr(a, "device") and hasattr(a, "data_ptr"):
-            raise LaunchError(f"argument `{name}` is a tensor but the kernel was traced with a {t} scalar", loc)
+            raise LaunchTypeError(f"argument `{name}` is a tensor but the kernel was traced with a {t} scalar", loc)
         try:
             v = int(a)
         except (TypeError, ValueError):
-            raise LaunchError(f"argument `{name}` must be an integer for {t}, got {type(a).__name__}", loc) from None
+            raise LaunchTypeError(f"argument `{name}` must be an integer for {t}, got {type(a).__name__}", loc) from None
         if t.is_bool:
             return 1 if v else 0
         lo, hi = ((-(1 << (t.bits - 1)), 1 << (t.bits - 1)) if t.is_signed else (0, 1 << t.bits))
         if not lo <= v < hi:
-            raise LaunchError(f"argument `{name}` = {v} does not fit the kernel's {t} parameter", loc)
+            raise LaunchValueError(f"argument `{name}` = {v} does not fit the kernel's {t} parameter", loc)
         return v
 
     def launch(self, grid, args, stream=None, loc=None) -> None:
         if len(args) != len(self.types):
-            raise LaunchError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
+            raise LaunchTypeError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
         values, dev, used_torch = [], None, False
         for i, (a, t) in enumerate(zip(args, self.types)):
             if t.is_ptr:
@@ -276,7 +276,7 @@ class KernelLauncher:
                     if dev is None:
                         dev, first = d, self.names[i]
                     elif d != dev:
-                        raise LaunchError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
+                        raise LaunchValueError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
                                           f"cuda:{dev}; all tensors of a launch must be on one device", loc)
                 values.append(p)
             else:
@@ -287,7 +287,7 @@ class KernelLauncher:
         if any(g <= 0 for g in grid):
             return
         if any(g >= 1 << 31 for g in grid) or grid[1] >= 65536 or grid[2] >= 65536:
-            raise LaunchError(f"grid {tuple(grid)} exceeds the device limits (x < 2**31, y and z < 65536)", loc)
+            raise LaunchValueError(f"grid {tuple(grid)} exceeds the device limits (x < 2**31, y and z < 65536)", loc)
         s = _stream_handle(stream, dev, used_torch)
         cu = self.drv.cu
         with _Switch(self.drv, dev):

@@ -460,3 +460,24 @@ def test_launches_from_many_fresh_threads_each_see_their_context_and_arguments(m
         for c in rec.calls:  # each launch carried its own thread's arguments, not a mix
             n = (c["args"][0] - 0x10000) // 16
             assert c["args"][2] == 7 + 16 * n and c["grid"] == (n // 1000 + 1, 1, 1)
+
+
+def test_checked_path_argument_errors_are_python_builtins():
+    """The NVIDIA checked path's argument errors, without a GPU: the launcher's argument
+    checks need no driver."""
+    from types import SimpleNamespace
+
+    from gluon_trace import dtypes as dt
+    from gluon_trace.backends.nvidia.launcher import KernelLauncher
+    from gluon_trace.errors import LaunchError
+    kl = object.__new__(KernelLauncher)
+    kl.names, kl.types, kl.contiguous = ["x", "n", "s"], [dt.pointer(dt.float32), dt.int32, dt.float32], set()
+    kl.graph = SimpleNamespace(name="k")
+    for call, builtin in ((lambda: kl._pointer(0, "not memory", None), TypeError),
+                          (lambda: kl._scalar(1, "seven", None), TypeError),
+                          (lambda: kl._scalar(2, object(), None), TypeError),
+                          (lambda: kl._scalar(1, 1 << 40, None), ValueError)):
+        with pytest.raises(builtin) as e:
+            call()
+        assert isinstance(e.value, LaunchError)
+    assert kl._pointer(0, 0x1000, None) == (0x1000, None, False) and kl._scalar(1, 7, None) == 7
