@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(__file__))
 import ptxsim_tc  # noqa: E402
@@ -214,6 +216,16 @@ def test_simulated_matches_interpreter(case):
     check(case, sim, ref)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from([(1, 1), (2, 2), (4, 1), (1, 4), (2, 1)]), st.integers(0, 2), st.integers(0, 2),
+       st.integers(0, 2), st.sampled_from(["float16", "bfloat16", "int8", "float32"]))
+def test_random_mma_v2_simulated(warps, mi, ni, ki, dtype):
+    """test_mma_ops.py's space of mma_v2 shapes, warps and dtypes, through PTX."""
+    bits = {"float16": 16, "bfloat16": 16, "int8": 8, "float32": 32}[dtype]
+    m, n, k = 16 << mi, 8 << ni, (256 // bits if bits < 32 else 8) << ki
+    test_simulated_matches_interpreter(_mma_case(dtype, warps, m, n, k))
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_kernel_assembles(target):
     try:
@@ -308,7 +320,8 @@ def test_padded_layout_is_refused_at_the_users_line():
     g = k.trace(x, x, L=_ROW4, SL=pad, target="sm_80").graph
     with pytest.raises(CompileError, match="XOR-linearly") as e:
         emit(g, "sm_80")
-    assert e.value.loc is not None and "buf.store(x)" in open(e.value.loc.file).read().splitlines()[e.value.loc.line - 1]
+    line = open(e.value.loc.file).read().splitlines()[e.value.loc.line - 1]
+    assert "buf.store(x)" in line
 
 
 def test_f16_accumulator_is_refused():
