@@ -11,6 +11,7 @@ the LDS size the code object declares. Buffers live in host memory (the emulator
 memory directly), each between guard bytes that must come back untouched."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -25,6 +26,8 @@ GUARD = 4096          # bytes of guard pattern on each side of every buffer
 GUARD_BYTE = 0xA5
 LDS_GRANULE = 512     # bytes per unit of rsrc2's LDS size field on gfx11
 LDS_SHIFT = 15
+INV_2PI_SLOT = 248    # the inline constant 1/(2*pi)
+LDS_WINDOW = 1 << 32  # every address a 32-bit LDS address register can hold
 
 
 class EmulatorMissing(RuntimeError):
@@ -74,6 +77,16 @@ def load():
     # The emulator flushes denormals (its default float mode); our descriptors ask for them
     # to be kept (float_denorm_mode 3), so run it in the host's IEEE mode instead.
     emu._get_ftz_lib = lambda: (None, 0)
+    # Its wave setup stores HW_ID (for s_getreg) at SGPR slot SGPR_COUNT - 12 = 248, which is
+    # also where it keeps the inline constant 1/(2*pi): every v_sin/v_cos argument reduction
+    # then multiplies by 0. Our kernels never read HW_ID, so put the constant back.
+    init_wave = emu._init_wave
+
+    def _init_wave(*a, **kw):
+        st = init_wave(*a, **kw)
+        st._write_sgpr(INV_2PI_SLOT, emu.F32_INLINE[INV_2PI_SLOT])
+        return st
+    emu._init_wave = _init_wave
     _EMU = emu
     return emu
 
@@ -96,6 +109,28 @@ class _HostBuffer:
             raise AssertionError(f"kernel wrote outside argument {name} ({len(bad)} guard bytes "
                                  "changed)")
         self.arr.reshape(-1).view(np.uint8)[:] = self.raw[GUARD:GUARD + self.arr.nbytes]
+
+
+@contextlib.contextmanager
+def _lds_window(emu):
+    """The emulator indexes LDS with the raw 32-bit address and no range check, so a DS read
+    outside the allocation (which the hardware answers with 0, and which our scans do for
+    lanes whose value is then discarded) reads host memory past its LDS buffer. Give it a
+    4 GiB window instead: lazily mapped zero pages, so such reads return 0 as on hardware.
+    Its LDS buffer is the first uint32 buffer without options that run_asm allocates."""
+    real = emu.Buffer
+    state = {"done": False}
+
+    def buffer(device, size, dtype, *a, **kw):
+        if not state["done"] and dtype == emu.dtypes.uint32 and not a and not kw:
+            state["done"] = True
+            size = LDS_WINDOW // 4
+        return real(device, size, dtype, *a, **kw)
+    emu.Buffer = buffer
+    try:
+        yield
+    finally:
+        emu.Buffer = real
 
 
 def _code(hsaco: bytes, kernel: str) -> tuple[bytes, int]:
@@ -138,8 +173,10 @@ def run(traced, grid, args, target: str = "gfx1100"):
     code = ctypes.create_string_buffer(text + bytes(64), len(text) + 64)  # decoder reads ahead
     lds = desc["group_segment_fixed_size"]
     rsrc2 = desc["rsrc2"] | (-(-lds // LDS_GRANULE) << LDS_SHIFT)
-    err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1, 1,
-                      ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"], "rdna3")
+    with _lds_window(emu):
+        err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1, 1,
+                          ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"],
+                          "rdna3")
     if err:
         raise RuntimeError(f"the emulator returned {err}")
     for d, name in zip(dev, g.arg_names):
