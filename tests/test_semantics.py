@@ -465,3 +465,21 @@ def test_integer_division_truncates_and_by_zero_is_defined(npt):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_integer_division_on_backends(backend, npt):
     check_backends(backend, idiv_kernel, _idiv_args(npt), [0, 1], BLOCK=N)
+
+
+@gt.jit
+def div_kernel(o, a_ptr, b_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    gl.store(o + offs, gl.load(a_ptr + offs) / gl.load(b_ptr + offs))
+
+
+@pytest.mark.parametrize("npt", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_division_special_values_and_zero_signs_on_backends(backend, npt):
+    # amdsim does not model v_div_scale's scaling, so subnormal quotients are the PTX run's
+    make = _fmod_args(npt, wide=backend == "ptxsim")
+    ref = interpret(div_kernel, make(), BLOCK=N)
+    with np.errstate(all="ignore"):
+        assert np.array_equal(np.signbit(ref[0]), np.signbit(ref[1] / ref[2]))  # IEEE, as numpy
+    got = BACKENDS[backend](div_kernel, make(), BLOCK=N)
+    same_floats(got[0], ref[0])

@@ -749,6 +749,8 @@ def vector_op(op, srcs, w, i):
         if op == "v_div_fixup_f32":
             q, den, num = F(0), F(1), F(2)
             ok = np.isfinite(q) & np.isfinite(den) & np.isfinite(num) & (den != 0)
+            # the ISA's last case: |q| with the sign of num ^ den (so -0 / 1.5 is -0)
+            q = np.where(np.signbit(num) ^ np.signbit(den), -np.abs(q), np.abs(q))
             return outf(np.where(ok, q, num / den))
         if op == "v_cvt_f32_i32":
             return outf(I(0).astype(np.float32))
@@ -791,6 +793,8 @@ def vector_op(op, srcs, w, i):
         if op == "v_div_fixup_f64":
             q, den, num = D(0), D(1), D(2)
             ok = np.isfinite(q) & np.isfinite(den) & np.isfinite(num) & (den != 0)
+            # the ISA's last case: |q| with the sign of num ^ den (so -0 / 1.5 is -0)
+            q = np.where(np.signbit(num) ^ np.signbit(den), -np.abs(q), np.abs(q))
             return outd(np.where(ok, q, num / den))
     raise SimError(f"no simulation for {op}")
 
