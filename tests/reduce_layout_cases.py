@@ -135,6 +135,8 @@ def linear_layouts(draw, shape, lanes_log, warps_log):
     slots = lanes_log + warps_log
     nr = draw(st.integers(max(0, n - slots), n))
     regs, rest = list(cols[:nr]), list(cols[nr:])
+    if draw(st.integers(0, 5)) == 0:  # now and then a register holding a copy of another
+        regs.insert(draw(st.integers(0, len(regs))), draw(st.sampled_from(regs)) if regs else 0)
     spare = slots - len(rest)
     for _ in range(spare):
         if draw(st.booleans()) or not cols:

@@ -5,8 +5,13 @@ Both follow the interpreter's combination order exactly, so float sums agree bit
 bit: a reduction combines coordinate bit 0 first, then bit 1, ..., always with the
 element whose bit is 0 on the left (the interpreter's tree of adjacent pairs); a scan
 is the same Hillis-Steele sequence (combine with the element d before, d = 1, 2, 4...).
-A reduction needs a layout in which each basis touches either only the reduced axis
-(one coordinate bit) or none of it -- true of every BlockedLayout and its slices.
+The direct reduction needs a layout in which each basis moving along the reduced axis
+is one coordinate bit of that axis alone, no two the same -- true of every
+BlockedLayout and most linear ones. Any other legal layout (bases mixing the axis with
+another dimension, multi-bit or repeated bases) is first moved through LDS into
+``canonical``'s layout and reduced there; the result then takes one more LDS round trip
+into its SliceLayout (a write, barrier and read per operand each way). The scan goes
+through LDS at element addresses, so it takes every layout as it is.
 """
 from __future__ import annotations
 

@@ -1,22 +1,33 @@
 """Lowering of reduce and scan.
 
+Both have a direct lowering for layouts in which every register/lane/warp basis that
+moves along the axis is one coordinate bit of the axis alone, no two the same (every
+BlockedLayout, most linear ones). Any other legal layout -- bases mixing the axis
+with another dimension, multi-bit (swizzled) bases, an axis bit held twice, lanes
+in an order the scan cannot shuffle -- is first moved through shared memory into
+``canonical``'s layout (axis bits in registers, then lanes, then warps), lowered
+directly there, and (scan) moved back; the cost is a store, ``bar.sync`` and load
+per operand each way. Zero (broadcast) bases never move along the axis, so copies
+are reduced side by side and never combined with each other.
+
 reduce(axis): the combine region is inlined on registers. First within a thread
 (registers along the axis, pairing by coordinate bit, lowest first, as the
 interpreter's pairwise tree), then across lanes with ``shfl.sync.bfly`` (one step per
 lane bit along the axis), then, when warps split the axis, through shared memory:
 each warp writes its partial, one barrier, and every thread combines the partials of
 its output elements in warp order. The lower-coordinate operand is always the left
-one, so an associative combine that is not commutative (argmax's tie-break by index)
-gets its operands in order; known commutative bodies (add, max, ...) skip that
-bookkeeping. Within each step the tree matches the interpreter's; across steps the
-grouping differs when registers do not hold the lowest axis bits, which changes float
-sums by rounding only.
+one. A combine not known to commute (argmax, custom) also needs the steps in
+coordinate order: registers below the lanes, lanes, registers above them, warps; a
+layout that does not allow that order takes the fallback. Known commutative bodies
+(add, max, ...) reduce all registers first (fewer shuffles); the grouping then differs
+from the interpreter's, which changes float sums by rounding only.
 
-scan(axis, reverse): needs a layout whose axis bits are, from the lowest coordinate
-bit: registers, then lanes (at consecutive lane-id bits), then warps, then registers
-again (every BlockedLayout). A thread scans its registers, lanes run a Hillis-Steele
-scan with ``shfl.sync.up`` (``down`` for reverse), warps exchange their totals
-through shared memory, and chunks of repeated registers carry their totals forward.
+scan(axis, reverse): the direct lowering needs the axis bits, from the lowest
+coordinate bit: registers, then lanes (at consecutive lane-id bits), then warps, then
+registers again (every BlockedLayout). A thread scans its registers, lanes run a
+Hillis-Steele scan with ``shfl.sync.up`` (``down`` for reverse), warps exchange their
+totals through shared memory, and chunks of repeated registers carry their totals
+forward.
 """
 from __future__ import annotations
 

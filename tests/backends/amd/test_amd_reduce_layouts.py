@@ -83,3 +83,11 @@ def test_direct_lowering_kept_where_it_applies():
     layout = gl.BlockedLayout([2, 1], [16, 2], [1, 2], [0, 1])
     tk = simulate((layout, (32, 4), 0, "sum", None, 2, np.int32), "gfx1100")
     assert "ds_write" not in tk.amdgcn("gfx1100")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.float16])
+def test_fallback_other_dtypes(dtype):
+    layout = gl.DistributedLinearLayout(reg_bases=[[1]], lane_bases=[[24], [2], [4], [8], [16]],
+                                        warp_bases=[[16]], shape=[32])
+    for op, rev in (("first_nonzero", False), ("argmax", None), ("sum", None)):
+        simulate((layout, (32,), 0, op, rev, 2, dtype), "gfx1100")

@@ -98,3 +98,12 @@ def test_assembled_by_ptxas(target):
                     pytest.skip(f"no ptxas here: {e}")
                 raise
             assert ck.binary
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.float16, np.int8])
+def test_fallback_other_dtypes(dtype):
+    """64-bit values take two-word shared-memory slots and shuffles, narrow ones widen."""
+    layout = gl.DistributedLinearLayout(reg_bases=[[1]], lane_bases=[[24], [2], [4], [8], [16]],
+                                        warp_bases=[[16]], shape=[32])
+    for op, rev in (("cumsum", True), ("first_nonzero", False), ("argmax", None), ("sum", None)):
+        simulate((layout, (32,), 0, op, rev, 2, dtype))
