@@ -131,6 +131,9 @@ def _lds_window(emu):
         yield
     finally:
         emu.Buffer = real
+    if not state["done"]:
+        raise RuntimeError("the emulator allocated no LDS buffer as expected: this checkout's "
+                           "run_asm differs from the one emulator.py was written against")
 
 
 def _code(hsaco: bytes, kernel: str) -> tuple[bytes, int]:
