@@ -483,3 +483,55 @@ def test_division_special_values_and_zero_signs_on_backends(backend, npt):
         assert np.array_equal(np.signbit(ref[0]), np.signbit(ref[1] / ref[2]))  # IEEE, as numpy
     got = BACKENDS[backend](div_kernel, make(), BLOCK=N)
     same_floats(got[0], ref[0])
+
+
+# -- 64-bit integers to float32: one rounding ------------------------------------------------------
+
+@gt.jit
+def int_to_floats(o32, o16, o64, s32, a_ptr, s, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    a = gl.load(a_ptr + offs)
+    gl.store(o32 + offs, a.to(gl.float32))
+    gl.store(o16 + offs, a.to(gl.float16))
+    gl.store(o64 + offs, a.to(gl.float64))
+    gl.store(s32 + offs, s.to(gl.float32) + offs.to(gl.float32) * 0.0)  # a uniform (scalar) value
+
+
+def _rn32(x: int) -> float:
+    """x rounded to float32 once, in integer arithmetic."""
+    m, sign = abs(x), -1 if x < 0 else 1
+    e = m.bit_length() - 24
+    if e <= 0:
+        return float(x)
+    q, r = divmod(m, 1 << e)
+    if r > 1 << (e - 1) or (r == 1 << (e - 1) and q & 1):
+        q += 1
+    return sign * q * 2.0 ** e
+
+
+def _i2f_args(npt):
+    def make():
+        r = np.random.default_rng(15)
+        info = np.iinfo(npt)
+        bits = np.dtype(npt).itemsize * 8
+        # just past a float32 rounding midpoint, where a float64 step rounds onto it
+        v = [(1 << int(k)) + (1 << (int(k) - 24)) + int(r.integers(1, 256)) for k in r.integers(25, bits - 1, N)]
+        v = np.array([min(x, int(info.max)) for x in v], dtype=object)
+        if info.min:
+            v[1::2] = -v[1::2]
+        return [np.zeros(N, np.float32), np.zeros(N, np.float16), np.zeros(N, np.float64), np.zeros(N, np.float32),
+                v.astype(npt), npt(v[3])]
+    return make
+
+
+@pytest.mark.parametrize("npt", [np.int64, np.uint64])
+def test_int64_to_float32_rounds_once(npt):
+    args = interpret(int_to_floats, _i2f_args(npt)(), BLOCK=N)
+    assert args[0].tolist() == [_rn32(int(x)) for x in args[4]]
+    assert (args[3] == _rn32(int(args[5]))).all()
+
+
+@pytest.mark.parametrize("npt", [np.int64, np.uint64, np.int32])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_to_float_on_backends(backend, npt):
+    check_backends(backend, int_to_floats, _i2f_args(npt), range(4), BLOCK=N)

@@ -551,6 +551,8 @@ def _fcast(em, src, to, x):
 
 def _i2f(em, src, to, x):
     signed = src.is_signed
+    if src.bits == 64 and to.bits < 64:
+        x = _sticky53(em, x, signed)
     if src.bits == 64:
         hf = em.valu("v_cvt_f64_i32" if signed else "v_cvt_f64_u32", em.v(2), [hi(x)], form="vop1")
         hf = em.valu("v_ldexp_f64", em.v(2), [hf, Imm(32)], form="vop3")
@@ -561,6 +563,30 @@ def _i2f(em, src, to, x):
         return em.valu("v_cvt_f64_i32" if signed else "v_cvt_f64_u32", em.v(2), [x], form="vop1")
     f = em.valu("v_cvt_f32_i32" if signed else "v_cvt_f32_u32", em.v(), [x], form="vop1")
     return norm(em, to, f)
+
+
+def _sticky53(em, x, signed):
+    """A 64-bit integer with at most 53 significant bits that rounds to float32 as x does:
+    past 2**53 in magnitude the low 12 bits become one sticky bit (bit 11), so the float64
+    sum of the halves is exact and its narrowing to float32 is the only rounding (without
+    this, float64 then float32 rounded twice)."""
+    if isinstance(x, Imm):
+        v = x.bits - (1 << 64) if signed and x.bits >> 63 else x.bits
+        if abs(v) >= 1 << 53 and v & 0xFFF:
+            v = (v & ~0xFFF) | 0x800
+        return Imm(v & (2 ** 64 - 1), 2)
+    h, l_ = hi(x), lo(x)
+    if signed:  # |x| >= 2**53 <=> hi outside [-2**21, 2**21)
+        h = em.valu("v_add_u32", em.v(), [Imm(0x200000), h], comm=True)
+    big = compare(em, "ge", dt.uint32, h, Imm(0x400000 if signed else 0x200000))
+    low = em.valu("v_and_b32", em.v(), [Imm(0xFFF), l_], comm=True)
+    nz = compare(em, "ne", dt.uint32, low, Imm(0))
+    top = em.valu("v_and_b32", em.v(), [Imm(0xFFFFF000), l_], comm=True)
+    top = where(em, dt.uint32, nz, em.valu("v_or_b32", em.v(), [Imm(0x800), top], comm=True), top)
+    out = em.v(2)
+    em.emit("v_mov_b32", [out[0]], [where(em, dt.uint32, big, top, l_)], kind="valu")
+    em.emit("v_mov_b32", [out[1]], [hi(x)], kind="valu")
+    return out
 
 
 def _f2i(em, src, to, x):
