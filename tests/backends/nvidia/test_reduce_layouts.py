@@ -59,15 +59,18 @@ LANES_OUT_OF_ORDER = gl.DistributedLinearLayout(reg_bases=[], lane_bases=[[4], [
 TWICE = gl.DistributedLinearLayout(reg_bases=[[1]], lane_bases=[[2], [4], [8], [16], [2]],
                                    warp_bases=[[16]], shape=[32])
 WARPS_BEFORE_LANES = gl.BlockedLayout([1, 1], [32, 1], [1, 2], [0, 1])
-KNOWN = [(SWIZZLED, (32,), 0), (DIAGONAL, (32, 4), 0), (DIAGONAL, (32, 4), 1),
-         (LANES_OUT_OF_ORDER, (32,), 0), (TWICE, (32,), 0), (WARPS_BEFORE_LANES, (8, 64), 1)]
+REG_ABOVE_WARP = gl.DistributedLinearLayout(reg_bases=[[32]], lane_bases=[[1], [2], [4], [8], [16]],
+                                            warp_bases=[[64], [0]], shape=[128])
+KNOWN = [(SWIZZLED, (32,), 0, 2), (DIAGONAL, (32, 4), 0, 2), (DIAGONAL, (32, 4), 1, 2),
+         (LANES_OUT_OF_ORDER, (32,), 0, 2), (TWICE, (32,), 0, 2), (WARPS_BEFORE_LANES, (8, 64), 1, 2),
+         (REG_ABOVE_WARP, (128,), 0, 4)]
 
 
-@pytest.mark.parametrize("layout,shape,axis", KNOWN, ids=range(len(KNOWN)))
+@pytest.mark.parametrize("layout,shape,axis,nw", KNOWN, ids=range(len(KNOWN)))
 @pytest.mark.parametrize("op,reverse", [("cumsum", True), ("first_nonzero", False), ("sum", None),
                                         ("first_nonzero", None)])
-def test_layouts_issue13_reported(layout, shape, axis, op, reverse):
-    simulate((layout, shape, axis, op, reverse, 2, np.int32))
+def test_layouts_issue13_reported(layout, shape, axis, nw, op, reverse):
+    simulate((layout, shape, axis, op, reverse, nw, np.int32))
 
 
 def test_direct_lowering_kept_where_it_applies():
@@ -88,11 +91,11 @@ def test_fallback_goes_through_shared_memory():
 def test_assembled_by_ptxas(target):
     """One kernel per fallback kind, assembled (ptxas checks what the simulator lets pass)."""
     from gluon_trace.errors import CompileError
-    for layout, shape, axis in KNOWN[:3]:
+    for layout, shape, axis, nw in KNOWN[:3]:
         for op, rev in (("cumsum", True), ("argmax", None)):
-            kernel, args, cx = R.launch_args((layout, shape, axis, op, rev, 2, np.float32), 0)
+            kernel, args, cx = R.launch_args((layout, shape, axis, op, rev, nw, np.float32), 0)
             try:
-                ck = kernel.trace(*args, **cx, num_warps=2, target=target).compile(target)
+                ck = kernel.trace(*args, **cx, num_warps=nw, target=target).compile(target)
             except CompileError as e:
                 if "ptxas" in str(e) and "found" in str(e):
                     pytest.skip(f"no ptxas here: {e}")
