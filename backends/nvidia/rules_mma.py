@@ -1,4 +1,5 @@
-"""mma_v2 as ``mma.sync.aligned`` (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8).
+"""mma_v2 as ``mma.sync.aligned`` (m16n8k16 f16/bf16 into f32, or f16 into f16; m16n8k8 tf32;
+m16n8k32 s8).
 
 The operand and accumulator layouts are built from the instruction's fragments, so register
 r of a tile holds, in every thread, the element the fragment puts in that thread's slot of
@@ -12,6 +13,7 @@ from __future__ import annotations
 from gluon_trace.errors import CompileError
 
 from .emitter import rule
+from .rules_memory import _extract16
 
 # dtype -> (shape, type suffix, instruction K, elements per operand register)
 _KINDS = {
@@ -85,13 +87,15 @@ def _mma_v2(em, op):
     if kind is None:
         raise CompileError(f"mma_v2 on {t} operands is not lowered by the NVIDIA backend yet; use float16, "
                            "bfloat16, float32 (tf32) or int8", op.loc)
-    if acc_t.name == "float16":
-        raise CompileError("mma_v2 with a float16 accumulator is not lowered by the NVIDIA backend yet; "
-                           "accumulate in gl.float32 and convert the result", op.loc)
+    f16_acc = acc_t.name == "float16"
+    if f16_acc and t.name != "float16":
+        raise CompileError(f"mma_v2 accumulates {t} operands in float32 on NVIDIA, not float16", op.loc)
     if t.name == "float32" and (op.attrs.get("input_precision") or "tf32") != "tf32":
         raise CompileError("mma_v2 multiplies float32 operands as tf32; input_precision="
                            f"{op.attrs.get('input_precision')!r} has no tensor-core instruction", op.loc)
     shape, types, K, kw = kind
+    if f16_acc:
+        types = "f16.f16.f16.f16"
     la, lb, lc = em.lin(a_v), em.lin(b_v), em.lin(op.results[0])
     _check_threads(op, la, lb, lc)
     h = K // 2
@@ -108,16 +112,21 @@ def _mma_v2(em, op):
     cls = "f32" if acc_t.is_floating else "b32"
     # K outermost: consecutive instructions feed different accumulators (independent chains)
     cur = {key: [pick(cv, r) for r in c_regs] for key, c_regs in gc.items()}
+    if f16_acc:  # the accumulator travels as two f16x2 words: (c0, c1) and (c2, c3)
+        cur = {key: [_pack(em, acc_t, c[0:2]), _pack(em, acc_t, c[2:4])] for key, c in cur.items()}
     for ki in sorted({k for (_, k) in ga}):
         for (mi, ni) in sorted(gc):
             a = [_pack(em, t, [pick(av, r) for r in ga[(mi, ki)][i:i + kw]]) for i in range(0, 4 * kw, kw)]
             b = [_pack(em, t, [pick(bv, r) for r in gb[(ki, ni)][i:i + kw]]) for i in range(0, 2 * kw, kw)]
-            d = [em.reg(cls) for _ in range(4)]
+            d = [em.reg("b32") for _ in range(2)] if f16_acc else [em.reg(cls) for _ in range(4)]
             em.emit(f"mma.sync.aligned.{shape}.row.col.{types} {{{', '.join(d)}}}, {{{', '.join(a)}}}, "
                     f"{{{', '.join(b)}}}, {{{', '.join(cur[(mi, ni)])}}};")
             cur[(mi, ni)] = d
     out = [None] * lc.num_regs
     for key, c_regs in gc.items():
-        for r, x in zip(c_regs, cur[key]):
+        vals = cur[key]
+        if f16_acc:
+            vals = [_extract16(em, acc_t, w, j) for w in vals for j in (0, 1)]
+        for r, x in zip(c_regs, vals):
             out[r] = x
     return [out]

@@ -86,7 +86,7 @@ def _alloc(em, op):
         em.pro(f"add.u32 {base}, {em.smem_start()}, {off};")
     es = _esize(t.dtype)
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
-    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 1024))
+    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 16))  # gt_smem: .align 16
     if op.operands:
         _barrier_if_needed(em, op)
         _store_tile(em, s, op.operands[0])
@@ -107,7 +107,7 @@ def _index(em, op):
     if i_v.type.dtype.bits == 64:
         i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
-    align = min(s.align, _pow2_div(stride, 1024))
+    align = min(s.align, _pow2_div(stride, 16))
     return [[Smem(base, s.const, s.rel[0], s.dtype, align)]]
 
 

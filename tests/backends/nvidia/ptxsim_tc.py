@@ -94,12 +94,24 @@ class TCSim(Sim):
             for j in range(kw):
                 B[:, t * kw + j + (K // 2) * i, g] = self._elem(words, j, kw, aty)
         C = np.zeros((W, 16, 8))
-        ct = "f32" if dty == "f32" else "s32"
-        for i, r in enumerate(c):
-            C[:, g + 8 * (i // 2), 2 * t + i % 2] = self.val(r, ct).reshape(W, 32).astype(np.float64)
+        if dty == "f16":  # two f16x2 words: (c0, c1) at row g, (c2, c3) at row g + 8
+            for i, r in enumerate(c):
+                words = self.val(r, "b32").reshape(W, 32)
+                for j in range(2):
+                    C[:, g + 8 * i, 2 * t + j] = self._elem(words, j, 2, "f16")
+        else:
+            ct = "f32" if dty == "f32" else "s32"
+            for i, r in enumerate(c):
+                C[:, g + 8 * (i // 2), 2 * t + i % 2] = self.val(r, ct).reshape(W, 32).astype(np.float64)
         if dty == "s32":
             D = (np.einsum("wmk,wkn->wmn", A.astype(np.int64), B.astype(np.int64)) + C.astype(np.int64))
             D = D.astype(np.int64).astype(np.int32)
+        elif dty == "f16":
+            D = (np.einsum("wmk,wkn->wmn", A, B) + C).astype(np.float16).view(np.uint16).astype(np.uint32)
+            for i, r in enumerate(d):
+                lo, hi = D[:, g + 8 * i, 2 * t], D[:, g + 8 * i, 2 * t + 1]
+                self.set(r, (lo | (hi << np.uint32(16))).reshape(-1), m)
+            return None
         else:
             D = (np.einsum("wmk,wkn->wmn", A, B) + C).astype(np.float32)
         for i, r in enumerate(d):
