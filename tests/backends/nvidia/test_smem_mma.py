@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ml_dtypes
 import numpy as np
@@ -432,7 +432,8 @@ def test_gpu_matches_interpreter(case):
     case.kernel[case.grid](*dev, num_warps=case.num_warps, **case.kw)
     torch.cuda.synchronize()
     got = [_from_dev(torch, d, a) if isinstance(a, np.ndarray) else a for d, a in zip(dev, args)]
-    check(case, got, ref)
+    # tensor cores round (or truncate) partial sums along K: looser than the exact simulator
+    check(replace(case, tol=case.tol * 10), got, ref)
 
 
 @pytest.mark.gpu
