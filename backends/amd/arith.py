@@ -418,7 +418,12 @@ def _fma16(em, a, b, c):
     float32 rounded to odd (toward zero, last bit set when inexact), which ``norm`` then
     rounds to 16 bits as one rounding would (24 >= 2*11 + 2; Boldo & Melquiond)."""
     x, y, z = (em.valu("v_cvt_f64_f32", em.v(2), [v], form="vop1") for v in (a, b, c))
-    r = em.valu("v_fma_f64", em.v(2), [x, y, z], form="vop3")
+    return f32_round_odd(em, em.valu("v_fma_f64", em.v(2), [x, y, z], form="vop3"))
+
+
+def f32_round_odd(em, r):
+    """A float64 narrowed to float32 rounded to odd: then rounding that to 16 bits is one
+    rounding of the float64 (24 >= 2*11 + 2), where v_cvt_f32_f64's nearest would be two."""
     f = em.valu("v_cvt_f32_f64", em.v(), [r], form="vop1")
     back = em.valu("v_cvt_f64_f32", em.v(2), [f], form="vop1")
     away = compare(em, "gt", dt.float64, fmath._fabs64(em, back), fmath._fabs64(em, r))
@@ -542,6 +547,8 @@ def _icast(em, src, to, x):
 
 def _fcast(em, src, to, x):
     if src.bits == 64:
+        if to.bits == 16:
+            return norm(em, to, f32_round_odd(em, x))
         f = em.valu("v_cvt_f32_f64", em.v(), [x], form="vop1")
         return norm(em, to, f)
     if to.bits == 64:

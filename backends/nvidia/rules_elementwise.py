@@ -435,6 +435,14 @@ def _convert(em, src, to, r):
         if to.name == "float16":
             h = em.ins("b16", f"cvt.rn.f16.f64 {{d}}, {r};")
             return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+        if to.name == "bfloat16":  # float32 rounded to odd, then bf16: one rounding (24 >= 18)
+            x = em.ins("f32", f"cvt.rz.f32.f64 {{d}}, {r};")
+            back = em.ins("f64", f"cvt.f64.f32 {{d}}, {x};")
+            inexact = em.ins("pred", f"setp.neu.f64 {{d}}, {back}, {r};")
+            xb = em.ins("b32", f"mov.b32 {{d}}, {x};")
+            ob = em.ins("b32", f"or.b32 {{d}}, {xb}, 1;")
+            xb = em.ins("b32", f"selp.b32 {{d}}, {ob}, {xb}, {inexact};")
+            return em.round16(em.ins("f32", f"mov.b32 {{d}}, {xb};"), to)
         x = em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
         return em.round16(x, to)
     if to.bits == 64:

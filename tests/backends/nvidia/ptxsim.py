@@ -506,6 +506,9 @@ class Sim:
                     r = x.astype(np.float64).astype(np.float16)
                 else:
                     r = x.astype(_np(dt_))
+                    if "rz" in mods and st_[0] == "f":  # toward zero: step back where RN went out
+                        out = np.abs(r.astype(np.float64)) > np.abs(x.astype(np.float64))
+                        r = np.where(out & np.isfinite(x), np.nextafter(r, _np(dt_)(0)), r)
                 self.set(d, r, m)
                 return
             # to an integer type
