@@ -1,0 +1,140 @@
+"""GEMM on the GPU: the tensor-core kernels that are lowered today, beside cuBLAS (torch.matmul)
+and Triton's matmul (when Triton is installed), measured in one run on one device.
+
+    python perf/bench_gemm.py      # prints a table, writes perf/results/gemm-<device>.json
+
+Today this is the Ampere-style path (cp.async ring + mma.sync, gluon_trace/kernels/
+matmul_ampere.py) run on whatever GPU is present: the issue's "Ampere-path GEMM on the H100"
+row, a report rather than a target (an H100's peak needs wgmma and TMA, not lowered yet).
+Each configuration is checked against torch before it is timed. Times: CUDA events around
+each launch after warm-up (the host's launch work hidden behind a GPU busy-wait), median.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
+
+CONFIGS = [  # (BM, BN, BK, STAGES, num_warps)
+    (128, 128, 32, 4, 4), (128, 128, 32, 4, 8), (128, 128, 64, 3, 8), (128, 256, 32, 3, 8),
+    (64, 128, 32, 4, 4),
+]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (128, 8192, 8192)]
+
+
+def gpu_time(fn, reps=30, warmup=3) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(100_000)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+
+def triton_matmul():
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit
+    def kernel(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+               GROUP: tl.constexpr):
+        pid = tl.program_id(0)
+        nm, nn = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        group = pid // (GROUP * nn)
+        first = group * GROUP
+        size = min(nm - first, GROUP)
+        pm = first + (pid % (GROUP * nn)) % size
+        pn = (pid % (GROUP * nn)) // size
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            ka = k * BK + rk
+            x = tl.load(a + rm[:, None] * sam + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.)
+            y = tl.load(b + ka[:, None] * sbk + rn[None, :], mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.)
+            acc = tl.dot(x, y, acc)
+        tl.store(c + rm[:, None] * scm + rn[None, :], acc.to(c.dtype.element_ty),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    def run(a, b, c):
+        m, k = a.shape
+        n = b.shape[1]
+        grid = (triton.cdiv(m, 128) * triton.cdiv(n, 256),)
+        kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BM=128, BN=256, BK=64,
+                     GROUP=8, num_warps=8, num_stages=3)
+    return run
+
+
+def main() -> int:
+    dev = torch.cuda.get_device_name()
+    rows, tri = [], triton_matmul()
+    for m, n, k in SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        ref = a.float() @ b.float()
+        flop = 2.0 * m * n * k
+        cublas = gpu_time(lambda: torch.matmul(a, b))
+        t_tri = None
+        if tri is not None:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            try:
+                tri(a, b, c)
+                t_tri = gpu_time(lambda: tri(a, b, c))
+            except Exception as e:  # noqa: BLE001  (an anchor that does not run is reported, not fatal)
+                print(f"triton failed on {m}x{n}x{k}: {e}")
+        best = None
+        for bm, bn, bk, stages, warps in CONFIGS:
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            grid = (-(-m // bm), -(-n // bn))
+
+            def run():
+                matmul_ampere[grid](a, b, c, m, n, k, k, n, n, BM=bm, BN=bn, BK=bk, STAGES=stages,
+                                    num_warps=warps)
+            try:
+                run()
+                torch.cuda.synchronize()
+                err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+                if not err < 2e-2:
+                    print(f"  {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: wrong result (rel err {err})")
+                    continue
+                t = gpu_time(run)
+            except Exception as e:  # noqa: BLE001
+                print(f"  {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            if best is None or t < best[0]:
+                best = (t, (bm, bn, bk, stages, warps))
+        row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9,
+               "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
+        if best:
+            row.update(ours_tflops=flop / best[0] / 1e9, config=best[1],
+                       ratio_to_cublas=cublas / best[0], ratio_to_triton=(t_tri / best[0]) if t_tri else None)
+        rows.append(row)
+        print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
+              f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "
+              f"{row['triton_tflops'] or 0:.0f} | ratio to cuBLAS {row.get('ratio_to_cublas', 0):.3f}")
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    name = dev.replace(" ", "_")
+    with open(os.path.join(os.path.dirname(__file__), "results", f"gemm-{name}.json"), "w") as f:
+        json.dump({"device": dev, "torch": torch.__version__, "rows": rows}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
