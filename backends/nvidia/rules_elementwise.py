@@ -300,7 +300,7 @@ def _fma(em, op):
             if t.name == "float16":
                 h = em.ins("b16", f"cvt.rn.f16.f64 {{d}}, {r};")
                 return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-            return em.round16(em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};"), t)
+            return em.round16(_f32_round_odd(em, r), t)
         return em.map(op, f16)
     f = _f(em, t)
     return em.map(op, lambda a, b, c: em.ins(ptx.rclass(t), f"fma.rn.{f} {{d}}, {a}, {b}, {c};"))
@@ -383,6 +383,18 @@ def _from_f16_bits(em, t, h):
     return em.bf16_bits_to_f32(h)
 
 
+def _f32_round_odd(em, r):
+    """A float64 as float32 rounded to odd (toward zero, last bit set when inexact): rounding
+    that to bfloat16 is one rounding of the float64 (24 >= 2*8 + 2), cvt.rn twice is not."""
+    x = em.ins("f32", f"cvt.rz.f32.f64 {{d}}, {r};")
+    back = em.ins("f64", f"cvt.f64.f32 {{d}}, {x};")
+    inexact = em.ins("pred", f"setp.neu.f64 {{d}}, {back}, {r};")
+    xb = em.ins("b32", f"mov.b32 {{d}}, {x};")
+    ob = em.ins("b32", f"or.b32 {{d}}, {xb}, 1;")
+    xb = em.ins("b32", f"selp.b32 {{d}}, {ob}, {xb}, {inexact};")
+    return em.ins("f32", f"mov.b32 {{d}}, {xb};")
+
+
 def _convert(em, src, to, r):
     cs, ct = ptx.rclass(src), ptx.rclass(to)
     if to.is_bool:
@@ -435,14 +447,8 @@ def _convert(em, src, to, r):
         if to.name == "float16":
             h = em.ins("b16", f"cvt.rn.f16.f64 {{d}}, {r};")
             return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-        if to.name == "bfloat16":  # float32 rounded to odd, then bf16: one rounding (24 >= 18)
-            x = em.ins("f32", f"cvt.rz.f32.f64 {{d}}, {r};")
-            back = em.ins("f64", f"cvt.f64.f32 {{d}}, {x};")
-            inexact = em.ins("pred", f"setp.neu.f64 {{d}}, {back}, {r};")
-            xb = em.ins("b32", f"mov.b32 {{d}}, {x};")
-            ob = em.ins("b32", f"or.b32 {{d}}, {xb}, 1;")
-            xb = em.ins("b32", f"selp.b32 {{d}}, {ob}, {xb}, {inexact};")
-            return em.round16(em.ins("f32", f"mov.b32 {{d}}, {xb};"), to)
+        if to.name == "bfloat16":
+            return em.round16(_f32_round_odd(em, r), to)
         x = em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
         return em.round16(x, to)
     if to.bits == 64:
