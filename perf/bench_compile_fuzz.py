@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def _worker(seeds: list[int], targets: list[str], cfg: dict, out_path: str) -> N
             for target in targets:
                 warp = 64 if target in ("gfx90a", "gfx942") else 32
                 prog = fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, **cfg))
-                row = {"seed": seed, "target": target, "nodes": len(prog.nodes)}
+                row = {"seed": seed, "target": target, "nodes": len(prog.nodes),
+                       "values_per_thread": values_per_thread(prog)}
                 out.write(json.dumps({**row, "started": True}) + "\n")
                 out.flush()
                 try:
@@ -50,14 +52,26 @@ def _worker(seeds: list[int], targets: list[str], cfg: dict, out_path: str) -> N
                     t2 = time.perf_counter()
                     ck = be.compile(traced.graph, target)
                     t3 = time.perf_counter()
-                    row.update(trace_s=t1 - t0, emit_s=t2 - t1, assemble_s=max(0.0, (t3 - t2) - (t2 - t1)),
-                               total_s=(t1 - t0) + (t3 - t2), asm_lines=text.count("\n"),
+                    # compile() emits again (its own cache is keyed by graph): the assembler's
+                    # share is what compile took beyond the emit just timed
+                    row.update(trace_s=t1 - t0, emit_s=t2 - t1, compile_s=t3 - t2,
+                               assemble_s=max(0.0, (t3 - t2) - (t2 - t1)), total_s=(t1 - t0) + (t3 - t2), asm_lines=text.count("\n"),
                                registers=ck.registers, spill_bytes=ck.spill_bytes,
                                shared_bytes=ck.shared_bytes, numel=max(n.numel for n in prog.nodes))
                 except Exception as e:  # noqa: BLE001 - a refusal is recorded, not timed
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
                 out.write(json.dumps(row) + "\n")
                 out.flush()
+
+
+def values_per_thread(prog) -> int:
+    """The most values one thread holds for one tile of the program (its registers for it,
+    before 64-bit types double them): what the slow compiles have in common."""
+    best = 1
+    for n in prog.nodes:
+        if n.layout is not None:
+            best = max(best, 1 << len(n.layout.to_linear(n.shape).reg_bases))
+    return best
 
 
 def _run_batch(seeds, targets, cfg, timeout: float) -> list[dict]:
@@ -91,7 +105,7 @@ def _run_batch(seeds, targets, cfg, timeout: float) -> list[dict]:
         if proc.returncode not in (0, None) and started and \
                 not any(r["seed"] == started[-1]["seed"] and r["target"] == started[-1]["target"] for r in done):
             hung = started[-1]
-            rows.append({**{k: hung[k] for k in ("seed", "target", "nodes")},
+            rows.append({**{k: hung[k] for k in ("seed", "target", "nodes", "values_per_thread")},
                          "timeout": True, "total_s": timeout})
             finished.add(hung["seed"])
             todo = [s for s in todo if s > hung["seed"]]
@@ -137,22 +151,35 @@ def report(rows, targets, args, wall: float) -> None:
         errors: dict = {}
         for r in rs:
             if "error" in r:
-                errors[r["error"].split(":", 2)[-1][:100]] = errors.get(r["error"].split(":", 2)[-1][:100], 0) + 1
+                msg = re.sub(r"<gluon_trace.fuzz program \d+>:\d+: ", "", r["error"])[:110]
+                errors.setdefault(msg, []).append(r["seed"])
         totals = sorted(r["total_s"] for r in timed)
         med = totals[len(totals) // 2] if totals else 0.0
         print(f"\n{t}: {len(timed)} compiled, {sum(1 for r in rs if r.get('timeout'))} timed out, "
               f"{sum(1 for r in rs if 'error' in r)} refused; median {med:.2f} s")
-        print("  seed  total_s  trace_s  emit_s  asm_s  asm_lines  regs  spill_B  max_numel")
+        print("  seed  total_s  trace_s  emit_s  asm_s  asm_lines  regs  spill_B  max_numel  values/thread")
         for r in timed[:10]:
             if r.get("timeout"):
-                print(f"  {r['seed']:4d}  >{r['total_s']:.0f} (timeout)")
+                print(f"  {r['seed']:4d}  >{r['total_s']:.0f} (timeout; {r['values_per_thread']} values/thread)")
                 continue
             print(f"  {r['seed']:4d}  {r['total_s']:7.2f}  {r['trace_s']:7.3f}  {r['emit_s']:6.2f}  "
                   f"{r['assemble_s']:5.2f}  {r['asm_lines']:9d}  {r['registers']:4d}  "
-                  f"{r['spill_bytes']:7d}  {r['numel']:9d}")
-        for msg, n in sorted(errors.items(), key=lambda kv: -kv[1])[:8]:
-            print(f"  refused x{n}: {msg}")
+                  f"{r['spill_bytes']:7d}  {r['numel']:9d}  {r['values_per_thread']:13d}")
+        for msg, seeds in sorted(errors.items(), key=lambda kv: -len(kv[1]))[:8]:
+            print(f"  refused x{len(seeds)} (seeds {seeds[:5]}): {msg}")
+        buckets = {}
+        for r in timed:
+            v = r["values_per_thread"]
+            key = "<=64" if v <= 64 else "<=256" if v <= 256 else "<=1024" if v <= 1024 else ">1024"
+            buckets.setdefault(key, []).append(r["total_s"])
+        print("  values/thread  programs  median_s  max_s")
+        for key in ("<=64", "<=256", "<=1024", ">1024"):
+            b = sorted(buckets.get(key, []))
+            if b:
+                print(f"  {key:>13}  {len(b):8d}  {b[len(b) // 2]:8.2f}  {b[-1]:5.1f}")
         result["targets"][t] = {"compiled": len(timed), "median_s": med,
+                                "by_values_per_thread": {k: {"programs": len(v), "max_s": max(v)}
+                                                         for k, v in buckets.items()},
                                 "slowest": timed[:10], "refusals": errors}
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:

@@ -16,12 +16,12 @@ from .program import (Chooser, FuzzConfig, Node, Program, generate, program_from
                       program_to_dict, random_layout)
 from .render import kernel_source
 from .runner import (Outcome, check_program, compile_program, default_target, failure_dir,
-                     kernel_of, make_inputs, mismatches, run_interpreter, run_on_device,
+                     kernel_args, kernel_of, make_inputs, outputs_of, trace_program, mismatches, run_interpreter, run_on_device,
                      save_reproducer)
 
 __all__ = ["Chooser", "FuzzConfig", "Node", "Program", "Outcome", "Val", "generate", "programs",
            "random_program", "evaluate", "kernel_source", "kernel_of", "make_inputs",
-           "run_interpreter", "run_on_device", "compile_program", "check_program", "mismatches", "save_reproducer",
+           "run_interpreter", "run_on_device", "kernel_args", "outputs_of", "trace_program", "compile_program", "check_program", "mismatches", "save_reproducer",
            "program_to_dict", "program_from_dict", "random_layout", "default_target", "failure_dir"]
 
 

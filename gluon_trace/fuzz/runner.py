@@ -127,17 +127,39 @@ def _is_poison(g, p, d: str) -> np.ndarray:
     return np.asarray(g) == np.asarray(p)
 
 
+def kernel_args(prog: Program, inputs: dict) -> tuple[list, list]:
+    """The kernel's arguments as numpy arrays (inputs, then poisoned outputs, then the run-time
+    ints) and the outputs' poison, for any runner that takes numpy arrays (the interpreter,
+    the simulators)."""
+    ins = [to_storage(inputs[n.attrs["input"]], n.dtype) for n in prog.inputs]
+    outs = [poisoned(prog.node(o).dtype, max(prog.node(o).numel, 1)) for o in prog.outputs]
+    poison = [from_storage(np.array(o, copy=True), prog.node(n).dtype) for o, n in zip(outs, prog.outputs)]
+    return ins + outs + [prog.n_valid, prog.n_iter, prog.flag], poison
+
+
+def outputs_of(prog: Program, args: list) -> list:
+    """The output arrays of ``kernel_args``' list, in the reference's compute dtypes."""
+    first = len(prog.inputs)
+    return [from_storage(a, prog.node(n).dtype) for a, n in zip(args[first:], prog.outputs)]
+
+
 def run_interpreter(prog: Program, inputs: dict | None = None, kernel=None) -> tuple[list, list]:
     """Outputs (compute dtype) of the program in the interpreter, and the poison they started as."""
     inputs = make_inputs(prog) if inputs is None else inputs
     kernel = kernel or kernel_of(prog)
-    ins = [to_storage(inputs[n.attrs["input"]], n.dtype) for n in prog.inputs]
-    outs = [poisoned(prog.node(o).dtype, max(prog.node(o).numel, 1)) for o in prog.outputs]
-    before = [np.array(o, copy=True) for o in outs]
-    kernel[(1,)](*ins, *outs, prog.n_valid, prog.n_iter, prog.flag, num_warps=prog.num_warps,
-                 backend="interpreter", target=default_target(prog))
-    return ([from_storage(o, prog.node(n).dtype) for o, n in zip(outs, prog.outputs)],
-            [from_storage(b, prog.node(n).dtype) for b, n in zip(before, prog.outputs)])
+    args, poison = kernel_args(prog, inputs)
+    kernel[(1,)](*args, num_warps=prog.num_warps, backend="interpreter", target=default_target(prog))
+    return outputs_of(prog, args), poison
+
+
+def trace_program(prog: Program, target: str, kernel=None):
+    """The TracedKernel of the program for ``target`` (types from its inputs and outputs)."""
+    from .. import dtypes as dt
+    from .. import language as gl
+    kernel = kernel or kernel_of(prog)
+    ptrs = [gl.pointer(dt.BY_NAME[n.dtype]) for n in prog.inputs] + \
+        [gl.pointer(dt.BY_NAME[prog.node(o).dtype]) for o in prog.outputs]
+    return kernel.trace(*ptrs, gl.int32, gl.int32, gl.int32, num_warps=prog.num_warps, target=target)
 
 
 def run_on_device(prog: Program, inputs: dict | None = None, kernel=None, device: str = "cuda") -> tuple[list, list]:
@@ -163,14 +185,8 @@ def run_on_device(prog: Program, inputs: dict | None = None, kernel=None, device
 
 
 def compile_program(prog: Program, target: str, kernel=None):
-    """The backend's compiled kernel for ``target`` (types from the program's inputs)."""
-    from .. import language as gl
-    from .. import dtypes as dt
-    kernel = kernel or kernel_of(prog)
-    ptrs = [gl.pointer(dt.BY_NAME[n.dtype]) for n in prog.inputs] + \
-        [gl.pointer(dt.BY_NAME[prog.node(o).dtype]) for o in prog.outputs]
-    traced = kernel.trace(*ptrs, gl.int32, gl.int32, gl.int32, num_warps=prog.num_warps, target=target)
-    return traced.compile(target)
+    """The backend's compiled kernel for ``target``."""
+    return trace_program(prog, target, kernel).compile(target)
 
 
 @dataclass

@@ -1,0 +1,42 @@
+"""Random programs (gluon_trace.fuzz) compiled for gfx942 and gfx1100 and run on the AMDGCN
+simulator against the numpy reference's bounds. Count from GLUON_TRACE_FUZZ_SIM_EXAMPLES; a
+failure saves a reproducer (.fuzz_failures/)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+sys.path.insert(0, os.path.dirname(__file__))
+import amdsim  # noqa: E402
+
+from gluon_trace import fuzz  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
+N = int(os.environ.get("GLUON_TRACE_FUZZ_SIM_EXAMPLES", "25"))
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@settings(max_examples=N, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(data=__import__("hypothesis").strategies.data())
+def test_simulated_amdgcn_matches_reference(target, data):
+    warp = 64 if target == "gfx942" else 32
+    prog = data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6)))
+    outcome = fuzz.Outcome(prog)
+    inputs = fuzz.make_inputs(prog)
+    try:
+        traced = fuzz.trace_program(prog, target)
+        args, poison = fuzz.kernel_args(prog, inputs)
+        with np.errstate(all="ignore"):
+            amdsim.simulate(traced, target, (1,), args)
+        got = fuzz.outputs_of(prog, args)
+        ref = fuzz.evaluate(prog, inputs, "bounded")
+        outcome.failures += [(f"{target} (amdsim)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
+    except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
+        outcome.failures.append((f"{target} (amdsim)", f"{type(e).__name__}: {str(e)[:600]}"))
+    if not outcome.ok:
+        path = fuzz.save_reproducer(prog, outcome.failures, name=f"amdsim_{target}")
+        raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
