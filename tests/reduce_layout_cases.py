@@ -153,7 +153,7 @@ def linear_layouts(draw, shape, lanes_log, warps_log):
 def cases(draw, lanes_log, scan: bool, max_bits=9):
     """(layout, shape, axis, op, reverse, num_warps, dtype)"""
     shape = draw(shapes(max_bits))
-    warps_log = draw(st.integers(0, 2))
+    warps_log = draw(st.integers(0, 3))
     kind = draw(st.sampled_from(["blocked", "linear"]))
     make = blocked_layouts if kind == "blocked" else linear_layouts
     layout = draw(make(shape, lanes_log, warps_log))

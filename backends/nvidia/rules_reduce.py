@@ -184,8 +184,9 @@ def _reduce(em, op):
     steps = _axis_bases(lin, axis)
     kinds = "".join(k for _, k, _ in steps or ())
     # A combine that may not commute needs its operands in coordinate order: registers
-    # below the lanes first, lanes, the registers above them, warps last.
-    if steps is None or not (comm or re.fullmatch("r*l*r*|r*l*w*", kinds)):
+    # below the lanes first, lanes, then the warps and the registers above them together
+    # (one shared-memory slot per pair, combined in coordinate order).
+    if steps is None or not (comm or re.fullmatch("r*l*w*r*", kinds)):
         # Fallback: one shared-memory round trip per operand (store, bar.sync, load) into
         # the canonical layout, then the direct reduction there.
         canon = canonical(lin.shape, axis, em.nw)
@@ -213,13 +214,16 @@ def _reduce(em, op):
                 lhs = [select(em, t, p, o, x) for x, o, t in zip(vals[r], other, dtypes)]
                 rhs = [select(em, t, p, x, o) for x, o, t in zip(vals[r], other, dtypes)]
                 vals[r] = combine(lhs, rhs)
-    reg_steps([i for i in reg_bits if i not in early])
+    late = [i for i in reg_bits if i not in early]
+    warp_axis = by_coord(lin.warp_bases)
+    if not warp_axis:
+        reg_steps(late)
+        late = []
     res = op.results
     out_shape = res[0].type.shape
     drop = lambda b: tuple(b[:axis]) + tuple(b[axis + 1:])  # noqa: E731
     keep = [i for i, b in enumerate(lin.reg_bases) if not b[axis]]
     out_lin = em.lin(res[0])
-    warp_axis = by_coord(lin.warp_bases)
     if not warp_axis:
         if out_lin is None:
             return [[vals[0][j]] for j in range(n)]
@@ -228,10 +232,12 @@ def _reduce(em, op):
         keys = sorted(vals)
         return [move(em, [vals[k][j] for k in keys], dtypes[j], pseudo, out_lin) for j in range(n)]
     # warps split the axis: partials through shared memory, slot = the warp's axis index
+    # (and above it, for a combine that may not commute, the late registers' axis index)
     numel = 1
     for s in out_shape:
         numel *= s
-    nslots = 1 << len(warp_axis)
+    nslots = 1 << (len(warp_axis) + len(late))
+    late_slot = {i: (1 << (len(warp_axis) + k)) * numel for k, i in enumerate(late)}
     offs = _regions(dtypes, nslots * numel)
     base = em.scratch(offs[-1])
     pk = lambda b: _pack(drop(b), out_shape) if out_shape else 0  # noqa: E731
@@ -245,7 +251,7 @@ def _reduce(em, op):
         rp = 0
         for i, b in enumerate(lin.reg_bases):
             if r >> i & 1:
-                rp ^= pk(b)
+                rp ^= late_slot[i] if i in late_slot else pk(b)
         for j, t in enumerate(dtypes):
             _, es = _smem_slot(t)
             a = _slot_addr(em, base, tp, tmask, rp, es, offs[j])
