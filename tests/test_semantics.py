@@ -373,8 +373,7 @@ def same_floats(got, exp):
 @pytest.mark.parametrize("npt", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mod_on_backends(backend, npt):
-    wide = backend == "ptxsim" or npt != np.float64  # AMD float64: exact below 2**53 quotients
-    make = _fmod_args(npt, wide)
+    make = _fmod_args(npt)
     ref = interpret(fmod_kernel, make(), BLOCK=N)
     got = BACKENDS[backend](fmod_kernel, make(), BLOCK=N)
     same_floats(got[0], ref[0])

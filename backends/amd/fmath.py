@@ -30,6 +30,7 @@ EXP_UNDERFLOW = struct.unpack("<I", struct.pack("<f", -103.97208))[0]  # below: 
 EXP_OVERFLOW = struct.unpack("<I", struct.pack("<f", 88.72284))[0]     # above: inf
 CLASS_ZERO_PINF = 0x260  # v_cmp_class mask: -0, +0, +inf
 CLASS_INF = 0x204        # -inf, +inf
+CLASS_NAN_ZERO = 0x063   # NaNs, -0, +0
 
 
 def cndmask(em, if_false, if_true):
@@ -95,15 +96,15 @@ def fmod(em, d, a, b):
     float32/16 (held as f32): exact for every input, as C's fmod and the interpreter:
     |a| is reduced in float64 by |b| * 2**s for s = 250, 200, ..., 0; each quotient is
     below 2**50 (f32 values span 2**277), so trunc(q) is exact and the fma leaves the exact
-    remainder. float64: one step, exact while |a / b| < 2**53 (a loop would be needed past
-    that; the NVIDIA backend has it)."""
+    remainder. float64 (spanning 2**2098) runs the same reduction as a loop."""
     if d.bits == 64:
-        q = fdiv(em, d, a, b)
-        t = em.valu("v_trunc_f64", em.v(2), [q], form="vop1")
-        r = em.valu("v_fma_f64", em.v(2), [Neg(t), b, a], form="vop3")
+        a, b = em.to_v(a), em.to_v(b)
+        r = _fmod64_magnitude(em, _fabs64(em, a), _fabs64(em, b))
         em.valu("v_cmp_class_f64", em.vcc, [b, Imm(CLASS_INF)], form="vopc")
         r = cndmask64(em, r, a)
         em.valu("v_cmp_class_f64", em.vcc, [a, Imm(CLASS_INF)], form="vopc")
+        r = cndmask64(em, r, Imm.f64(float("nan")))
+        em.valu("v_cmp_class_f64", em.vcc, [b, Imm(CLASS_NAN_ZERO)], form="vopc")
         r = cndmask64(em, r, Imm.f64(float("nan")))
         hi_r = em.valu("v_bfi_b32", em.v(), [Imm(0x7FFFFFFF), _half(r, 1), _half(a, 1)], form="vop3")
         out = em.v(2)
@@ -125,6 +126,54 @@ def fmod(em, d, a, b):
     em.valu("v_cmp_class_f32", em.vcc, [a, Imm(CLASS_INF)], form="vopc")
     r = cndmask(em, r, Imm(0x7FC00000))
     return em.valu("v_bfi_b32", em.v(), [Imm(0x7FFFFFFF), r, a], form="vop3")
+
+
+def _fmod64_magnitude(em, ax, ay):
+    """|a| mod |b| for float64, exact: as the NVIDIA backend, |b| is scaled up by 2**50 while
+    it stays below |a| (a per-lane loop under EXEC), then |a| is reduced by each scale on
+    the way down; every quotient is below 2**50, so trunc and the fma are exact. Lanes with
+    |a| < |b|, or an inf/NaN/zero operand, keep |a| (the caller selects NaN or a)."""
+    sfx = em.t.mask_suffix
+    x = em.v(2)
+    em.copy_into(x, ax)
+    yk = em.v(2)
+    em.copy_into(yk, ay)
+    saved, go, more = em.mask_reg(), em.mask_reg(), em.mask_reg()
+    em.emit(f"s_mov_{sfx}", [saved], [em.exec])
+    fin = em.mask_reg()
+    em.valu("v_cmp_le_f64", go, [ay, x], form="vop3")          # |b| <= |a|, neither NaN
+    em.valu("v_cmp_gt_f64", fin, [Imm.f64(float("inf")), x], form="vop3")
+    em.emit(f"s_and_{sfx}", [go], [go, fin])
+    em.valu("v_cmp_lt_f64", fin, [Imm.f64(0.0), ay], form="vop3")
+    em.emit(f"s_and_{sfx}", [go], [go, fin])
+    em.emit(f"s_and_{sfx}", [em.exec], [em.exec, go])
+    done = em.label("fmod_done")
+    em.emit("s_cbranch_execz", kind="cbranch", target=done.name)
+    up = em.label("fmod_up")
+    em.place(up)
+    t2 = em.valu("v_mul_f64", em.v(2), [yk, Imm.f64(2.0 ** 50)], form="vop3")
+    em.valu("v_cmp_le_f64", more, [t2, x], form="vop3")
+    em.emit(f"s_and_{sfx}", [em.exec], [em.exec, more])
+    em.copy_into(yk, t2)  # only the lanes still scaling
+    back = em.emit("s_cbranch_execnz", kind="cbranch", target=up.name)
+    em.loops.append((up, back))
+    em.emit(f"s_and_{sfx}", [em.exec], [saved, go])
+    down = em.label("fmod_down")
+    em.place(down)
+    q = em.valu("v_trunc_f64", em.v(2), [_fdiv64(em, x, yk)], form="vop1")
+    r = em.valu("v_fma_f64", em.v(2), [Neg(q), yk, x], form="vop3")
+    em.valu("v_cmp_gt_f64", em.vcc, [Imm.f64(0.0), r], form="vopc")  # q was 1 too big
+    em.copy_into(x, cndmask64(em, r, em.valu("v_add_f64", em.v(2), [r, yk], form="vop3")))
+    last = em.mask_reg()
+    em.valu("v_cmp_eq_f64", last, [yk, ay], form="vop3")
+    em.copy_into(yk, em.valu("v_mul_f64", em.v(2), [yk, Imm.f64(2.0 ** -50)], form="vop3"))
+    em.emit(f"s_andn2_{sfx}", [em.exec], [em.exec, last])
+    back = em.emit("s_cbranch_execnz", kind="cbranch", target=down.name)
+    em.loops.append((down, back))
+    em.place(done)
+    em.emit(f"s_mov_{sfx}", [em.exec], [saved])
+    em.vcc_holds = None
+    return x
 
 
 def _fabs64(em, x):

@@ -12,7 +12,7 @@ Semantics (the GPU backends match them bit for bit; README "Semantics" says the 
 - shifts by a negative amount or by the width or more shift everything out: 0, or for a
   signed ``>>`` the sign (-1 or 0); the amount is the operand's own type (int8 included);
 - float ``%`` is C's ``fmod``, exact: the result has a's sign; NaN where a is inf or NaN or b
-  is NaN or 0; a where b is inf (AMD float64: exact for quotients below 2**53 only);
+  is NaN or 0; a where b is inf;
 - float16 rounds after every op; bfloat16 values are kept in float32 and rounded to
   bfloat16 after every op; ``fma`` rounds once, for every float type (see :func:`fma`);
 - ``maximum``/``minimum`` return the non-NaN operand (PTX ``max.f32``, AMD ``v_max_f32``), so
