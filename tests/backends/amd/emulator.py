@@ -34,6 +34,18 @@ class EmulatorMissing(RuntimeError):
     """The emulator cannot be loaded here; the message says why and how to set it up."""
 
 
+class EmulatorCannot(RuntimeError):
+    """The kernel needs something the emulator does not do (checked at tinygrad a9069c1)."""
+
+
+# Instructions it cannot run, and why. A kernel reaching one raises EmulatorCannot.
+UNSUPPORTED = {
+    "ds_swizzle_b32": "its pseudocode table (extracted from AMD's ISA PDF) holds only the FFT "
+                      "mode of DS_SWIZZLE_B32, cut off, so the instruction does not compile; "
+                      "our cross-lane reductions and scans on gfx1100 use it",
+}
+
+
 def _compiler_wrapper() -> str:
     """tinygrad's CPU backend compiles each emulated instruction with ``$CC`` (default clang).
     Without a clang on PATH, the ziglang wheel's clang (already a dev dependency) stands in."""
@@ -159,6 +171,10 @@ def run(traced, grid, args, target: str = "gfx1100"):
     desc = read_descriptor(ck.binary, g.name)
     if not desc["wavefront_size32"]:
         raise NotImplementedError(f"the emulator runs RDNA3 (wave32) code, {target} is wave64")
+    if desc["private_segment_fixed_size"] and g.num_warps > 1:
+        # it addresses scratch as lane * size + offset in one buffer for the whole workgroup
+        raise EmulatorCannot("the emulator gives all waves of a workgroup one scratch area, so "
+                             "a kernel that spills cannot run there with more than one warp")
     dev = [_HostBuffer(a) if isinstance(a, np.ndarray) else a for a in args]
     grid = tuple(grid) + (1,) * (3 - len(grid))
     kernarg = bytearray(launcher.pack_args(km, g, dev))
@@ -176,10 +192,16 @@ def run(traced, grid, args, target: str = "gfx1100"):
     code = ctypes.create_string_buffer(text + bytes(64), len(text) + 64)  # decoder reads ahead
     lds = desc["group_segment_fixed_size"]
     rsrc2 = desc["rsrc2"] | (-(-lds // LDS_GRANULE) << LDS_SHIFT)
-    with _lds_window(emu):
-        err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1, 1,
-                          ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"],
-                          "rdna3")
+    try:
+        with _lds_window(emu):
+            err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1,
+                              1, ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"],
+                              "rdna3")
+    except RuntimeError as e:
+        for op, why in UNSUPPORTED.items():
+            if f"Failed to compile {op}" in str(e):
+                raise EmulatorCannot(f"the emulator cannot run {op}: {why}") from e
+        raise
     if err:
         raise RuntimeError(f"the emulator returned {err}")
     for d, name in zip(dev, g.arg_names):

@@ -52,23 +52,12 @@ def ints(seed, n, lo, hi, dtype=np.int32):
     return np.random.default_rng(seed).integers(lo, hi, n).astype(dtype)
 
 
-# Instructions the emulator cannot run, and why (checked at tinygrad a9069c1, 2026-08-22).
-# A kernel that reaches one is an expected failure naming it, not a pass.
-UNSUPPORTED = {
-    "ds_swizzle_b32": "its pseudocode table (extracted from AMD's ISA PDF) holds only the FFT "
-                      "mode of DS_SWIZZLE_B32, cut off, so the instruction does not compile; "
-                      "our cross-lane reductions and scans on gfx1100 use it",
-}
-
-
 def run_or_xfail(tk, grid, args):
+    """Run on the emulator; what it cannot do is an expected failure saying what."""
     try:
         emulator.run(tk, grid, args)
-    except RuntimeError as e:
-        for op, why in UNSUPPORTED.items():
-            if f"Failed to compile {op}" in str(e):
-                pytest.xfail(f"the emulator cannot run {op}: {why}")
-        raise
+    except emulator.EmulatorCannot as e:
+        pytest.xfail(str(e))
 
 
 def compare(kernel, make_args, grid, outs, cx=None, nw=4, specs=None, rtol=0.0, atol=0.0):
@@ -281,3 +270,41 @@ def test_a_write_past_a_buffer_is_caught_by_its_guard_bytes():
     buf.raw[emulator.GUARD:emulator.GUARD + 4] = np.frombuffer(np.float32(7).tobytes(), np.uint8)
     buf.copy_back("out")
     assert a[0] == 7 and a[1] == 1
+
+
+@gt.jit
+def four_wide_tiles_two_warps(out_ptr, a_ptr, b_ptr, c_ptr, d_ptr, BLOCK: gl.constexpr):
+    lay = gl.BlockedLayout([1], [gl.threads_per_warp()], [2], [0])
+    offs = gl.arange(0, BLOCK, layout=lay)
+    a, b = gl.load(a_ptr + offs), gl.load(b_ptr + offs)
+    c, d = gl.load(c_ptr + offs), gl.load(d_ptr + offs)
+    gl.store(out_ptr + offs, (a * b + c * d) - a * d + (b - c))
+
+
+@pytest.mark.amd_emulator
+def test_a_spilling_kernel_with_several_warps_is_refused_saying_why(emu):
+    n = 2 * 32 * 128  # two warps, 4 x 128 live values per lane: spills
+    args = [poison(n, np.float32)] + [rand(s, n) for s in range(4)]
+    tk = four_wide_tiles_two_warps.trace(*args, BLOCK=n, num_warps=2, target=TARGET)
+    assert tk.compile(TARGET).spill_bytes > 0
+    with pytest.raises(emulator.EmulatorCannot, match="one scratch area"):
+        emulator.run(tk, (1,), args)
+
+
+@gt.jit
+def saturating_casts(o32, o8, x_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=C.blocked1d(1, 1))
+    x = gl.load(x_ptr + offs)
+    gl.store(o32 + offs, x.to(gl.int32))
+    gl.store(o8 + offs, x.to(gl.int8))
+
+
+@pytest.mark.amd_emulator
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "emulator bug: its V_CVT_I32_F32 gives INT_MIN for NaN, +inf and values above INT_MAX "
+    "(the host's truncating conversion) where the ISA saturates and maps NaN to 0"))
+def test_float_to_int_saturates_and_maps_nan_to_zero(emu):
+    x = np.zeros(32, np.float32)
+    x[:8] = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1.5, -2.5, 300.0]
+    compare(saturating_casts, lambda: [poison(32, np.int32), poison(32, np.int8), x.copy()], (1,),
+            [0, 1], dict(BLOCK=32), nw=1)
