@@ -13,7 +13,7 @@ import struct
 
 from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
-from gluon_trace.ir import Graph
+from gluon_trace.ir import Graph, TensorDescType
 
 from . import ptxas
 from .ptx import param_type
@@ -40,6 +40,11 @@ def arg_layout(graph: Graph) -> list:
     """(name, dtype, offset, size) of each kernel parameter at its natural alignment."""
     out, off = [], 0
     for v, name in zip(graph.args, graph.arg_names):
+        if isinstance(v.type, TensorDescType):  # CUtensorMap (64-aligned) + a u32 per global dim
+            off = (off + 63) // 64 * 64
+            out.append((name, "tensordesc", off, 128 + 4 * v.type.rank))
+            off += 128 + 4 * v.type.rank
+            continue
         pt = param_type(v.type.dtype)
         size = int(pt[1:]) // 8
         off = (off + size - 1) // size * size

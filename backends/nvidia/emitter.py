@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from gluon_trace import dtypes as dt
 from gluon_trace.backend import Unsupported, rule_table
 from gluon_trace.errors import CompileError
-from gluon_trace.ir import Block, Graph, Value
+from gluon_trace.ir import Block, Graph, TensorDescType, Value
 from gluon_trace.layouts import LinearLayout
 
 from . import ptx
@@ -461,8 +461,12 @@ class Emitter:
         decls = []
         for i, (v, name) in enumerate(zip(self.g.args, self.g.arg_names)):
             t = v.type.dtype
-            pt = param_type(t)
             pname = f"{kernel_name(self.g)}_param_{i}"
+            if isinstance(v.type, TensorDescType):  # a CUtensorMap and the global shape
+                from .rules_hopper import declare_desc
+                decls.extend(declare_desc(self, v, pname))
+                continue
+            pt = param_type(t)
             decls.append(f".param .{pt} {pname}")
             r = self.reg_for(t)
             if t.is_bool:
@@ -488,7 +492,9 @@ class Emitter:
         for f, i in files.items():
             out.append(f'.file {i} "{_escape(f)}"')
         if self.smem_bytes:
-            out.append(".extern .shared .align 16 .b8 gt_smem[];")
+            # TMA boxes and wgmma tiles with a 128-byte swizzle sit at 1024-byte multiples of it
+            align = 1024 if self.flags.get("tma") or self.flags.get("wgmma") else 16
+            out.append(f".extern .shared .align {align} .b8 gt_smem[];")
         out.extend(self.module_decls)
         out.append("")
         out.append(f".visible .entry {kernel_name(self.g)}(")

@@ -171,15 +171,20 @@ class KernelLauncher:
         import struct
         from .ptx import param_type
         # every argument at its natural alignment in one buffer; one struct.pack_into a launch
+        # (a TMA descriptor is several PTX parameters: the 128-byte CUtensorMap, 64-aligned, then
+        # one u32 per dim of the global shape; offs has one entry per PTX parameter)
+        from gluon_trace.ir import TensorDescType
+        self.descs = [isinstance(v.type, TensorDescType) for v in graph.args]
         fmt, off, offs = "<", 0, []
-        for t in self.types:
-            pt = param_type(t)
-            size = int(pt[1:]) // 8
-            pad = (-off) % size
-            fmt += "x" * pad + _STRUCT[pt]
-            off += pad
-            offs.append(off)
-            off += size
+        for t, v in zip(self.types, graph.args):
+            pts = ["b128"] + ["u32"] * v.type.rank if isinstance(v.type, TensorDescType) else [param_type(t)]
+            for pt in pts:
+                size = int(pt[1:]) // 8
+                pad = (-off) % min(size, 64)
+                fmt += "x" * pad + ("128s" if pt == "b128" else _STRUCT[pt])
+                off += pad
+                offs.append(off)
+                off += size
         self.packer = struct.Struct(fmt)
         self.offsets, self.buf_size = offs, max(off, 8)
         self.buf = (ctypes.c_char * max(off, 8))()
@@ -242,6 +247,30 @@ class KernelLauncher:
         raise LaunchTypeError(f"argument `{name}` is a {type(a).__name__}; a pointer parameter takes a CUDA "
                           "tensor, an object with __cuda_array_interface__ (CuPy) or an int address", loc)
 
+    def _tensordesc(self, i, a, loc) -> tuple[int | None, bytes]:
+        """(device, CUtensorMap bytes) of a TensorDescriptor argument, checked against the
+        type the kernel was traced with."""
+        from . import tma
+        name, want = self.names[i], self.graph.args[i].type
+        if type(a).__name__ != "TensorDescriptor" or not hasattr(a, "ir_type"):
+            raise LaunchTypeError(f"argument `{name}` is a {type(a).__name__}; the kernel was traced with a "
+                                  "TMA descriptor (pass a TensorDescriptor)", loc)
+        if a.ir_type != want:
+            raise LaunchTypeError(f"argument `{name}` describes {a.ir_type}, but the kernel was traced with "
+                                  f"{want}; trace again for this descriptor", loc)
+        if not str(a.device).startswith("cuda"):
+            raise LaunchValueError(f"argument `{name}`: this TensorDescriptor describes a {a.device} tensor; "
+                                   "the NVIDIA backend needs CUDA tensors", loc)
+        if a.current_address() != a._address:
+            raise LaunchValueError(f"argument `{name}`: the tensor this TensorDescriptor was built from has "
+                                   "moved (its storage was reallocated); build the descriptor again", loc)
+        cached = getattr(a, "_tmap", None)  # encoding costs a driver call: once per descriptor
+        if cached is None or cached[0] != a._address:
+            cached = (a._address, tma.encode(a))
+            a._tmap = cached
+        dev = getattr(a.base, "device", None)
+        return getattr(dev, "index", None), cached[1]
+
     def _not_contiguous(self, name, what, loc):
         raise LaunchValueError(not_contiguous(name, self.graph.name, what), loc)
 
@@ -269,7 +298,17 @@ class KernelLauncher:
             raise LaunchTypeError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
         values, dev, used_torch = [], None, False
         for i, (a, t) in enumerate(zip(args, self.types)):
-            if t.is_ptr:
+            if self.descs[i]:
+                d, tmap = self._tensordesc(i, a, loc)
+                if d is not None:
+                    if dev is None:
+                        dev, first = d, self.names[i]
+                    elif d != dev:
+                        raise LaunchValueError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
+                                               f"cuda:{dev}; all tensors of a launch must be on one device", loc)
+                values.append(tmap)
+                values.extend(int(n) for n in a.shape)
+            elif t.is_ptr:
                 p, d, is_t = self._pointer(i, a, loc)
                 used_torch |= is_t
                 if d is not None:
@@ -304,7 +343,7 @@ class KernelLauncher:
         arguments do not fit this specialization (the caller then takes the checked path).
         Only for torch tensors, Python ints/floats/bools and tuple/int grids."""
         torch = _torch()
-        if torch is None:
+        if torch is None or any(self.descs):  # TMA descriptors take the checked path
             return None
         c = self._c_fast(torch, specs, expected_kwargs)
         if c is not None:

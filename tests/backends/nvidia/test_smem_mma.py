@@ -28,7 +28,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError, GluonTraceError  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
-from gluon_trace.language.nvidia.ampere import mbarrier, mma_v2  # noqa: E402
+from gluon_trace.language.nvidia.ampere import mma_v2  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia import ptxas  # noqa: E402
@@ -377,13 +377,19 @@ def test_f16_accumulator_passes_as_f16x2_words():
     assert sum(c0 in produced and c1 in produced for _, _, c0, c1 in mmas) == 3  # chained as words
 
 
-def test_mbarrier_is_still_refused_before_anything_else():
+def test_wgmma_is_still_refused_before_anything_else():
+    # (mbarriers and TMA are lowered now: rules_hopper.py, tests/backends/nvidia/test_hopper.py)
+    from gluon_trace.language.nvidia.hopper import warpgroup_mma
+
     @gt.jit
     def k(p):
-        bar = mbarrier.allocate_mbarrier()
-        mbarrier.init(bar, count=1)
+        nv = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16)
+        a = gl.allocate_shared_memory(gl.float16, [64, 64], nv)
+        acc = gl.zeros([64, 64], gl.float32, gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]))
+        warpgroup_mma(a, a, acc)
     g = k.trace(np.zeros(4, np.float32), target="sm_90a").graph
-    with pytest.raises(CompileError, match="mbarrier_init: mbarriers, TMA, wgmma") as e:
+    with pytest.raises(CompileError, match="wgmma: wgmma and warp specialization") as e:
         emit(g, "sm_90a")
     assert e.value.loc is not None
 

@@ -1,0 +1,277 @@
+"""Hopper's mbarriers, async-proxy fence and TMA copies (rules_hopper.py) on NVIDIA.
+
+CPU: the instructions each op becomes (one elected thread issues barrier and copy state
+changes, every thread spins on try_wait.parity), the descriptor parameters, and ptxas
+assembling the kernels for sm_90a. GPU (``pytest -m gpu tests/backends/nvidia/test_hopper.py``):
+TMA copy round trips on the device (2-D and 3-D, odd shapes: zero fill of loads past the
+tensor, clipping of stores), against numpy.
+"""
+import re
+
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.errors import CompileError
+from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia import ptxas  # noqa: E402
+from gluon_trace.backends.nvidia.compiler import arg_layout  # noqa: E402
+from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+@gt.jit
+def copy2d(src, dst):
+    """dst[block] = src[block] through shared memory: TMA load onto an mbarrier, TMA store."""
+    BM: gl.constexpr = src.block_type.shape[0]
+    BN: gl.constexpr = src.block_type.shape[1]
+    buf = gl.allocate_shared_memory(src.dtype, [BM, BN], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    m = gl.program_id(0) * BM
+    n = gl.program_id(1) * BN
+    mbarrier.expect(bar, src.block_type.nbytes)
+    tma.async_load(src, [m, n], bar, buf)
+    mbarrier.wait(bar, 0)
+    fence_async_shared()
+    tma.async_store(dst, [m, n], buf)
+    tma.store_wait(0)
+    mbarrier.invalidate(bar)
+
+
+@gt.jit
+def copy3d(src, dst):
+    """The same over a [1, BM, BN] block of a 3-D tensor; program_id(2) walks the first dim."""
+    BM: gl.constexpr = src.block_type.shape[1]
+    BN: gl.constexpr = src.block_type.shape[2]
+    buf = gl.allocate_shared_memory(src.dtype, [1, BM, BN], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, src.block_type.nbytes)
+    z = gl.program_id(2)
+    m = gl.program_id(0) * BM
+    n = gl.program_id(1) * BN
+    tma.async_load(src, [z, m, n], bar, buf)
+    mbarrier.wait(bar, 0)
+    fence_async_shared()
+    tma.async_store(dst, [z, m, n], buf)
+    tma.store_wait(0)
+
+
+@gt.jit
+def ring(src, out, K_TILES: gl.constexpr):
+    """Two slots, phases flipping: sums the column blocks of a row of tiles (arrive/expect/wait
+    with a run-time phase and the consumer's arrive on an 'empty' barrier)."""
+    BM: gl.constexpr = src.block_type.shape[0]
+    BN: gl.constexpr = src.block_type.shape[1]
+    lay: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    bufs = gl.allocate_shared_memory(src.dtype, [2, BM, BN], src.layout)
+    full = mbarrier.allocate_mbarrier(batch=2)
+    empty = mbarrier.allocate_mbarrier(batch=2)
+    for s in gl.static_range(2):
+        mbarrier.init(full.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    acc = gl.zeros([BM, BN], gl.float32, lay)
+    for k in gl.range(0, K_TILES):
+        s = k % 2
+        with gl.if_(k >= 2):
+            mbarrier.wait(empty.index(s), ((k // 2) - 1) & 1)
+        mbarrier.expect(full.index(s), src.block_type.nbytes)
+        tma.async_load(src, [0, k * BN], full.index(s), bufs.index(s))
+        mbarrier.wait(full.index(s), (k // 2) & 1)
+        acc += bufs.index(s).load(lay)
+        mbarrier.arrive(empty.index(s))
+    rows = gl.arange(0, BM, gl.SliceLayout(1, lay))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, lay))
+    gl.store(out + rows[:, None] * BN + cols[None, :], acc)
+
+
+def _wide(n, item):
+    """Row length >= n elements and a multiple of 16 bytes (TMA's stride rule), plus 16 bytes."""
+    return -(-n * item // 16) * 16 // item + 16 // item
+
+
+def _desc2(shape, block, dtype=np.float32):
+    """A descriptor over an odd-shaped view whose rows are padded to 16 bytes."""
+    base = np.zeros((shape[0], _wide(shape[1], np.dtype(dtype).itemsize)), dtype)[:, :shape[1]]
+    gd = {np.float32: gl.float32, np.float16: gl.float16}[dtype]
+    return base, TensorDescriptor.from_tensor(base, block, NV(block, gd))
+
+
+def _ptx(kernel, *args, **kw):
+    g = kernel.trace(*args, target="sm_90a", num_warps=4, **kw).graph
+    text, locs, _ = emit(g, "sm_90a")
+    return g, text, locs
+
+
+def _assemble(text, locs, name):
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(str(e))
+    ptxas.assemble(text, "sm_90a", locs, name)
+
+
+# -- CPU ----------------------------------------------------------------------------------------
+
+def test_copy_instructions():
+    _, s = _desc2((100, 130), [64, 64])       # 64 f32 = 256 bytes: two 128-byte boxes per block
+    _, d = _desc2((100, 130), [64, 64])
+    g, text, locs = _ptx(copy2d, s, d)
+    assert re.search(r"\.param \.align 64 \.b8 copy2d_param_0\[128\]", text)
+    assert "copy2d_param_0_dim1" in text and text.count("cvta.param.u64") == 2
+    loads = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::"
+                       r"complete_tx::bytes \[(%r\d+)\], \[%rd\d+, \{(%r\d+), (%r\d+)\}\], \[%r\d+\];", text)
+    stores = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", text)
+    assert len(loads) == 2 and len(stores) == 2
+    elected = {p for p, *_ in loads} | set(stores)
+    assert len(elected) == 1                  # one thread issues every copy
+    e = elected.pop()
+    assert re.search(rf"setp\.eq\.u32 {re.escape(e)}, %r\d+, 0;", text)
+    assert loads[0][3] == loads[1][3] and loads[0][2] != loads[1][2]  # same row, next column block
+    for ins in ("mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64 _,",
+                "mbarrier.inval.shared::cta.b64", "cp.async.bulk.commit_group"):
+        assert f"@{e} {ins}" in text, ins
+    assert re.search(r"mbarrier.arrive.expect_tx.shared::cta.b64 _, \[%r\d+\], 16384;", text)  # 64*64*4
+    wait = re.search(r"(\$L\w+):\n\tmbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), .*\n\t@!\2 bra \1;",
+                     text)
+    assert wait and "@" not in text[wait.start() - 60:wait.start()].split("\n")[-2][:2]
+    # generic writes never precede the store here, but the fence and a barrier do
+    body = text[text.index("fence.proxy.async.shared::cta;"):]
+    assert body.index("bar.sync 0;") < body.index("cp.async.bulk.tensor.2d.global")
+    assert re.search(r"cp\.async\.bulk\.wait_group\.read 0;\n\tbar\.sync 0;", text)
+    assert ".extern .shared .align 1024 .b8 gt_smem[];" in text
+    _assemble(text, locs, "copy2d")
+
+
+def test_parameter_layout_matches_the_ptx():
+    _, s = _desc2((100, 130), [64, 64])
+    g, text, _ = _ptx(copy2d, s, s)
+    lay = arg_layout(g)
+    assert lay == [("src", "tensordesc", 0, 136), ("dst", "tensordesc", 192, 136)]
+
+
+def test_three_dims_assemble():
+    x = np.zeros((3, 40, 72), np.float16)
+    d = TensorDescriptor.from_tensor(x, [1, 32, 64], NV([32, 64], gl.float16))
+    _, text, locs = _ptx(copy3d, d, d)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster", text)) == 1
+    assert re.search(r"\[%rd\d+, \{%r\d+, %r\d+, %r\d+\}\]", text)
+    _assemble(text, locs, "copy3d")
+
+
+def test_ring_of_barriers_assembles():
+    _, s = _desc2((32, 256), [32, 32])
+    _, text, locs = _ptx(ring, s, np.zeros(32 * 32, np.float32), K_TILES=8)
+    e = re.search(r"@(%p\d+) mbarrier\.init", text).group(1)
+    arrive = text.index(f"@{e} mbarrier.arrive.shared::cta.b64 _,")
+    assert text[:arrive].rstrip().endswith("bar.sync 0;")  # every thread's reads before the one arrival
+    assert text.count("mbarrier.try_wait.parity") == 2
+    _assemble(text, locs, "ring")
+
+
+@gt.jit
+def dims(d, out):
+    sh = d.shape
+    gl.store(out, sh[0] * 1000 + sh[1])
+
+
+def test_tensordesc_dim_reads_the_shape_parameters():
+    _, s = _desc2((100, 130), [64, 64])
+    _, text, locs = _ptx(dims, s, np.zeros(1, np.int32))
+    r0 = re.search(r"ld\.param\.u32 (%r\d+), \[dims_param_0_dim0\];", text).group(1)
+    r1 = re.search(r"ld\.param\.u32 (%r\d+), \[dims_param_0_dim1\];", text).group(1)
+    assert re.search(rf"mul\.lo\.s32 %r\d+, {re.escape(r0)}, %r\d+;", text) or r0 + ", 1000" in text
+    assert r1 in text[text.index("dims_param_0_dim1];") + 20:]
+    _assemble(text, locs, "dims")
+
+
+def test_lowered_ops_leave_the_refusal_table():
+    from gluon_trace.backends.nvidia import rules_tensorcore
+    for name in ("tensordesc_dim", "tma_load", "tma_store", "tma_store_wait", "mbarrier_init",
+                 "mbarrier_wait", "mbarrier_arrive", "mbarrier_expect", "fence_async_shared"):
+        assert name not in rules_tensorcore.UNLOWERED
+    assert "wgmma" in rules_tensorcore.UNLOWERED
+
+
+# -- GPU ----------------------------------------------------------------------------------------
+
+def _gpu():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch
+    except ImportError:
+        pass
+    pytest.skip("no CUDA GPU (torch.cuda)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,block,dtype", [((100, 130), (64, 64), "float32"),
+                                               ((128, 256), (64, 64), "float16"),
+                                               ((77, 200), (32, 64), "float16"),
+                                               ((5, 12), (16, 16), "float32")])
+def test_gpu_tma_copy_zero_fills_and_clips(shape, block, dtype):
+    torch = _gpu()
+    td = getattr(torch, dtype)
+    gd = getattr(gl, dtype)
+    m, n = shape
+    bm, bn = block
+    grid_m, grid_n = -(-m // bm), -(-n // bn)
+    item = torch.tensor([], dtype=td).element_size()
+    src = torch.randn(m, _wide(n, item), device="cuda").to(td)[:, :n]
+    # dst is larger than src: loads past src's edges must come back as zeros, and the part of
+    # each stored block past dst's own edge (dst is cut one row and column short) is clipped
+    big = torch.full((grid_m * bm, _wide(grid_n * bn, item)), 7.0, device="cuda").to(td)
+    dst = big[:m + 1, :n + 1] if (m + 1) <= grid_m * bm and (n + 1) <= grid_n * bn else big[:m, :n]
+    sd = TensorDescriptor.from_tensor(src, list(block), NV(list(block), gd))
+    dd = TensorDescriptor.from_tensor(dst, list(block), NV(list(block), gd))
+    copy2d[(grid_m, grid_n)](sd, dd)
+    torch.cuda.synchronize()
+    got = big.float().cpu().numpy()
+    h, w = dst.shape
+    exp = np.full(got.shape, 7.0, np.float32)
+    exp[:h, :w] = 0.0
+    exp[:m, :n] = src.float().cpu().numpy()
+    np.testing.assert_array_equal(got, exp)
+
+
+@pytest.mark.gpu
+def test_gpu_tma_copy_3d():
+    torch = _gpu()
+    x = torch.randn(3, 40, 72, device="cuda").half()
+    y = torch.zeros(3, 40, 72 + 8, device="cuda").half()
+    sd = TensorDescriptor.from_tensor(x, [1, 32, 64], NV([32, 64], gl.float16))
+    dd = TensorDescriptor.from_tensor(y[:, :, :72], [1, 32, 64], NV([32, 64], gl.float16))
+    copy3d[(2, 2, 3)](sd, dd)
+    torch.cuda.synchronize()
+    assert torch.equal(y[:, :, :72], x) and not y[:, :, 72:].any()
+
+
+@pytest.mark.gpu
+def test_gpu_barrier_ring_matches_numpy():
+    torch = _gpu()
+    k_tiles = 8
+    x = torch.randn(32, 32 * k_tiles + 4, device="cuda")[:, :32 * k_tiles]
+    out = torch.zeros(32 * 32, device="cuda")
+    d = TensorDescriptor.from_tensor(x, [32, 32], NV([32, 32], gl.float32))
+    ring[(1,)](d, out, K_TILES=k_tiles)
+    torch.cuda.synchronize()
+    exp = x.cpu().numpy().reshape(32, k_tiles, 32).sum(axis=1)
+    np.testing.assert_allclose(out.cpu().numpy().reshape(32, 32), exp, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_moved_tensor_is_refused_before_launch():
+    torch = _gpu()
+    from gluon_trace.errors import LaunchError
+    x = torch.zeros(64, 64, device="cuda")
+    d = TensorDescriptor.from_tensor(x, [64, 64], NV([64, 64], gl.float32))
+    d.base = torch.zeros(64, 64, device="cuda")   # as if the storage had been reallocated
+    with pytest.raises(LaunchError, match="moved"):
+        copy2d[(1, 1)](d, d)
