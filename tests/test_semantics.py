@@ -496,10 +496,10 @@ def int_to_floats(o32, o16, o64, s32, a_ptr, s, BLOCK: gl.constexpr):
     gl.store(s32 + offs, s.to(gl.float32) + offs.to(gl.float32) * 0.0)  # a uniform (scalar) value
 
 
-def _rn32(x: int) -> float:
-    """x rounded to float32 once, in integer arithmetic."""
+def _rn32(x: int, bits: int = 24) -> float:
+    """x rounded once to a float of ``bits`` significant bits (24: float32, 8: bfloat16)."""
     m, sign = abs(x), -1 if x < 0 else 1
-    e = m.bit_length() - 24
+    e = m.bit_length() - bits
     if e <= 0:
         return float(x)
     q, r = divmod(m, 1 << e)
@@ -577,3 +577,36 @@ def test_float64_to_16_bits_on_backends(backend):
     got = BACKENDS[backend](narrow_floats, _narrow_args()(), BLOCK=N)
     same_floats(got[0], ref[0])
     same_floats(dt.bf16_bits_to_f32(got[1]), dt.bf16_bits_to_f32(ref[1]))  # NaN payloads may differ
+
+
+@gt.jit
+def int_to_bf16(o, a_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=L())
+    gl.store(o + offs, gl.load(a_ptr + offs).to(gl.bfloat16).to(gl.uint16, bitcast=True))
+
+
+def _i2bf_args(npt):
+    def make():
+        r = np.random.default_rng(17)
+        bits = np.dtype(npt).itemsize * 8
+        k = r.integers(10, bits - 1, N)
+        # a bfloat16 midpoint (bit k-8), nudged by a bit below float32's precision (k-30)
+        v = [(1 << int(e)) + (1 << (int(e) - 8)) + (1 << max(int(e) - 30, 0)) * int(r.choice([-1, 1])) for e in k]
+        v = np.array(v, dtype=object)
+        if np.iinfo(npt).min:
+            v[1::2] = -v[1::2]
+        return [np.zeros(N, np.uint16), v.astype(npt)]
+    return make
+
+
+@pytest.mark.parametrize("npt", [np.int32, np.uint32, np.int64, np.uint64])
+def test_int_to_bfloat16_rounds_once(npt):
+    args = interpret(int_to_bf16, _i2bf_args(npt)(), BLOCK=N)
+    got = dt.bf16_bits_to_f32(args[0]).tolist()
+    assert got == [_rn32(int(x), 8) for x in args[1]]
+
+
+@pytest.mark.parametrize("npt", [np.int32, np.uint32, np.int64, np.uint64])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_to_bfloat16_on_backends(backend, npt):
+    check_backends(backend, int_to_bf16, _i2bf_args(npt), [0], BLOCK=N)

@@ -568,6 +568,9 @@ def _i2f(em, src, to, x):
         return f if to.bits == 64 else _fcast(em, dt.float64, to, f)
     if to.bits == 64:
         return em.valu("v_cvt_f64_i32" if signed else "v_cvt_f64_u32", em.v(2), [x], form="vop1")
+    if to.name == "bfloat16" and src.bits == 32:  # exact in float64; then one rounding
+        f = em.valu("v_cvt_f64_i32" if signed else "v_cvt_f64_u32", em.v(2), [x], form="vop1")
+        return norm(em, to, f32_round_odd(em, f))
     f = em.valu("v_cvt_f32_i32" if signed else "v_cvt_f32_u32", em.v(), [x], form="vop1")
     return norm(em, to, f)
 

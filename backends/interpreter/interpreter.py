@@ -45,6 +45,8 @@ def fix(x, t: dt.dtype):
     """Bring a numpy result back to the IR dtype's exact value set."""
     x = np.asarray(x)
     if t.name == "bfloat16":
+        if x.dtype.kind in "iu" and x.dtype.itemsize >= 4:
+            x = _exact_f64(x)
         if x.dtype == np.float64:  # one rounding: through float32 rounded to odd
             x = _f32_round_odd(x)
         return dt.round_bf16(x)
@@ -53,6 +55,19 @@ def fix(x, t: dt.dtype):
     if x.dtype != t.np:
         return x.astype(t.np)
     return x
+
+
+def _exact_f64(x):
+    """Integers as float64 that round to float32 as the integers do: past 2**53 the low 12
+    bits fold into one sticky bit (the float64 would round, and a rounding after it would
+    be a second one)."""
+    if x.dtype.itemsize == 8:
+        with np.errstate(all="ignore"):
+            big = (x >= 2 ** 53) | ((x < -(2 ** 53)) if x.dtype.kind == "i" else False)
+        low = x & x.dtype.type(0xFFF)
+        folded = (x & ~x.dtype.type(0xFFF)) | np.where(low != 0, x.dtype.type(0x800), x.dtype.type(0))
+        x = np.where(big, folded, x)
+    return x.astype(np.float64)
 
 
 class Program:

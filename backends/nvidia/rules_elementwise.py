@@ -424,6 +424,14 @@ def _convert(em, src, to, r):
             h = em.ins("b16", f"cvt.rn.f16.{it} {{d}}, {r};")
             return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
         f = _f(em, to)
+        if to.name == "bfloat16" and src.bits >= 32:  # float32 rounded to odd, then bf16: once
+            x = em.ins("f32", f"cvt.rz.f32.{it} {{d}}, {r};")
+            back = em.ins(ptx.rclass(src), f"cvt.rzi.{it}.f32 {{d}}, {x};")
+            inexact = em.ins("pred", f"setp.ne.{it} {{d}}, {back}, {r};")
+            xb = em.ins("b32", f"mov.b32 {{d}}, {x};")
+            ob = em.ins("b32", f"or.b32 {{d}}, {xb}, 1;")
+            xb = em.ins("b32", f"selp.b32 {{d}}, {ob}, {xb}, {inexact};")
+            return em.round16(em.ins("f32", f"mov.b32 {{d}}, {xb};"), to)
         x = em.ins(ct, f"cvt.rn.{f}.{it} {{d}}, {r};")
         return em.round16(x, to)
     if src.is_floating and to.is_int:

@@ -509,6 +509,10 @@ class Sim:
                     if "rz" in mods and st_[0] == "f":  # toward zero: step back where RN went out
                         out = np.abs(r.astype(np.float64)) > np.abs(x.astype(np.float64))
                         r = np.where(out & np.isfinite(x), np.nextafter(r, _np(dt_)(0)), r)
+                    elif "rz" in mods:  # from an integer: compare exactly in Python ints
+                        out = np.array([abs(int(v)) > abs(int(w)) for v, w in zip(r.tolist(), x.tolist())],
+                                       bool).reshape(r.shape)
+                        r = np.where(out, np.nextafter(r, _np(dt_)(0)), r)
                 self.set(d, r, m)
                 return
             # to an integer type
