@@ -19,34 +19,48 @@ import reduce_layout_cases as R  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia import ptxas  # noqa: E402
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
+from batch import assemble_many  # noqa: E402
 
 EXAMPLES = int(os.environ.get("GLUON_TRACE_LAYOUT_EXAMPLES", "40"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 40,
                     suppress_health_check=list(HealthCheck))
 
 
-def simulate(case, seed=0):
+def simulate(case, seed=0, target="sm_90"):
     """PTX of the case run on the simulator; its output must equal the interpreter's."""
     ref = R.reference(case, seed)
     kernel, args, cx = R.launch_args(case, seed)
-    graph = kernel.trace(*args, **cx, num_warps=case[5], target="sm_90").graph
-    text, _, smem = emit(graph, "sm_90")
+    graph = kernel.trace(*args, **cx, num_warps=case[5], target=target).graph
+    text, _, smem = emit(graph, target)
     ptxsim.run(text, (1, 1, 1), args, smem)
     np.testing.assert_array_equal(args[0], ref, err_msg=f"{case}")
     return text
 
 
-@SETTINGS
-@given(R.cases(lanes_log=5, scan=False))
-def test_reductions_match_interpreter(case):
-    simulate(case)
+def _assemble(texts, target):
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(f"no ptxas here: {e}")
+    errors, _ = assemble_many(texts, target)
+    assert not errors, "\n".join(list(errors.values())[:3])
 
 
-@SETTINGS
-@given(R.cases(lanes_log=5, scan=True))
-def test_scans_match_interpreter(case):
-    simulate(case)
+@pytest.mark.parametrize("scan", [False, True], ids=["reduce", "scan"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_matches_interpreter_and_assembles(target, scan):
+    """Simulated against the interpreter, then every generated kernel assembled by ptxas."""
+    texts = []
+
+    @SETTINGS
+    @given(R.cases(lanes_log=5, scan=scan))
+    def check(case):
+        texts.append(simulate(case, target=target))
+    check()
+    _assemble(texts, target)
 
 
 # Layouts the backend once refused or got wrong (issue 13), each through the fallback.
@@ -99,18 +113,10 @@ def test_fallback_goes_through_shared_memory():
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_assembled_by_ptxas(target):
-    """One kernel per fallback kind, assembled (ptxas checks what the simulator lets pass)."""
-    from gluon_trace.errors import CompileError
-    for layout, shape, axis, nw in KNOWN[:3]:
-        for op, rev in (("cumsum", True), ("argmax", None)):
-            kernel, args, cx = R.launch_args((layout, shape, axis, op, rev, nw, np.float32), 0)
-            try:
-                ck = kernel.trace(*args, **cx, num_warps=nw, target=target).compile(target)
-            except CompileError as e:
-                if "ptxas" in str(e) and "found" in str(e):
-                    pytest.skip(f"no ptxas here: {e}")
-                raise
-            assert ck.binary
+    """The layouts of issue 13 through each fallback, assembled."""
+    texts = [simulate((layout, shape, axis, op, rev, nw, np.float32), target=target)
+             for layout, shape, axis, nw in KNOWN for op, rev in (("cumsum", True), ("argmax", None))]
+    _assemble(texts, target)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64, np.float16, np.int8])
