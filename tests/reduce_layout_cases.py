@@ -125,7 +125,7 @@ def linear_layouts(draw, shape, lanes_log, warps_log):
     repeat of a combination of the others (an element owned twice)."""
     n = sum(_log2(s) for s in shape)
     cols = []
-    for i in range(n):  # unit vectors, then random row operations: invertible, bits mixed
+    for i in range(n):  # unit vectors, then random column additions: invertible, bits mixed
         cols.append(1 << i)
     for _ in range(draw(st.integers(0, 2 * n))):
         i, j = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
@@ -174,7 +174,7 @@ def inputs(shape, dtype, seed):
 
 
 def launch_args(case, seed):
-    """(kernel, [out, in], constexprs, output shape) for one case."""
+    """(kernel, [out, in], constexprs) for one case; ``out`` starts as -99 everywhere."""
     layout, shape, axis, op, reverse, nw, dtype = case
     x = inputs(shape, dtype, seed)
     if reverse is not None:

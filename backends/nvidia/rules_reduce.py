@@ -17,8 +17,10 @@ lane bit along the axis), then, when warps split the axis, through shared memory
 each warp writes its partial, one barrier, and every thread combines the partials of
 its output elements in warp order. The lower-coordinate operand is always the left
 one. A combine not known to commute (argmax, custom) also needs the steps in
-coordinate order: registers below the lanes, lanes, registers above them, warps; a
-layout that does not allow that order takes the fallback. Known commutative bodies
+coordinate order: registers below the lanes, lanes, then the warps' partials and the
+registers above them together through shared memory (one slot per pair, combined in
+coordinate order); a layout with axis bits in another order takes the fallback.
+Known commutative bodies
 (add, max, ...) reduce all registers first (fewer shuffles); the grouping then differs
 from the interpreter's, which changes float sums by rounding only.
 
@@ -109,10 +111,11 @@ def _ld(em, t, addr, off):
 
 
 def _axis_bases(lin, axis):
-    """[(kind, index, axis coordinate)] of the bases that move along ``axis``, or None when
-    one of them also moves along another dimension, is not a single coordinate bit, or
-    repeats another's bit (the direct lowerings pair elements by such bits; anything else
-    would combine the wrong elements or count one twice)."""
+    """[(axis coordinate, "r"|"l"|"w", base index)] of the bases that move along ``axis``,
+    lowest coordinate first; None when one of them also moves along another dimension,
+    is not a single coordinate bit, or repeats another's bit (the direct lowerings pair
+    elements by such bits; anything else would combine the wrong elements or count one
+    twice)."""
     out, seen = [], set()
     for kind, bases in (("r", lin.reg_bases), ("l", lin.lane_bases), ("w", lin.warp_bases)):
         for i, b in enumerate(bases):
