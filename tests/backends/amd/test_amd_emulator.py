@@ -6,15 +6,19 @@ an integer sentinel), so an element a kernel should write and does not is seen t
 Run with ``GLUON_TRACE_TINYGRAD=<tinygrad checkout> pytest -m amd_emulator
 tests/backends/amd/test_amd_emulator.py`` (README, AMD backend); without the checkout the
 emulator tests skip and say why."""
+import os
+
 import numpy as np
 import pytest
 
 import gluon_trace as gt
 from gluon_trace import dtypes as dt
+from gluon_trace import fuzz
 from gluon_trace import language as gl
 from gluon_trace.backends.interpreter import BACKEND as INTERP
 
 import amd_corpus as C
+import amdsim
 import emulator
 import test_amd_layouts_sim as layouts_cases
 import test_amd_sim as sim_cases
@@ -308,3 +312,44 @@ def test_float_to_int_saturates_and_maps_nan_to_zero(emu):
     x[:8] = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1.5, -2.5, 300.0]
     compare(saturating_casts, lambda: [poison(32, np.int32), poison(32, np.int8), x.copy()], (1,),
             [0, 1], dict(BLOCK=32), nw=1)
+
+
+N_FUZZ = int(os.environ.get("GLUON_TRACE_FUZZ_EMULATOR", "30"))
+SEED0 = int(os.environ.get("GLUON_TRACE_FUZZ_EMULATOR_SEED", "0"))
+
+
+def run_program(prog, execute) -> list:
+    """Mismatches of one fuzzer program run by ``execute(traced, grid, args)`` against the
+    numpy reference's bounds (which allow any summation order and the math instructions)."""
+    inputs = fuzz.make_inputs(prog)
+    args, poison = fuzz.kernel_args(prog, inputs)
+    execute(fuzz.trace_program(prog, TARGET), (1,), args)
+    return fuzz.mismatches(prog, fuzz.outputs_of(prog, args), fuzz.evaluate(prog, inputs, "bounded"),
+                           poison)
+
+
+@pytest.mark.amd_emulator
+def test_random_programs_on_the_emulator(emu):
+    """GLUON_TRACE_FUZZ_EMULATOR fuzzer programs (default 30, seeds from
+    GLUON_TRACE_FUZZ_EMULATOR_SEED, default 0) on the emulator.
+    A disagreement is run on our simulator too: "emulator alone" is its bug or a misreading
+    of the ISA our emitter and simulator share (to be settled by reading the ISA guide);
+    "both" is our bug. Each is saved as a reproducer under .fuzz_failures/amd_emulator/."""
+    config = fuzz.FuzzConfig(warp_size=32)
+    directory = os.path.join(fuzz.failure_dir(), "amd_emulator")
+    failures, cannot = [], 0
+    for seed in range(SEED0, SEED0 + N_FUZZ):
+        prog = fuzz.random_program(seed, config)
+        try:
+            msgs = run_program(prog, emulator.run)
+        except emulator.EmulatorCannot:
+            cannot += 1
+            continue
+        if msgs:
+            ours = run_program(prog, lambda tk, grid, args: amdsim.simulate(tk, TARGET, grid, args))
+            path = fuzz.save_reproducer(prog, [("gfx1100 emulator", m) for m in msgs], directory,
+                                        name=f"seed_{seed}")
+            who = "both" if ours else "emulator alone"
+            failures.append(f"seed {seed} ({who}): {msgs[0][:300]}\n    reproducer: {path}")
+    assert cannot <= N_FUZZ // 2, f"the emulator could run only {N_FUZZ - cannot} of {N_FUZZ} programs"
+    assert not failures, f"{len(failures)} of {N_FUZZ - cannot} programs disagree:\n" + "\n".join(failures)
