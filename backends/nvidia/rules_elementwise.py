@@ -436,18 +436,25 @@ def _convert(em, src, to, r):
         return em.round16(x, to)
     if src.is_floating and to.is_int:
         f = _f(em, src)
+        # cvt.rzi saturates, but gives NaN the sign bit alone (seen on an H100: 0x80000000,
+        # 0x8000000000000000); the interpreter's rule is NaN -> 0
+        nan = em.ins("pred", f"setp.nan.{f} {{d}}, {r}, {r};")
         if to.bits == 64:
-            return em.ins("b64", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+            x = em.ins("b64", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+            return em.ins("b64", f"selp.b64 {{d}}, 0, {x}, {nan};")
         if to.bits == 32:
-            return em.ins("b32", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+            x = em.ins("b32", f"cvt.rzi.{ptx.ity(to)}.{f} {{d}}, {r};")
+            return em.ins("b32", f"selp.b32 {{d}}, 0, {x}, {nan};")
         # saturate to the narrow type as cvt.rzi does for 32 and 64 bits (the interpreter's rule)
         hi = (1 << (to.bits - 1)) - 1 if to.is_signed else (1 << to.bits) - 1
         if not to.is_signed:
             x = em.ins("b32", f"cvt.rzi.u32.{f} {{d}}, {r};")
-            return em.ins("b32", f"min.u32 {{d}}, {x}, {hi};")
+            x = em.ins("b32", f"min.u32 {{d}}, {x}, {hi};")
+            return em.ins("b32", f"selp.b32 {{d}}, 0, {x}, {nan};")
         x = em.ins("b32", f"cvt.rzi.s32.{f} {{d}}, {r};")
         x = em.ins("b32", f"max.s32 {{d}}, {x}, {-hi - 1};")
-        return em.ins("b32", f"min.s32 {{d}}, {x}, {hi};")
+        x = em.ins("b32", f"min.s32 {{d}}, {x}, {hi};")
+        return em.ins("b32", f"selp.b32 {{d}}, 0, {x}, {nan};")
     # float -> float
     if src.bits == 64:
         if to.bits == 64:

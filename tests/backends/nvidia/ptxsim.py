@@ -519,8 +519,11 @@ class Sim:
             if st_[0] == "f":
                 xi = np.trunc(x.astype(np.float64))
                 lo, hi = int(np.iinfo(_np(dt_)).min), int(np.iinfo(_np(dt_)).max)
-                # saturate in Python ints: float(hi) of a 64-bit type rounds past the range
-                r = np.array([0 if v != v else min(max(int(v), lo), hi) if abs(v) != np.inf
+                # saturate in Python ints: float(hi) of a 64-bit type rounds past the range. NaN
+                # gives the sign bit alone (0x80000000 / 0x8000000000000000), as an H100 does
+                nan_bits = 1 << (np.dtype(_np(dt_)).itemsize * 8 - 1)
+                nan = lo if dt_[0] == "s" else nan_bits
+                r = np.array([nan if v != v else min(max(int(v), lo), hi) if abs(v) != np.inf
                               else (hi if v > 0 else lo) for v in xi.tolist()], dtype=_np(dt_))
             else:
                 r = x.astype(_np(dt_))
