@@ -135,3 +135,15 @@ def param_type(t: dt.dtype) -> str:
     if t.bits < 32:
         return f"{'s' if t.is_signed else 'u'}{t.bits}"
     return f"{'s' if t.is_signed else 'u'}{64 if t.bits == 64 else 32}"
+
+
+def require(target: str, what: str, sm: int, loc, suffix_a: bool = False) -> None:
+    """Refuse an instruction the target lacks, before ptxas would (a kernel traced for one target
+    and compiled for another can carry ops its trace-time check allowed)."""
+    v = int("".join(ch for ch in target[3:] if ch.isdigit()))
+    if v < sm or (suffix_a and not target.endswith("a")):
+        from gluon_trace.errors import CompileError
+        need = f"sm_{sm}{'a' if suffix_a else ''}"
+        raise CompileError(f"{what} needs {need}; this kernel is compiled for {target}", loc,
+                           notes=(f"compile with target='{need}' (an H100/H200), or use mma_v2 and "
+                                  "cp.async, which every sm_80+ GPU has",))

@@ -25,6 +25,11 @@ follows as one ``.u32`` parameter per dim (for ``tensordesc_dim``), see :func:`d
 """
 from __future__ import annotations
 
+import numpy as np
+
+from gluon_trace.errors import CompileError
+
+from . import ptx
 from .emitter import rule
 from .rules_smem import Smem, _barrier_if_needed, _view_of
 from .tma import box_of
@@ -82,6 +87,10 @@ def _b32(em, v) -> str:
 
 # -- mbarriers ----------------------------------------------------------------------------------
 
+def _sm90(em, op, what: str) -> None:
+    ptx.require(em.target, what, 90, op.loc)
+
+
 @rule("mbarrier_init")
 def _mb_init(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
@@ -100,6 +109,7 @@ def _mb_invalidate(em, op):
 
 @rule("mbarrier_expect")
 def _mb_expect(em, op):
+    _sm90(em, op, "mbarrier.expect (mbarrier.arrive.expect_tx)")
     a = _addr(em, _view_of(em, op.operands[0]))
     em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.expect_tx.shared::cta.b64 _, [{a}], "
             f"{int(op.attrs['bytes'])};")
@@ -116,6 +126,7 @@ def _mb_arrive(em, op):
 
 @rule("mbarrier_wait")
 def _mb_wait(em, op):
+    _sm90(em, op, "mbarrier.wait (mbarrier.try_wait.parity)")
     a = _addr(em, _view_of(em, op.operands[0]))
     phase = em.ins("b32", f"and.b32 {{d}}, {_b32(em, op.operands[1])}, 1;")
     top, done = em.label("MBW"), em.label("MBD")
@@ -131,6 +142,7 @@ def _mb_wait(em, op):
 
 @rule("fence_async_shared")
 def _fence(em, op):
+    _sm90(em, op, "fence_async_shared (fence.proxy.async)")
     em.emit("fence.proxy.async.shared::cta;")
     return []
 
@@ -160,6 +172,7 @@ class _Block:
 
 @rule("tma_load")
 def _tma_load(em, op):
+    _sm90(em, op, "TMA (cp.async.bulk.tensor)")
     desc_v = op.operands[0]
     t = desc_v.type
     n = t.rank
@@ -177,6 +190,7 @@ def _tma_load(em, op):
 
 @rule("tma_store")
 def _tma_store(em, op):
+    _sm90(em, op, "TMA (cp.async.bulk.tensor)")
     desc_v = op.operands[0]
     t = desc_v.type
     n = t.rank
@@ -193,6 +207,7 @@ def _tma_store(em, op):
 
 @rule("tma_store_wait")
 def _store_wait(em, op):
+    _sm90(em, op, "tma.store_wait (cp.async.bulk.wait_group)")
     em.emit(f"@{em.owner_pred(None)} cp.async.bulk.wait_group.read {int(op.attrs['pendings'])};")
     em.barrier()
     return []
@@ -203,3 +218,194 @@ def _dim(em, op):
     # descriptors are kernel arguments only (the IR has no other way to make one)
     return [[em.flags["tma_dims"][op.operands[0]][op.attrs["dim"]]]]
 
+
+
+# -- wgmma --------------------------------------------------------------------------------------
+
+# operand dtype -> (instruction K, type suffix, elements per A register, trans flags allowed)
+_WGMMA = {"float16": (16, "f32.f16.f16", 2, True), "bfloat16": (16, "f32.bf16.bf16", 2, True),
+          "float32": (8, "f32.tf32.tf32", 1, False), "int8": (32, "s32.s8.s8", 4, False)}
+
+
+def _table(s: Smem, mn_first: bool) -> np.ndarray:
+    """The view's [MN, K] byte offsets from its base register (A is [M, K], B is [K, N])."""
+    t = s.rel + s.const
+    return t if mn_first else t.T
+
+
+def _desc_plan(em, op, s: Smem, mn_first: bool, r0: int, k0: int, rows: int, kc: int, what: str):
+    from .wgmma import plan
+    es = max(s.dtype.bits // 8, 1)
+    p = plan(_table(s, mn_first), es, r0, k0, rows, kc)
+    if p is None:
+        raise CompileError(f"warpgroup_mma: operand {what} is not in a layout wgmma reads from shared memory "
+                           "(a swizzled NVMMA tile, K- or MN-major, sliced at whole 8-row atoms)", op.loc,
+                           notes=("allocate it with gl.NVMMASharedLayout.get_default_for(shape, dtype)",))
+    return p
+
+
+def _wg_offset(em, lc, s: Smem, mn_first: bool, dim: int) -> str | None:
+    """Bytes between warpgroups' tiles of this operand (warps past the first four own further
+    rows or columns of the accumulator), as a register, or None with one warpgroup."""
+    deltas = []
+    for j, b in enumerate(lc.warp_bases[2:]):
+        d = int(b[dim])
+        if not d:
+            continue
+        t = _table(s, mn_first)
+        if d >= t.shape[0]:
+            return None
+        deltas.append((j, int(t[d, 0] - t[0, 0])))
+    if not deltas:
+        return None
+    key = ("wg_off", s.base, tuple(deltas))
+    r = em.thread_cache.get(key)
+    if r is None:
+        _, _, warp = em.tid()
+        r = em.thread_cache[key] = em.reg("b32")
+        em.pro(f"mov.u32 {r}, 0;")
+        for j, d in deltas:
+            bit = em.reg("b32")
+            em.pro(f"bfe.u32 {bit}, {warp}, {j + 2}, 1;")
+            em.pro(f"mad.lo.u32 {r}, {bit}, {d}, {r};")
+    return r
+
+
+def _descriptor(em, s: Smem, p, wg_off: str | None) -> str:
+    from .wgmma import hi_word, lo_fields
+    key = ("wg_base16", s.base, wg_off)
+    b16 = em.memo_get(key)
+    if b16 is None:
+        a = s.base if wg_off is None else em.ins("b32", f"add.u32 {{d}}, {s.base}, {wg_off};")
+        b16 = em.ins("b32", f"shr.u32 {{d}}, {a}, 4;")  # shared addresses < 2**18: no carry into LBO
+        em.memo_put(key, b16)
+    lo = em.ins("b32", f"add.u32 {{d}}, {b16}, {lo_fields(p)};")
+    hi = em.ins("b32", f"mov.b32 {{d}}, {hi_word(p)};")
+    return em.ins("b64", f"mov.b64 {{d}}, {{{lo}, {hi}}};")
+
+
+def _uses(em) -> dict:
+    u = em.flags.get("uses")
+    if u is None:
+        u = em.flags["uses"] = {}
+        for o in em.g.body.walk():
+            for v in o.operands:
+                u[v] = u.get(v, 0) + 1
+    return u
+
+
+def _in_place(em, v) -> bool:
+    """Whether the accumulator's registers are this op's alone to overwrite: a loop-carried
+    value or a wgmma chain's result (registers nobody else names), read by this op only
+    (through the warpgroup_mma_wait that passed it on, too)."""
+    regs = em.vals[v]
+    if len(regs) < 2 or len(set(regs)) != len(regs):
+        return False
+    uses = _uses(em)
+    while True:
+        if uses.get(v, 0) != 1:
+            return False
+        if v.owner is None:
+            return v.block is not em.g.body
+        if v.owner.name == "wgmma":
+            return True
+        if v.owner.name != "wgmma_wait":
+            return False
+        v = v.owner.operands[v.owner.results.index(v)]
+
+
+@rule("wgmma")
+def _wgmma(em, op):
+    from .rules_mma import _groups, _pack
+    ptx.require(em.target, "warpgroup_mma (wgmma)", 90, op.loc, suffix_a=True)
+    a_v, b_v, c_v, use_v = op.operands
+    t, acc_t = b_v.type.dtype, c_v.type.dtype
+    kind = _WGMMA.get(t.name)
+    if kind is None:
+        raise CompileError(f"warpgroup_mma on {t} operands is not lowered by the NVIDIA backend yet; use "
+                           "float16, bfloat16, float32 (tf32) or int8", op.loc)
+    if acc_t.name not in ("float32", "int32"):
+        raise CompileError(f"warpgroup_mma accumulates in float32 (int32 for int8) on NVIDIA, not {acc_t}; "
+                           "accumulate in float32 and convert the result with .to()", op.loc)
+    K, types, kw, transposable = kind
+    em.flags["wgmma"] = True
+    lc = em.lin(op.results[0])
+    N = int(c_v.type.layout.instr_shape[1])
+    c_slots = [(8 * ((i >> 1) & 1), 8 * (i >> 2) + (i & 1)) for i in range(N // 2)]
+    gc = _groups(lc, (64, N), c_slots, "accumulator", op.loc)
+    a_smem = isinstance(em.vals[a_v][0], Smem)
+    b = _view_of(em, b_v)
+    kdim = b.rel.shape[0]
+    b_off = _wg_offset(em, lc, b, False, 1)
+    if a_smem:
+        a = _view_of(em, a_v)
+        a_off = _wg_offset(em, lc, a, True, 0)
+    else:
+        la = em.lin(a_v)
+        h = K // 2
+        a_slots = [(dm, dk + j) for dm, dk in ((0, 0), (8, 0), (0, h), (8, h)) for j in range(kw)]
+        ga = _groups(la, (64, K), a_slots, "A operand", op.loc)
+        av = em.vals[a_v]
+    _barrier_if_needed(em, op)
+    cv = em.vals[c_v]
+    cls = "f32" if acc_t.is_floating else "b32"
+    # wgmma reads and writes its accumulator in place: fresh registers, unless the input is a
+    # chain's own (see _in_place); copying an in-flight accumulator would serialize the chain
+    cur = {}
+    own = _in_place(em, c_v)
+    for key, regs in gc.items():
+        cur[key] = []
+        for r in regs:
+            if own:
+                cur[key].append(cv[r])
+                continue
+            d = em.reg(cls)
+            em.emit(f"mov.{'f32' if cls == 'f32' else 'b32'} {d}, {cv[r] if len(cv) > 1 else cv[0]};")
+            cur[key].append(d)
+    use = em.vals[use_v][0]
+    true = em.thread_cache.get("wg_true")
+    if true is None:
+        true = em.thread_cache["wg_true"] = em.reg("pred")
+        em.pro(f"setp.eq.u32 {true}, 0, 0;")
+    em.emit("wgmma.fence.sync.aligned;")
+    for ki in range(kdim // K):
+        for (mi, ni) in sorted(gc):
+            bp = _desc_plan(em, op, b, False, ni * N, ki * K, N, K, "B")
+            if not transposable and not bp.k_major:
+                raise CompileError(f"warpgroup_mma: {t} B must be K-major in shared memory", op.loc)
+            bd = _descriptor(em, b, bp, b_off)
+            if a_smem:
+                ap = _desc_plan(em, op, a, True, mi * 64, ki * K, 64, K, "A")
+                if not transposable and not ap.k_major:
+                    raise CompileError(f"warpgroup_mma: {t} A must be K-major in shared memory", op.loc)
+                asrc = _descriptor(em, a, ap, a_off)
+            else:
+                regs = ga[(mi, ki)]
+                asrc = "{" + ", ".join(_pack(em, t, [av[r] if len(av) > 1 else av[0]
+                                                     for r in regs[i:i + kw]])
+                                       for i in range(0, 4 * kw, kw)) + "}"
+            scale = use if ki == 0 else true
+            if t.name == "int8":
+                tail = ""
+            elif transposable:
+                tail = (", 1, 1" + (f", {0 if ap.k_major else 1}" if a_smem else "")
+                        + f", {0 if bp.k_major else 1}")
+            else:
+                tail = ", 1, 1"
+            em.emit(f"wgmma.mma_async.sync.aligned.m64n{N}k{K}.{types} {{{', '.join(cur[(mi, ni)])}}}, "
+                    f"{asrc}, {bd}, {scale}{tail};")
+    em.emit("wgmma.commit_group.sync.aligned;")
+    if not op.attrs.get("is_async"):
+        em.emit("wgmma.wait_group.sync.aligned 0;")
+    out = [None] * lc.num_regs
+    for key, regs in gc.items():
+        for r, x in zip(regs, cur[key]):
+            out[r] = x
+    return [out]
+
+
+@rule("wgmma_wait")
+def _wgmma_wait(em, op):
+    ptx.require(em.target, "warpgroup_mma_wait (wgmma.wait_group)", 90, op.loc, suffix_a=True)
+    em.emit(f"wgmma.wait_group.sync.aligned {int(op.attrs['num_outstanding'])};")
+    return [em.vals[v] for v in op.operands]

@@ -1,9 +1,9 @@
 """Shared memory, async copies, TMA, mbarriers, MMA and warp specialization on NVIDIA.
 
 Lowered: shared buffers and views, smem load/store, thread_barrier, cp.async with its groups
-(rules_smem.py), mma_v2 (rules_mma.py), mbarriers, fence_async_shared and TMA (rules_hopper.py).
-The rest of the phase (wgmma, warp specialization, and the AMD-only MMAs) stays an explicit entry that refuses at compile
-time, naming the user's line, until it is lowered.
+(rules_smem.py), mma_v2 (rules_mma.py), mbarriers, fence_async_shared, TMA and wgmma
+(rules_hopper.py, descriptors in wgmma.py). The rest (warp specialization and the AMD-only
+MMAs) stays an explicit entry that refuses at compile time, naming the user's line.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from gluon_trace.ops_memory import MEMORY_OPS
 from . import rules_hopper, rules_mma, rules_smem  # noqa: F401  (they register their rules)
 from .emitter import RULES
 
-_WHY = ("wgmma and warp specialization run in the interpreter; the NVIDIA backend "
-        "does not lower them yet (run with backend='interpreter')")
+_WHY = ("warp specialization runs in the interpreter; the NVIDIA backend does not lower it "
+        "yet (run with backend='interpreter')")
 _AMD = "this is an AMD instruction; NVIDIA GPUs run mma_v2"
 _AMD_OPS = ("mfma", "wmma")
 _OWN = {"dot_fma": "gl.dot_fma is not lowered by the NVIDIA backend yet; for f16/bf16/tf32/int8 "

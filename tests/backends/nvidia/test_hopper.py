@@ -1,10 +1,12 @@
-"""Hopper's mbarriers, async-proxy fence and TMA copies (rules_hopper.py) on NVIDIA.
+"""Hopper's mbarriers, async-proxy fence, TMA copies and wgmma (rules_hopper.py, wgmma.py).
 
 CPU: the instructions each op becomes (one elected thread issues barrier and copy state
-changes, every thread spins on try_wait.parity), the descriptor parameters, and ptxas
-assembling the kernels for sm_90a. GPU (``pytest -m gpu tests/backends/nvidia/test_hopper.py``):
-TMA copy round trips on the device (2-D and 3-D, odd shapes: zero fill of loads past the
-tensor, clipping of stores), against numpy.
+changes, every thread spins on try_wait.parity), the descriptor parameters, wgmma's
+shared-memory matrix descriptors against the PTX ISA's field layout, and ptxas assembling the
+kernels (TMA copies, the Hopper GEMM, attention) for sm_90a. GPU (``pytest -m gpu
+tests/backends/nvidia/test_hopper.py``): TMA copy round trips (2-D and 3-D, odd shapes: zero
+fill of loads past the tensor, clipping of stores), the Hopper GEMM against torch, attention
+against torch's SDPA.
 """
 import re
 
@@ -15,12 +17,17 @@ import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.errors import CompileError
 from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from gluon_trace.kernels.attention_hopper import attention_fwd
+from gluon_trace.kernels.matmul_hopper import matmul_hopper
 from gluon_trace.nvidia.hopper import TensorDescriptor
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia import ptxas  # noqa: E402
 from gluon_trace.backends.nvidia.compiler import arg_layout  # noqa: E402
+from gluon_trace.backends.nvidia import wgmma  # noqa: E402
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from gluon_trace.language.nvidia.hopper import warpgroup_mma  # noqa: E402
+from gluon_trace.ops_memory import element_offsets  # noqa: E402
 
 NV = gl.NVMMASharedLayout.get_default_for
 
@@ -194,9 +201,147 @@ def test_tensordesc_dim_reads_the_shape_parameters():
 def test_lowered_ops_leave_the_refusal_table():
     from gluon_trace.backends.nvidia import rules_tensorcore
     for name in ("tensordesc_dim", "tma_load", "tma_store", "tma_store_wait", "mbarrier_init",
-                 "mbarrier_wait", "mbarrier_arrive", "mbarrier_expect", "fence_async_shared"):
+                 "mbarrier_wait", "mbarrier_arrive", "mbarrier_expect", "fence_async_shared", "wgmma",
+                 "wgmma_wait"):
         assert name not in rules_tensorcore.UNLOWERED
-    assert "wgmma" in rules_tensorcore.UNLOWERED
+    assert "warp_specialize" in rules_tensorcore.UNLOWERED
+
+
+# -- wgmma: descriptors ---------------------------------------------------------------------------
+
+def _table(shape, dtype):
+    offs, _ = element_offsets(NV(list(shape), dtype), tuple(shape), dtype.bits)
+    return np.asarray(offs, np.int64) * (dtype.bits // 8)
+
+
+def test_descriptor_bit_fields():
+    # PTX ISA "Matrix Descriptor Format": start >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in
+    # 32-45, swizzle mode in 62-63 (1: 128B, 2: 64B, 3: 32B)
+    assert wgmma.encode(0x400, 16, 1024, 128) == 0x40 | 1 << 16 | 64 << 32 | 1 << 62
+    assert wgmma.encode(0x2020, 8192, 1024, 128) == 0x202 | 512 << 16 | 64 << 32 | 1 << 62
+    assert wgmma.encode(0, 16, 512, 64) >> 62 == 2 and wgmma.encode(0, 16, 256, 32) >> 62 == 3
+    assert wgmma.encode(0, 128, 256, 0) == 8 << 16 | 16 << 32
+    op = wgmma.Operand(0x60, 8192, 1024, 128, False)
+    assert wgmma.hi_word(op) << 32 | wgmma.lo_fields(op) == wgmma.encode(0x60, 8192, 1024, 128)
+
+
+@pytest.mark.parametrize("shape, dtype, mn_first, rows, kc, want", [
+    # K-major A [M, K] f16, 128B: 8-row atoms of 128-byte rows, SBO = 1024; K steps 32 bytes in
+    ((128, 64), gl.float16, True, 64, 16, [(0, 1024, 128, True), (32, 1024, 128, True)]),
+    # 64B and 32B swizzles: SBO = 8 rows of 64 / 32 bytes
+    ((64, 32), gl.float16, True, 64, 16, [(0, 512, 64, True), (32, 512, 64, True)]),
+    ((64, 16), gl.float16, True, 64, 16, [(0, 256, 32, True)]),
+    # tf32: k8 is 32 bytes too
+    ((64, 32), gl.float32, True, 64, 8, [(0, 1024, 128, True), (32, 1024, 128, True)]),
+    # MN-major B [K, N] f16, 128B: 64 N per swizzle row, next 64 N at LBO (the column block),
+    # 8 K rows per atom (SBO = 1024); the second K step starts 16 rows = 2048 bytes on
+    ((64, 128), gl.float16, False, 128, 16, [(0, 1024, 128, False), (2048, 1024, 128, False)]),
+])
+def test_descriptor_plans(shape, dtype, mn_first, rows, kc, want):
+    t = _table(shape, dtype)
+    t = t if mn_first else t.T
+    es = dtype.bits // 8
+    for j, (start, sbo, width, k_major) in enumerate(want):
+        p = wgmma.plan(t, es, 0, j * kc, rows, kc)
+        assert (p.start, p.sbo, p.width, p.k_major) == (start, sbo, width, k_major)
+        assert np.array_equal(wgmma.model(p, rows, kc, es), t[:rows, j * kc:(j + 1) * kc])
+    if not want[0][3]:
+        assert wgmma.plan(t, es, 0, 0, rows, kc).lbo == shape[0] * 128  # a column block's bytes
+
+
+def test_a_tile_that_is_not_canonical_has_no_plan():
+    t = _table((64, 64), gl.float16)
+    assert wgmma.plan(t, 2, 4, 0, 32, 16) is None          # starts mid-atom (row 4)
+    plain = np.arange(64 * 64).reshape(64, 64) * 2          # row-major, 128-byte rows, no swizzle
+    assert wgmma.plan(plain, 2, 0, 0, 64, 16) is None
+
+
+# -- wgmma: kernels ---------------------------------------------------------------------------------
+
+def _host(dtype):
+    import ml_dtypes
+    return {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}[dtype]
+
+
+def _gemm_descs(m, n, k, bm, bn, bk, dtype, b_kmajor=False):
+    """Descriptors over zero host arrays: tracing reads only shapes, dtypes and layouts."""
+    gd, t = getattr(gl, dtype), _host(dtype)
+    a = np.zeros((m, k), t)
+    b = np.zeros((n, k) if b_kmajor else (k, n), t)
+    c = np.zeros((m, n), t)
+    bb = [bn, bk] if b_kmajor else [bk, bn]
+    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gd)),
+            TensorDescriptor.from_tensor(b, bb, NV(bb, gd)),
+            TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gd)))
+
+
+@pytest.mark.parametrize("dtype, bm, bn, bk, warps, b_kmajor", [
+    ("float16", 128, 128, 64, 4, False), ("bfloat16", 128, 256, 64, 8, False),
+    ("float16", 64, 64, 32, 4, True), ("bfloat16", 128, 128, 64, 8, True)])
+def test_hopper_gemm_assembles(dtype, bm, bn, bk, warps, b_kmajor):
+    g = matmul_hopper.trace(*_gemm_descs(512, 512, 512, bm, bn, bk, dtype, b_kmajor), 512, 512, 512,
+                            STAGES=3, GROUP_M=8, B_KMAJOR=b_kmajor, target="sm_90a", num_warps=warps).graph
+    text, locs, _ = emit(g, "sm_90a")
+    ins = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\w+ \{[^}]*\}, "
+                     r"(%rd\d+), (%rd\d+), (%p\d+), 1, 1, 0, (\d);", text)
+    per_warpgroup_rows = bm // (warps // 4)
+    assert len(ins) == (per_warpgroup_rows // 64) * (bk // 16)
+    assert {n for n, *_ in ins} == {str(bn)} and {t for _, t, *_ in ins} == {"f16" if dtype == "float16" else "bf16"}
+    assert {tb for *_, tb in ins} == {"0" if b_kmajor else "1"}   # trans-b: MN-major B unless K-major
+    assert "wgmma.fence.sync.aligned;" in text and "wgmma.commit_group.sync.aligned;" in text
+    assert "wgmma.wait_group.sync.aligned 1;" in text and "wgmma.wait_group.sync.aligned 0;" in text
+    _assemble(text, locs, "matmul_hopper")
+
+
+@pytest.mark.parametrize("d, causal, warps", [(64, False, 4), (128, True, 8), (64, True, 4)])
+def test_attention_assembles(d, causal, warps):
+    q = np.zeros((2, 256, d), _host("bfloat16"))
+    bm = 64 if warps == 4 else 128
+    qd = TensorDescriptor.from_tensor(q, [1, bm, d], NV([bm, d], gl.bfloat16))
+    kd = TensorDescriptor.from_tensor(q, [1, 64, d], NV([64, d], gl.bfloat16))
+    g = attention_fwd.trace(qd, kd, kd, qd, 256, 0.125, CAUSAL=causal, target="sm_90a",
+                            num_warps=warps).graph
+    text, locs, _ = emit(g, "sm_90a")
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16 \{[^}]*\}, "
+                     r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", text)  # P @ V: A from registers
+    _assemble(text, locs, "attention_fwd")
+
+
+def _wgmma_kernel(acc_dtype=gl.float32, start=0):
+    @gt.jit
+    def k(p):
+        nv = NV([64, 64], gl.float16)
+        a = gl.allocate_shared_memory(gl.float16, [128, 64], nv)
+        b = gl.allocate_shared_memory(gl.float16, [64, 64], nv)
+        acc = gl.zeros([64, 64], acc_dtype, gl.NVMMADistributedLayout(
+            version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]))
+        warpgroup_mma(a.slice(start, 64, 0), b, acc)
+    return k
+
+
+def test_wgmma_refusals_name_the_line():
+    g = _wgmma_kernel(start=4).trace(np.zeros(4, np.float32), target="sm_90a").graph
+    with pytest.raises(CompileError, match="operand A is not in a layout wgmma reads") as e:
+        emit(g, "sm_90a")
+    assert e.value.loc is not None
+    g = _wgmma_kernel(acc_dtype=gl.float16).trace(np.zeros(4, np.float32), target="sm_90a").graph
+    with pytest.raises(CompileError, match="accumulates in float32") as e:
+        emit(g, "sm_90a")
+    assert e.value.loc is not None
+    g = _wgmma_kernel().trace(np.zeros(4, np.float32), target="sm_90a").graph
+    with pytest.raises(CompileError, match="warpgroup_mma \\(wgmma\\) needs sm_90a; this kernel is compiled "
+                       "for sm_90") as e:
+        emit(g, "sm_90")                                      # traced for sm_90a, compiled for sm_90
+    assert e.value.loc is not None
+    _, s = _desc2((100, 130), [64, 64])
+    g = copy2d.trace(s, s, target="sm_90a").graph
+    with pytest.raises(CompileError, match=r"needs sm_90; this kernel is compiled for sm_89") as e:
+        emit(g, "sm_89")
+    assert e.value.loc is not None
+    g = _wgmma_kernel(start=64).trace(np.zeros(4, np.float32), target="sm_90a").graph
+    text, locs, _ = emit(g, "sm_90a")                           # whole atoms: fine
+    assert "wgmma.wait_group.sync.aligned 0;" in text         # a synchronous wgmma waits for itself
+    _assemble(text, locs, "k")
 
 
 # -- GPU ----------------------------------------------------------------------------------------
