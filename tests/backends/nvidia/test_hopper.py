@@ -420,3 +420,61 @@ def test_gpu_moved_tensor_is_refused_before_launch():
     d.base = torch.zeros(64, 64, device="cuda")   # as if the storage had been reallocated
     with pytest.raises(LaunchError, match="moved"):
         copy2d[(1, 1)](d, d)
+
+
+def _padded(torch, rows, cols, dtype, fill=None):
+    """A [rows, cols] view of a tensor whose rows are padded to 16 bytes (TMA's stride rule)."""
+    item = torch.tensor([], dtype=dtype).element_size()
+    if fill is None:
+        return torch.randn(rows, _wide(cols, item), device="cuda").to(dtype)[:, :cols]
+    return torch.full((rows, _wide(cols, item)), fill, device="cuda", dtype=dtype)[:, :cols]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 520, 333), (16, 2048, 512), (2048, 24, 1024),
+                                     (4096, 4096, 256)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("b_kmajor", [False, True])
+def test_gpu_hopper_gemm_matches_torch(m, n, k, dtype, b_kmajor):
+    """TMA + mbarrier ring + wgmma, persistent; float32 C; B as [K, N] (MN-major in shared
+    memory: trans-b) or as [N, K] (K-major)."""
+    torch = _gpu()
+    td, gd = getattr(torch, dtype), getattr(gl, dtype)
+    bm, bn, bk = 128, 128, 64
+    a = _padded(torch, m, k, td)
+    b = _padded(torch, n, k, td) if b_kmajor else _padded(torch, k, n, td)
+    c = _padded(torch, m, n, torch.float32, fill=float("nan"))
+    bb = [bn, bk] if b_kmajor else [bk, bn]
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gd))
+    db = TensorDescriptor.from_tensor(b, bb, NV(bb, gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.float32))
+    tiles = -(-m // bm) * -(-n // bn)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    matmul_hopper[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=3, GROUP_M=8, B_KMAJOR=b_kmajor,
+                                      num_warps=4)
+    torch.cuda.synchronize()
+    ref = a.double() @ (b.double().T if b_kmajor else b.double())
+    torch.testing.assert_close(c.double(), ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, bm, warps", [(64, 64, 4), (128, 64, 4), (64, 128, 8), (128, 128, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [256, 200])
+def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq):
+    torch = _gpu()
+    bh, bn = 4, 64
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full((bh, seq, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+    lay_m, lay_n = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    qd = TensorDescriptor.from_tensor(q, [1, bm, d], lay_m)
+    od = TensorDescriptor.from_tensor(o, [1, bm, d], lay_m)
+    kd = TensorDescriptor.from_tensor(k, [1, bn, d], lay_n)
+    vd = TensorDescriptor.from_tensor(v, [1, bn, d], lay_n)
+    scale = 1.0 / d ** 0.5
+    attention_fwd[(-(-seq // bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, num_warps=warps)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                           is_causal=causal, scale=scale)
+    assert not o.isnan().any()
+    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
