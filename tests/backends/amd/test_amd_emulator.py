@@ -353,3 +353,23 @@ def test_random_programs_on_the_emulator(emu):
             failures.append(f"seed {seed} ({who}): {msgs[0][:300]}\n    reproducer: {path}")
     assert cannot <= N_FUZZ // 2, f"the emulator could run only {N_FUZZ - cannot} of {N_FUZZ} programs"
     assert not failures, f"{len(failures)} of {N_FUZZ - cannot} programs disagree:\n" + "\n".join(failures)
+
+
+@gt.jit
+def fma64_kernel(out_ptr, a_ptr, b_ptr, c_ptr, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK, layout=C.blocked1d(1, 1))
+    a, b, c = gl.load(a_ptr + offs), gl.load(b_ptr + offs), gl.load(c_ptr + offs)
+    gl.store(out_ptr + offs, gl.fma(a, b, c))
+
+
+@pytest.mark.amd_emulator
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "found by the emulator (fuzzer seed 318): the interpreter's float64 fma (and the fuzz "
+    "reference's, and so amdsim's) falls back to unfused a * b + c when the product overflows, "
+    "giving NaN for 1e200 * 1e200 - inf where the fused v_fma_f64 gives -inf"))
+def test_float64_fma_with_an_overflowing_product_is_fused(emu):
+    def args():
+        a, b, c = np.ones(32), np.ones(32), np.zeros(32)
+        a[:3], b[:3], c[:3] = [1e200, 1e200, 3.0], [1e200, -1e200, 5.0], [-np.inf, np.inf, 1.0]
+        return [poison(32, np.float64), a, b, c]
+    compare(fma64_kernel, args, (1,), [0], dict(BLOCK=32), nw=1)
