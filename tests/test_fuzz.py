@@ -19,7 +19,7 @@ from gluon_trace.fuzz import reference as R
 from gluon_trace.fuzz.evaluate import Val
 
 N_INTERP = int(os.environ.get("GLUON_TRACE_FUZZ_EXAMPLES", "300"))
-N_COMPILE = int(os.environ.get("GLUON_TRACE_FUZZ_COMPILE_EXAMPLES", "10"))
+N_COMPILE = int(os.environ.get("GLUON_TRACE_FUZZ_COMPILE_EXAMPLES", "12"))
 NVIDIA = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 AMD = ("gfx90a", "gfx942", "gfx1100")
 _SETTINGS = dict(deadline=None, derandomize=True, database=None,
