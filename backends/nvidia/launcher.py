@@ -177,11 +177,11 @@ class KernelLauncher:
         self.descs = [isinstance(v.type, TensorDescType) for v in graph.args]
         fmt, off, offs = "<", 0, []
         for t, v in zip(self.types, graph.args):
-            pts = ["b128"] + ["u32"] * v.type.rank if isinstance(v.type, TensorDescType) else [param_type(t)]
+            pts = ["map"] + ["u32"] * v.type.rank if isinstance(v.type, TensorDescType) else [param_type(t)]
             for pt in pts:
-                size = int(pt[1:]) // 8
+                size = 128 if pt == "map" else int(pt[1:]) // 8
                 pad = (-off) % min(size, 64)
-                fmt += "x" * pad + ("128s" if pt == "b128" else _STRUCT[pt])
+                fmt += "x" * pad + ("128s" if pt == "map" else _STRUCT[pt])
                 off += pad
                 offs.append(off)
                 off += size
@@ -308,6 +308,7 @@ class KernelLauncher:
                                                f"cuda:{dev}; all tensors of a launch must be on one device", loc)
                 values.append(tmap)
                 values.extend(int(n) for n in a.shape)
+                used_torch |= type(a.base).__module__.startswith("torch")  # launch on torch's stream
             elif t.is_ptr:
                 p, d, is_t = self._pointer(i, a, loc)
                 used_torch |= is_t

@@ -207,6 +207,50 @@ def test_lowered_ops_leave_the_refusal_table():
     assert "warp_specialize" in rules_tensorcore.UNLOWERED
 
 
+class _FakeDriver:
+    """What KernelLauncher.__init__ and the argument checks touch of the driver, without a GPU."""
+    cu = type("cu", (), {"CUfunction": staticmethod(lambda k: k)})
+    ndev = 1
+
+    def kernel(self, ck):
+        return None, 0, set()
+
+
+def _launcher(monkeypatch, g):
+    from gluon_trace.backends.nvidia import launcher
+    from gluon_trace.compiled import CompiledKernel
+    monkeypatch.setattr(launcher, "driver", lambda: _FakeDriver())
+    ck = CompiledKernel(name="copy2d", target="sm_90a", asm="", binary=b"", registers=0, shared_bytes=0,
+                        spill_bytes=0, num_warps=4, threads_per_warp=32)
+    return launcher.KernelLauncher(g, ck)
+
+
+def test_launcher_packs_descriptors_where_the_ptx_declares_them(monkeypatch):
+    _, s = _desc2((100, 130), [64, 64])
+    g = copy2d.trace(s, s, target="sm_90a").graph
+    k = _launcher(monkeypatch, g)
+    # map (128 bytes at 0), dims at 128 and 132, the next map at the next 64-byte boundary
+    assert k.offsets == [0, 128, 132, 192, 320, 324] and k.packer.size == 328
+    raw = bytes(range(128))
+    k.packer.pack_into(k.buf, 0, raw, 100, 130, raw, 7, 9)
+    assert bytes(k.buf)[192:320] == raw and np.frombuffer(bytes(k.buf)[320:328], np.uint32).tolist() == [7, 9]
+    assert k.fast([], {}) is None                     # the generated fast paths decline TMA kernels
+
+
+def test_launcher_refuses_bad_descriptor_arguments(monkeypatch):
+    from gluon_trace.errors import LaunchError, LaunchTypeError
+    base, s = _desc2((100, 130), [64, 64])
+    g = copy2d.trace(s, s, target="sm_90a").graph
+    k = _launcher(monkeypatch, g)
+    with pytest.raises(LaunchTypeError, match="`src` is a ndarray; the kernel was traced with a TMA"):
+        k.launch((1, 1, 1), [base, s])
+    _, other = _desc2((100, 130), [32, 64])
+    with pytest.raises(LaunchTypeError, match="trace again for this descriptor"):
+        k.launch((1, 1, 1), [other, s])
+    with pytest.raises(LaunchError, match="describes a cpu tensor; the NVIDIA backend needs CUDA"):
+        k.launch((1, 1, 1), [s, s])
+
+
 # -- wgmma: descriptors ---------------------------------------------------------------------------
 
 def _table(shape, dtype):
