@@ -8,7 +8,8 @@ arrive, expect_tx, bulk copies and their groups) runs in one elected thread of t
 ``mbarrier.try_wait.parity`` itself.
 
 Ordering with the other threads:
-- ``init``: a ``bar.sync`` after it, so no thread arrives on or waits for a barrier that is
+- ``init``: ``fence.mbarrier_init`` (sm_90: TMA completes bytes on it through the async
+  proxy) and a ``bar.sync`` after it, so no thread arrives on or waits for a barrier that is
   not yet initialised.
 - ``arrive`` (a consumer releasing a buffer): a ``bar.sync`` before it, so the one arrival
   stands for every thread's earlier accesses.
@@ -94,7 +95,10 @@ def _sm90(em, op, what: str) -> None:
 @rule("mbarrier_init")
 def _mb_init(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
-    em.emit(f"@{em.owner_pred(None)} mbarrier.init.shared::cta.b64 [{a}], {int(op.attrs['count'])};")
+    g = em.owner_pred(None)
+    em.emit(f"@{g} mbarrier.init.shared::cta.b64 [{a}], {int(op.attrs['count'])};")
+    if em.target.startswith("sm_9"):  # the init visible to the async proxy (TMA's complete_tx) too
+        em.emit(f"@{g} fence.mbarrier_init.release.cluster;")
     em.barrier()
     return []
 

@@ -126,6 +126,24 @@ def _assemble(text, locs, name):
 
 # -- CPU ----------------------------------------------------------------------------------------
 
+def test_the_kernels_on_the_interpreter():
+    """The GPU tests' kernels themselves, against numpy (the device runs must agree with these)."""
+    src, s = _desc2((100, 130), [64, 64])
+    src[...] = np.random.default_rng(0).standard_normal(src.shape)
+    big = np.full((128, 196), 7.0, np.float32)
+    d = TensorDescriptor.from_tensor(big[:101, :131], [64, 64], NV([64, 64], gl.float32))
+    copy2d[(2, 3)](s, d, backend="interpreter", target="sm_90a")
+    exp = np.full(big.shape, 7.0, np.float32)
+    exp[:101, :131] = 0.0
+    exp[:100, :130] = src
+    np.testing.assert_array_equal(big, exp)
+    x, xd = _desc2((32, 256), [32, 32])
+    x[...] = np.random.default_rng(1).standard_normal(x.shape)
+    out = np.zeros(32 * 32, np.float32)
+    ring[(1,)](xd, out, K_TILES=8, backend="interpreter", target="sm_90a")
+    np.testing.assert_allclose(out.reshape(32, 32), x.reshape(32, 8, 32).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_copy_instructions():
     _, s = _desc2((100, 130), [64, 64])       # 64 f32 = 256 bytes: two 128-byte boxes per block
     _, d = _desc2((100, 130), [64, 64])
@@ -141,7 +159,9 @@ def test_copy_instructions():
     e = elected.pop()
     assert re.search(rf"setp\.eq\.u32 {re.escape(e)}, %r\d+, 0;", text)
     assert loads[0][3] == loads[1][3] and loads[0][2] != loads[1][2]  # same row, next column block
-    for ins in ("mbarrier.init.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64 _,",
+    assert re.search(rf"@{re.escape(e)} mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 1;\n\t@{re.escape(e)} "
+                     r"fence\.mbarrier_init\.release\.cluster;\n\tbar\.sync 0;", text)
+    for ins in ("mbarrier.arrive.expect_tx.shared::cta.b64 _,",
                 "mbarrier.inval.shared::cta.b64", "cp.async.bulk.commit_group"):
         assert f"@{e} {ins}" in text, ins
     assert re.search(r"mbarrier.arrive.expect_tx.shared::cta.b64 _, \[%r\d+\], 16384;", text)  # 64*64*4
