@@ -122,6 +122,7 @@ def _mb_expect(em, op):
 
 @rule("mbarrier_arrive")
 def _mb_arrive(em, op):
+    _sm90(em, op, "mbarrier.arrive with a count")
     a = _addr(em, _view_of(em, op.operands[0]))
     em.barrier()
     em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.shared::cta.b64 _, [{a}], {int(op.attrs['count'])};")
