@@ -371,6 +371,71 @@ def test_attention_assembles(d, causal, warps):
     _assemble(text, locs, "attention_fwd")
 
 
+@gt.jit
+def wgmma_tile(a_desc, b_desc, c_ptr, A_REGS: gl.constexpr, B_KMAJOR: gl.constexpr):
+    """C[BM, BN] = A[BM, BK] @ B, one tile: TMA in, one wgmma (A from shared memory or from
+    registers), C out with plain stores. B is [BK, BN], or with B_KMAJOR [BN, BK]."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    a_s = gl.allocate_shared_memory(a_desc.dtype, [BM, BK], a_desc.layout)
+    b_s = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_load(a_desc, [0, 0], bar, a_s)
+    tma.async_load(b_desc, [0, 0], bar, b_s)
+    mbarrier.wait(bar, 0)
+    b = b_s.permute((1, 0)) if B_KMAJOR else b_s
+    acc = gl.zeros([BM, BN], gl.float32, acc_l)
+    if A_REGS:
+        acc = warpgroup_mma(a_s.load(gl.DotOperandLayout(0, acc_l, k_width=2)), b, acc)
+    else:
+        acc = warpgroup_mma(a_s, b, acc)
+    rows = gl.arange(0, BM, gl.SliceLayout(1, acc_l))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, acc_l))
+    gl.store(c_ptr + rows[:, None] * BN + cols[None, :], acc)
+
+
+# (BM, BN, BK, dtype, warps, A from registers, B K-major): every swizzle width of A (BK * size
+# 32/64/128 bytes), B MN-major and K-major, two warpgroups
+WGMMA_TILES = [(64, 64, 16, "float16", 4, False, False), (64, 64, 32, "float16", 4, False, False),
+               (64, 128, 64, "bfloat16", 4, False, False), (64, 256, 64, "float16", 4, False, True),
+               (128, 64, 64, "float16", 4, False, False), (128, 128, 64, "bfloat16", 8, False, True),
+               (64, 64, 64, "float16", 4, True, False), (128, 32, 32, "bfloat16", 8, True, True),
+               (64, 64, 32, "float32", 4, False, True)]
+
+
+def _tile_descs(bm, bn, bk, dtype, b_kmajor, a=None, b=None):
+    gd = getattr(gl, dtype)
+    if a is None:
+        a = np.zeros((bm, bk), _host(dtype))
+        b = np.zeros((bn, bk) if b_kmajor else (bk, bn), _host(dtype))
+    bb = [bn, bk] if b_kmajor else [bk, bn]
+    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gd)),
+            TensorDescriptor.from_tensor(b, bb, NV(bb, gd)))
+
+
+@pytest.mark.parametrize("bm, bn, bk, dtype, warps, a_regs, b_kmajor", WGMMA_TILES)
+def test_wgmma_tiles_on_the_interpreter_and_ptxas(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
+    rng = np.random.default_rng(bm + bn + bk)
+    t = _host(dtype)
+    a = rng.standard_normal((bm, bk)).astype(np.float32).astype(t)
+    b = rng.standard_normal((bn, bk) if b_kmajor else (bk, bn)).astype(np.float32).astype(t)
+    c = np.zeros(bm * bn, np.float32)
+    da, db = _tile_descs(bm, bn, bk, dtype, b_kmajor, a, b)
+    wgmma_tile[(1,)](da, db, c, A_REGS=a_regs, B_KMAJOR=b_kmajor, num_warps=warps, backend="interpreter",
+                     target="sm_90a")
+    ref = a.astype(np.float64) @ (b.astype(np.float64).T if b_kmajor else b.astype(np.float64))
+    np.testing.assert_allclose(c.reshape(bm, bn), ref, rtol=2e-2 if dtype == "float32" else 1e-5,
+                               atol=2e-2 if dtype == "float32" else 1e-4)
+    g = wgmma_tile.trace(da, db, c, A_REGS=a_regs, B_KMAJOR=b_kmajor, num_warps=warps, target="sm_90a").graph
+    text, locs, _ = emit(g, "sm_90a")
+    _assemble(text, locs, "wgmma_tile")
+
+
 def _wgmma_kernel(acc_dtype=gl.float32, start=0):
     @gt.jit
     def k(p):
@@ -542,3 +607,21 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq):
                                                            is_causal=causal, scale=scale)
     assert not o.isnan().any()
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bm, bn, bk, dtype, warps, a_regs, b_kmajor", WGMMA_TILES)
+def test_gpu_wgmma_tiles(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
+    """One wgmma tile per swizzle width, B major-ness and A source: the descriptors' first check
+    (a wrong field shows up here as a permuted or garbled C, before the GEMM's pipeline)."""
+    torch = _gpu()
+    td = getattr(torch, dtype)
+    a = torch.randn(bm, bk, device="cuda").to(td)
+    b = torch.randn((bn, bk) if b_kmajor else (bk, bn), device="cuda").to(td)
+    c = torch.full((bm * bn,), float("nan"), device="cuda")
+    da, db = _tile_descs(bm, bn, bk, dtype, b_kmajor, a, b)
+    wgmma_tile[(1,)](da, db, c, A_REGS=a_regs, B_KMAJOR=b_kmajor, num_warps=warps)
+    torch.cuda.synchronize()
+    ref = a.double() @ (b.double().T if b_kmajor else b.double())
+    tol = 2e-2 if dtype == "float32" else 1e-4   # float32 operands go through tf32
+    torch.testing.assert_close(c.view(bm, bn).double(), ref, rtol=tol, atol=tol * ref.abs().max().item())
