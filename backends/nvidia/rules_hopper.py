@@ -1,4 +1,4 @@
-"""Hopper's asynchronous machinery: mbarriers, the async-proxy fence and TMA copies.
+"""Hopper's asynchronous machinery: mbarriers, the async-proxy fence, TMA copies and wgmma.
 
 Who issues what. The interpreter counts ONE arrival per ``mbarrier.arrive``/``expect`` call
 and one TMA copy per ``tma.async_load``, whatever the number of threads; PTX counts per
@@ -23,6 +23,14 @@ Ordering with the other threads:
 A descriptor argument is a 128-byte CUtensorMap in the kernel's parameter space
 (``.param .align 64 .b8 name[128]``), addressed through ``cvta.param``; its global shape
 follows as one ``.u32`` parameter per dim (for ``tensordesc_dim``), see :func:`declare_desc`.
+
+wgmma: each accumulator tile of the NVMMA v3 layout is one ``m64nN`` instruction per K step
+(its registers found as in rules_mma: by their coordinates in thread 0), A and B from
+shared memory through descriptors fitted to the views (wgmma.py), or A from registers in
+the DotOperand layout. A warpgroup past the first adds its rows' (or columns') byte offset
+to its descriptors at run time. Every call is ``wgmma.fence``, the instructions, one
+``commit_group``; a synchronous call also waits for it; ``warpgroup_mma_wait`` is
+``wait_group``. The accumulator is updated in place when it is a chain's own registers.
 """
 from __future__ import annotations
 
