@@ -625,3 +625,24 @@ def test_gpu_wgmma_tiles(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
     ref = a.double() @ (b.double().T if b_kmajor else b.double())
     tol = 2e-2 if dtype == "float32" else 1e-4   # float32 operands go through tf32
     torch.testing.assert_close(c.view(bm, bn).double(), ref, rtol=tol, atol=tol * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000)])
+def test_gpu_hopper_gemm_big_tiles_bf16_out(m, n, k):
+    """The benchmark's shape of kernel: 128x256 tiles over two warpgroups (rows split between
+    them: their A descriptors differ by 64 rows), 213 KB of shared memory, bf16 C."""
+    torch = _gpu()
+    bm, bn, bk = 128, 256, 64
+    a = _padded(torch, m, k, torch.bfloat16)
+    b = _padded(torch, k, n, torch.bfloat16)
+    c = _padded(torch, m, n, torch.bfloat16, fill=float("nan"))
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    tiles = -(-m // bm) * -(-n // bn)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    matmul_hopper[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=3, GROUP_M=8, num_warps=8)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
