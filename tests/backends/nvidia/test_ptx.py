@@ -209,7 +209,9 @@ def test_missing_ptxas_says_what_to_install(monkeypatch, tmp_path):
         ptxas.locate()
 
 
-def test_unsupported_scan_layout_names_the_line():
+def test_scan_layout_once_refused_now_compiles():
+    """A register base above the warps (once "an order the NVIDIA backend does not scan"): legal,
+    so compiled; its results are checked in the simulator by test_reduce_layouts.py."""
     L = gl.DistributedLinearLayout(reg_bases=[[32]], lane_bases=[[1], [2], [4], [8], [16]],
                                    warp_bases=[[64], [0]], shape=[128])
 
@@ -217,9 +219,8 @@ def test_unsupported_scan_layout_names_the_line():
     def k(out, x):
         offs = gl.arange(0, 128, layout=L)
         gl.store(out + offs, gl.cumsum(gl.load(x + offs), axis=0))
-    with pytest.raises(CompileError, match="scan along axis 0") as e:
-        k.trace(gl.pointer(gl.int32), gl.pointer(gl.int32), num_warps=4).ptx("sm_90")
-    assert e.value.loc.line == k.fn.__code__.co_firstlineno + 3
+    text = k.trace(gl.pointer(gl.int32), gl.pointer(gl.int32), num_warps=4).ptx("sm_90")
+    assert ".entry k" in text
 
 
 @needs_ptxas
