@@ -94,8 +94,10 @@ def for_target(target: str):
 
 
 def pick(args) -> str:
-    """The backend whose memory the tensor arguments live in."""
+    """The backend whose memory the tensor arguments live in (a TMA descriptor's tensor counts)."""
     for a in args:
+        if type(a).__name__ == "TensorDescriptor" and hasattr(a, "base"):
+            a = a.base
         mod = type(a).__module__
         if mod.startswith("torch") and hasattr(a, "device"):
             if a.device.type == "cuda":

@@ -108,3 +108,20 @@ def test_pick_is_cheap_and_starts_no_gpu_runtime(machine):
     after = {m for m in sys.modules if m.startswith(("hip", "cuda.bindings.driver", "cupy"))}
     assert after == before  # nothing imported, so nothing initialized
     assert per_call < 50e-6, f"pick took {per_call * 1e6:.1f} us a call"
+
+
+def test_a_tma_descriptor_counts_as_its_tensor():
+    import numpy as np
+
+    from gluon_trace import language as gl
+    from gluon_trace.nvidia.hopper import TensorDescriptor
+    d = TensorDescriptor.from_tensor(np.zeros((64, 64), np.float16), [64, 64],
+                                     gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16))
+    assert backend.pick([d, 5]) == "interpreter"
+
+    class FakeDesc:
+        pass
+    FakeDesc.__name__ = "TensorDescriptor"
+    f = FakeDesc()
+    f.base = gpu_array(__dlpack_device__=lambda self: (2, 0))
+    assert backend.pick([f]) == "nvidia"
