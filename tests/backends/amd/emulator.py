@@ -58,11 +58,26 @@ def _compiler_wrapper() -> str:
 
 
 _EMU = None
+_CC = None  # the stand-in compiler, set in os.environ only while the emulator runs
+
+
+@contextlib.contextmanager
+def _compiler_env():
+    """$CC for tinygrad while the emulator compiles, without changing it for anything else in
+    the process (the NVIDIA launcher's C compile reads the environment too)."""
+    if _CC is None or "CC" in os.environ:
+        yield
+        return
+    os.environ["CC"] = _CC
+    try:
+        yield
+    finally:
+        del os.environ["CC"]
 
 
 def load():
     """The emulator module, or EmulatorMissing saying what is absent."""
-    global _EMU
+    global _EMU, _CC
     if _EMU is not None:
         return _EMU
     root = os.environ.get(ENV)
@@ -78,7 +93,12 @@ def load():
         except ImportError:
             raise EmulatorMissing("no C compiler for tinygrad's CPU backend: install clang or "
                                   "the ziglang wheel") from None
-        os.environ["CC"] = _compiler_wrapper()
+        _CC = _CC or _compiler_wrapper()
+    loaded = sys.modules.get("test")
+    if loaded is not None and not os.path.abspath(getattr(loaded, "__file__", "") or "").startswith(
+            os.path.abspath(root)):
+        raise EmulatorMissing(f"a `test` package from {loaded.__file__} is already imported, so "
+                              "tinygrad's test/ (which holds the emulator) cannot be")
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
@@ -193,7 +213,7 @@ def run(traced, grid, args, target: str = "gfx1100"):
     lds = desc["group_segment_fixed_size"]
     rsrc2 = desc["rsrc2"] | (-(-lds // LDS_GRANULE) << LDS_SHIFT)
     try:
-        with _lds_window(emu):
+        with _lds_window(emu), _compiler_env():
             err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1,
                               1, ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"],
                               "rdna3")

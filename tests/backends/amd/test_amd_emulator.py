@@ -7,6 +7,7 @@ Run with ``GLUON_TRACE_TINYGRAD=<tinygrad checkout> pytest -m amd_emulator
 tests/backends/amd/test_amd_emulator.py`` (README, AMD backend); without the checkout the
 emulator tests skip and say why."""
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -261,6 +262,21 @@ def test_a_missing_checkout_is_reported_with_what_to_do(monkeypatch):
         emulator.load()
     monkeypatch.setenv(emulator.ENV, "/nonexistent/tinygrad")
     with pytest.raises(emulator.EmulatorMissing, match="has no test/mockgpu/amd/emu.py"):
+        emulator.load()
+
+
+def test_a_test_package_imported_from_elsewhere_is_reported(monkeypatch, tmp_path):
+    """tinygrad keeps the emulator in its `test` package; another one already imported (the
+    standard library's, say) would shadow it."""
+    import types
+    (tmp_path / "test" / "mockgpu" / "amd").mkdir(parents=True)
+    (tmp_path / "test" / "mockgpu" / "amd" / "emu.py").write_text("")
+    other = types.ModuleType("test")
+    other.__file__ = "/usr/lib/python3/test/__init__.py"
+    monkeypatch.setitem(sys.modules, "test", other)
+    monkeypatch.setattr(emulator, "_EMU", None)
+    monkeypatch.setenv(emulator.ENV, str(tmp_path))
+    with pytest.raises(emulator.EmulatorMissing, match="already imported"):
         emulator.load()
 
 
