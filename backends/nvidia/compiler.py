@@ -13,6 +13,7 @@ import struct
 
 from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
+from gluon_trace.errors import CompileError
 from gluon_trace.ir import Graph, TensorDescType
 
 from . import ptxas
@@ -105,8 +106,12 @@ def build(graph: Graph, target: str) -> CompiledKernel:
     if cap is not None:
         maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"
         capped = text.replace(maxntid, f"{maxntid}\n.maxnreg {cap}", 1)
-        cubin2, info2 = ptxas.assemble(capped, target, line_locs, name)
-        if not (info2["spill_stores"] or info2["spill_loads"] or info2["stack"]) and info2["registers"] <= cap:
+        try:
+            cubin2, info2 = ptxas.assemble(capped, target, line_locs, name)
+        except CompileError:  # e.g. a wgmma that needs more registers than the cap: keep the first
+            info2 = None
+        if info2 is not None and not (info2["spill_stores"] or info2["spill_loads"] or info2["stack"]) \
+                and info2["registers"] <= cap:
             extra["registers_uncapped"] = info["registers"]
             text, cubin, info = capped, cubin2, info2
             extra.update(stack_bytes=info["stack"], spill_loads=info["spill_loads"])
