@@ -181,6 +181,7 @@ def report(rows, targets, args, wall: float) -> None:
                                 "by_values_per_thread": {k: {"programs": len(v), "max_s": max(v)}
                                                          for k, v in buckets.items()},
                                 "slowest": timed[:10], "refusals": errors}
+    result["rows"] = rows
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import reference as R
-from .ops import COMPARE, is_float, literal_dtype, promote
+from .ops import BOOL_AS_INT, COMPARE, is_float, literal_dtype, promote
 from .program import Program
 
 
@@ -27,6 +27,7 @@ def _ulp(r, t: str):
 def _finish(v, e, t: str) -> Val:
     """Unknown where a float result is not finite but carries error, or could overflow."""
     e = np.asarray(e, float)
+    e = np.where(np.isnan(e), np.inf, e)
     if is_float(t):
         vv = np.asarray(v, np.float64)
         with np.errstate(invalid="ignore"):
@@ -118,6 +119,8 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
     if n.op == "binary":
         ta, a, tb, b = _operands(vals, n, nodes)
         t = promote(ta, tb)
+        if t == "int1" and at["fn"] in BOOL_AS_INT:
+            t = "int32"
         return _binary(at["fn"], _as(a, ta, t), _as(b, tb, t), t, n.dtype)
     if n.op == "unary":
         return _unary(at["fn"], arg[0], n.dtype, mode)
@@ -178,11 +181,15 @@ def _step(step, acc: Val, t: str, vals, nodes, i) -> Val:
         xt = literal_dtype(x, t)
         xv = lit_val(x, xt)
     p = promote(t, xt)
+    if p == "int1" and fn in BOOL_AS_INT:
+        p = "int32"
     r = _binary(fn, _as(acc, t, p), _as(xv, xt, p), p, p)
     return _as(r, p, t)
 
 
 def _unary(fn, x: Val, t: str, mode: str) -> Val:
+    if x.v.dtype == np.bool_ and fn in BOOL_AS_INT:
+        x = Val(x.v.astype(np.int32), x.e)
     v = R.unary(fn, x.v, t)
     if fn in ("neg", "abs", "not"):
         return Val(v, x.e)

@@ -34,15 +34,25 @@ def promote(a: str, b: str) -> str:
     return a if a.startswith("uint") else b
 
 
+# ops that compute int1 operands in int32, as Python does with bool (language/tensor.py)
+BOOL_AS_INT = ("add", "sub", "mul", "floordiv", "mod", "shl", "shr", "neg", "abs")
+
+
 def literal_dtype(value, other: str) -> str:
-    """A Python literal is weak: it takes the tile's type, but a float beside an int is f32."""
+    """A Python literal is weak: it takes the tile's type, but a float beside an int is f32
+    and an int beside a bool is int32."""
     if isinstance(value, float) and not is_float(other):
         return "float32"
+    if isinstance(value, int) and not isinstance(value, bool) and is_bool(other):
+        return "int32"
     return other
 
 
 def binary_dtype(fn: str, a: str, b: str) -> str:
-    return "int1" if fn in COMPARE else promote(a, b)
+    if fn in COMPARE:
+        return "int1"
+    t = promote(a, b)
+    return "int32" if is_bool(t) and fn in BOOL_AS_INT else t
 
 
 def binary_ok(fn: str, t: str, cfg) -> bool:
@@ -50,7 +60,7 @@ def binary_ok(fn: str, t: str, cfg) -> bool:
     if fn in COMPARE:
         return True
     if is_bool(t):
-        return fn in ("and", "or", "xor") or (cfg.int1_arithmetic and fn not in ("truediv", "shl", "shr"))
+        return fn in ("and", "or", "xor") or (cfg.int1_arithmetic and fn != "truediv")
     if fn in ("and", "or", "xor", "shl", "shr"):
         return not is_float(t)
     if fn == "truediv":
@@ -67,14 +77,14 @@ def _operand(b: _Builder, a, fn):
         lit = _literal(b.ch, a.dtype if b.ch.chance(80) else "float32")
         t = binary_dtype(fn, a.dtype, literal_dtype(lit, a.dtype))
         if binary_ok(fn, promote(a.dtype, literal_dtype(lit, a.dtype)), cfg) and \
-                not (fn in ("floordiv", "mod") and not is_float(t) and lit == 0) and \
                 not (isinstance(lit, float) and not is_float(a.dtype) and fn in ("and", "or", "xor", "shl", "shr")):
             return lit, t
     other = b.same_tile(a, lambda d: binary_ok(fn, promote(a.dtype, d), cfg)) if a.shape else None
     if other is None:
         return None, None
     t = binary_dtype(fn, a.dtype, other.dtype)
-    if fn in ("floordiv", "mod") and not is_float(promote(a.dtype, other.dtype)):
+    if fn in ("floordiv", "mod") and not is_float(promote(a.dtype, other.dtype)) and \
+            not is_bool(other.dtype) and b.ch.chance(70):
         other = b.add("nonzero", (other,), other.dtype, other.shape, other.layout)
     return other, t
 
@@ -102,7 +112,9 @@ def op_unary(b: _Builder) -> None:
     fns = ["not"] if is_bool(a.dtype) and not b.cfg.int1_arithmetic else ["neg", "abs", "not"]
     if is_float(a.dtype):
         fns = ["neg", "abs"] + (list(UNARY_FLOAT) if b.cfg.math else [])
-    b.add("unary", (a,), a.dtype, a.shape, a.layout, fn=b.ch.choice(fns))
+    fn = b.ch.choice(fns)
+    t = "int32" if is_bool(a.dtype) and fn in BOOL_AS_INT else a.dtype
+    b.add("unary", (a,), t, a.shape, a.layout, fn=fn)
 
 
 def op_cast(b: _Builder) -> None:

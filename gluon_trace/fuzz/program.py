@@ -43,9 +43,8 @@ class FuzzConfig:
     max_ops: int = 8
     max_inputs: int = 3
     dtypes: tuple = ALL_DTYPES
-    # int1 arithmetic (+ - * // % maximum minimum abs neg on bools): what it means is being
-    # settled (issue 13); off keeps those ops to the well-defined bitwise/compare ones
-    int1_arithmetic: bool = False
+    # int1 arithmetic (+ - * // % << >> abs neg on bools compute in int32, as Python's bool)
+    int1_arithmetic: bool = True
     loops: bool = True
     branches: bool = True
     math: bool = True

@@ -4,7 +4,9 @@ Semantics are those the interpreter's docstring (backends/interpreter/interprete
 gluon_trace/dtypes.py document, restated here:
 
 - integers wrap; ``//`` and ``%`` truncate toward zero (``%`` takes the dividend's sign);
-  float ``%`` is ``fmod`` and float ``//`` is numpy's ``floor_divide``;
+  ``x // 0`` has all bits set and ``x % 0`` is x; float ``%`` is ``fmod`` and float ``//`` is
+  ``floor(a / b)`` (the division rounded in the operands' type);
+- int1 ``+ - * // % << >>``, ``-x`` and ``abs`` compute in int32 (as Python's bool);
 - shifts by a negative amount or by the width or more give 0 (``<<``, unsigned ``>>``) or
   the sign (signed ``>>``);
 - float16 rounds after every op; bfloat16 is kept in float32 and rounded (to nearest even)
@@ -97,11 +99,12 @@ def cast(x: np.ndarray, src: str, to: str) -> np.ndarray:
 
 def _trunc_div(a, b):
     if a.dtype.kind == "f":
-        return np.floor_divide(a, b)
-    q = np.floor_divide(a, b)
+        return np.floor(np.true_divide(a, b).astype(a.dtype))
+    safe = np.where(b == 0, np.ones((), b.dtype), b)
+    q = np.floor_divide(a, safe)
     if a.dtype.kind == "i":
-        q = q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
-    return q
+        q = q + ((np.remainder(a, safe) != 0) & ((a < 0) != (safe < 0))).astype(q.dtype)
+    return np.where(b == 0, np.array(-1).astype(a.dtype), q)
 
 
 def _shift(fn, a, b, t: str):
@@ -130,7 +133,8 @@ def binary(fn: str, a, b, t: str) -> np.ndarray:
         elif fn == "minimum":
             out = np.fmin(a, b) if is_float(t) else np.minimum(a, b)
         elif fn == "mod":
-            out = np.fmod(a, b)
+            out = np.fmod(a, b) if np.asarray(a).dtype.kind == "f" else \
+                np.where(b == 0, a, np.fmod(a, np.where(b == 0, np.ones((), np.asarray(b).dtype), b)))
         else:
             out = _ARITH[fn](a, b)
     return out if fn in ("lt", "le", "gt", "ge", "eq", "ne") else fix(out, t)
@@ -207,10 +211,17 @@ def fma(a, b, c, t: str) -> np.ndarray:
         approx = a * b + c
     out = np.empty(a.shape, np.float64)
     for i in np.ndindex(a.shape):
-        if not (np.isfinite(a[i]) and np.isfinite(b[i]) and np.isfinite(c[i]) and np.isfinite(approx[i])):
-            out[i] = approx[i]
+        if not (np.isfinite(a[i]) and np.isfinite(b[i]) and np.isfinite(c[i])):
+            out[i] = approx[i]  # inf and NaN operands: the float64 expression says it
             continue
         s = _to_exact(a[i]) * _to_exact(b[i]) + _to_exact(c[i])
-        # float(s) is the nearest float64; the nearest value of t is it or a neighbour
-        out[i] = _round_fraction(s, t, float(s)) if s != 0 else approx[i]
+        if s == 0:
+            out[i] = approx[i]  # the sign of an exact zero, as IEEE's a*b+c gives it
+            continue
+        try:
+            near = float(s)  # the nearest float64: the nearest value of t is it or a neighbour
+        except OverflowError:
+            out[i] = math.inf if s > 0 else -math.inf
+            continue
+        out[i] = _round_fraction(s, t, near)
     return fix(out, t)
