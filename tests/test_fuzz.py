@@ -63,7 +63,9 @@ def test_programs_assemble(target, data):
     if why:
         pytest.skip(why)
     warp = 64 if target in ("gfx90a", "gfx942") else 32
-    prog = data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp)))
+    # at most 128 values per thread and tile keeps each compile well under a second here;
+    # perf/bench_compile_fuzz.py measures the unbounded programs (minutes beyond ~1024)
+    prog = data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp, max_values_per_thread=128)))
     outcome = fuzz.check_program(prog, targets=[target], interpreter=False)
     if not outcome.ok:
         _fail(f"assemble_{target}", outcome)
@@ -90,6 +92,26 @@ def test_generator_covers_every_op_layout_and_dtype():
     assert layouts == {"BlockedLayout", "SliceLayout", "DistributedLinearLayout"}
     assert dtypes >= set(fuzz.program.ALL_DTYPES)
     assert xor_bases > 10 and zero_bases > 10
+
+
+def _load_values(cfg, seeds):
+    """(values one thread holds, the fewest any layout could give) for every loaded tile."""
+    out = []
+    for seed in seeds:
+        prog = fuzz.random_program(seed, cfg)
+        for n in prog.nodes:
+            if n.op == "load":
+                least = max(1, n.numel // (prog.num_warps * prog.warp_size))
+                out.append((1 << len(n.layout.to_linear(n.shape).reg_bases), least))
+    return out
+
+
+def test_values_per_thread_bound_is_kept():
+    bounded = _load_values(fuzz.FuzzConfig(max_values_per_thread=16, max_numel=4096), range(80))
+    free = _load_values(fuzz.FuzzConfig(max_numel=4096), range(80))
+    kept = sum(v <= max(16, least) for v, least in bounded) / len(bounded)
+    assert kept > 0.9, kept  # best of four draws: a tile may still go over, rarely
+    assert max(v for v, _ in free) > max(v for v, _ in bounded)
 
 
 def test_same_seed_same_program_and_dict_round_trip():

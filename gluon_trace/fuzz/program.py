@@ -49,6 +49,9 @@ class FuzzConfig:
     branches: bool = True
     math: bool = True
     max_trip: int = 3
+    # values one thread may hold for one tile (None: any). Compile time grows with it far
+    # faster than linearly (perf/bench_compile_fuzz.py): CI bounds it, the benchmark does not
+    max_values_per_thread: int | None = None
 
 
 @dataclass
@@ -211,7 +214,17 @@ class _Builder:
         return n
 
     def layout(self, shape):
-        return random_layout(self.ch, shape, self.num_warps, self.cfg.warp_size)
+        limit, best = self.cfg.max_values_per_thread, None
+        for _ in range(4):
+            lay = random_layout(self.ch, shape, self.num_warps, self.cfg.warp_size)
+            if limit is None:
+                return lay
+            n = 1 << len(lay.to_linear(tuple(shape)).reg_bases)
+            if n <= limit:
+                return lay
+            if best is None or n < best[0]:
+                best = (n, lay)
+        return best[1]
 
     def shape(self):
         rank = self.ch.int(1, self.cfg.max_rank)
