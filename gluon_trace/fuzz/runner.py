@@ -249,7 +249,7 @@ def save_reproducer(prog: Program, failures: list, directory: str | None = None,
     targets = sorted({w for w, _ in failures if w not in ("interpreter", "render")})
     src = kernel_source(prog)
     data = "\n".join(f"IN{n.attrs['input']} = np.frombuffer(bytes.fromhex({_hex(inputs[n.attrs['input']])!r}), "
-                     f"np.{np.asarray(inputs[n.attrs['input']]).dtype})  # {n.dtype}{list(n.shape)}"
+                     f"np.dtype({str(np.asarray(inputs[n.attrs['input']]).dtype)!r}))  # {n.dtype}{list(n.shape)}"
                      for n in prog.inputs)
     notes = "\n".join(f"# {w}: {m}".replace("\n", "\n#   ") for w, m in failures)
     main = f'''
