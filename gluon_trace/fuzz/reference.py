@@ -98,8 +98,6 @@ def cast(x: np.ndarray, src: str, to: str) -> np.ndarray:
 
 
 def _trunc_div(a, b):
-    if a.dtype.kind == "f":
-        return np.floor(np.true_divide(a, b).astype(a.dtype))
     safe = np.where(b == 0, np.ones((), b.dtype), b)
     q = np.floor_divide(a, safe)
     if a.dtype.kind == "i":
@@ -132,6 +130,8 @@ def binary(fn: str, a, b, t: str) -> np.ndarray:
             out = np.fmax(a, b) if is_float(t) else np.maximum(a, b)
         elif fn == "minimum":
             out = np.fmin(a, b) if is_float(t) else np.minimum(a, b)
+        elif fn == "floordiv" and is_float(t):  # floor of the quotient rounded in t
+            out = np.floor(fix(np.true_divide(a, b), t))
         elif fn == "mod":
             out = np.fmod(a, b) if np.asarray(a).dtype.kind == "f" else \
                 np.where(b == 0, a, np.fmod(a, np.where(b == 0, np.ones((), np.asarray(b).dtype), b)))
