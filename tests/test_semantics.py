@@ -610,3 +610,13 @@ def test_int_to_bfloat16_rounds_once(npt):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_int_to_bfloat16_on_backends(backend, npt):
     check_backends(backend, int_to_bf16, _i2bf_args(npt), [0], BLOCK=N)
+
+
+def test_float64_fma_with_an_overflowing_product_and_an_infinite_addend():
+    """The exact product of finite operands is finite: an infinite c wins (a fused fma on
+    hardware gives -inf for fma(1e200, 1e200, -inf); a*b + c in IEEE gives NaN). Found by
+    tinygrad's RDNA3 emulator and the H100 fuzz run."""
+    from gluon_trace.backends.interpreter.interpreter import fma
+    out = fma(np.array([1e200, -1e200, 1e300]), np.array([1e200, 1e200, -1e10]),
+              np.array([-np.inf, np.inf, -np.inf]), gl.float64)
+    assert out.tolist() == [-np.inf, np.inf, -np.inf]

@@ -263,6 +263,10 @@ def _fma64(a, b, c):
     slow = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (a != 0) & (b != 0) & ~fast
     for i in np.nonzero(slow)[0]:
         out[i] = _fma_rational(float(a[i]), float(b[i]), float(c[i]))
+    # finite a and b: the exact product is finite, so an infinite c wins, even where
+    # a*b rounded alone would overflow to the opposite infinity (IEEE's a*b + c gives NaN)
+    inf_c = np.isfinite(a) & np.isfinite(b) & np.isinf(c)
+    out[inf_c] = c[inf_c]
     return out.reshape(shape)
 
 
