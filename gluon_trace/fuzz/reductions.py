@@ -24,7 +24,8 @@ def _tree(arrays: list, axis: int, combine) -> list:
 def _bound(x: Val, axis: int, n: int, t: str):
     """How far any summation order of n terms may land from this one (plus input errors)."""
     mag = np.sum(np.abs(np.asarray(x.v, np.float64)), axis=axis)
-    return np.sum(x.e, axis=axis) + 2 * max(n - 1, 1) * R.UNIT_ROUNDOFF[t] * mag
+    e = np.sum(x.e, axis=axis) + 2 * max(n - 1, 1) * R.UNIT_ROUNDOFF[t] * mag
+    return np.where(mag > R.FLOAT_MAX[t], np.inf, e)  # a partial sum may overflow in some order
 
 
 def reduce(x: Val, src: str, node, mode: str) -> Val:
@@ -87,6 +88,7 @@ def scan(x: Val, src: str, node, mode: str) -> Val:
             mag = np.cumsum(np.abs(np.asarray(v, np.float64)), axis=axis)
         k = np.arange(v.shape[axis]).reshape([-1 if d == axis else 1 for d in range(v.ndim)])
         bound = np.cumsum(e, axis=axis) + 2 * np.maximum(k, 1) * R.UNIT_ROUNDOFF[t] * mag
+        bound = np.where(mag > R.FLOAT_MAX[t], np.inf, bound)  # partial sums may overflow
         out_v = R.fix(wide, t)
         out = _finish(out_v, bound + 2 * R.UNIT_ROUNDOFF[t] * np.abs(out_v.astype(np.float64)), t)
     if rev:
