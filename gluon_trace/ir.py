@@ -43,13 +43,8 @@ class Type:
 
 
 @dataclass(frozen=True)
-class MemDescType(Type):
-    """A shared-memory descriptor: a view (``shape``, ``layout``) into an allocation of
-    ``alloc_shape``. Views (index/slice/permute/reshape) are pure; loads, stores, async copies
-    and MMA reads through it are effects, ordered as traced."""
-
-    alloc_shape: tuple[int, ...] = ()
-    mutable: bool = True
+class _DescType(Type):
+    """A descriptor of memory (not a register tile): never a scalar, sized in bytes."""
 
     @property
     def is_scalar(self) -> bool:
@@ -61,24 +56,26 @@ class MemDescType(Type):
 
 
 @dataclass(frozen=True)
-class TensorDescType(Type):
+class MemDescType(_DescType):
+    """A shared-memory descriptor: a view (``shape``, ``layout``) into an allocation of
+    ``alloc_shape``. Views (index/slice/permute/reshape) are pure; loads, stores, async copies
+    and MMA reads through it are effects, ordered as traced."""
+
+    alloc_shape: tuple[int, ...] = ()
+    mutable: bool = True
+
+
+@dataclass(frozen=True)
+class TensorDescType(_DescType):
     """A TMA tensor descriptor argument: ``shape`` is the block (box) shape, ``layout`` the
     NVMMA shared layout of the block, ``rank`` the global tensor's rank."""
 
     rank: int = 2
 
-    @property
-    def is_scalar(self) -> bool:
-        return False
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.bits // 8
-
 
 def is_memory(t: Type) -> bool:
     """Descriptors (shared memory, TMA) as opposed to register tiles and scalars."""
-    return isinstance(t, (MemDescType, TensorDescType))
+    return isinstance(t, _DescType)
 
 
 def type_str(t: Type, layout_names: dict) -> str:

@@ -89,6 +89,49 @@ def triton_matmul():
     return run
 
 
+def ampere_run(cfg, a, b, c, shape):
+    bm, bn, bk, stages, warps = cfg
+    m, n, k = shape
+    grid = (-(-m // bm), -(-n // bn))
+    return lambda: matmul_ampere[grid](a, b, c, m, n, k, k, n, n, BM=bm, BN=bn, BK=bk, STAGES=stages,
+                                       num_warps=warps)
+
+
+def hopper_run(cfg, a, b, c, shape):
+    bm, bn, bk, stages, warps = cfg
+    m, n, k = shape
+    lay = gl.NVMMASharedLayout.get_default_for
+    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
+    programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
+    return lambda: matmul_hopper[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
+                                              num_warps=warps, backend="nvidia")
+
+
+def fastest(name, configs, shape, ref, make):
+    """(median ms, config) of the fastest configuration that computes the right answer; every
+    one that fails or is wrong is reported, not raised."""
+    best = None
+    for cfg in configs:
+        c = torch.full(shape[:2], float("nan"), device="cuda", dtype=torch.bfloat16)
+        try:
+            run = make(cfg, c)
+            run()
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 2e-2:
+                print(f"  {name} {shape} {cfg}: wrong result (rel err {err})")
+                continue
+            t = gpu_time(run)
+        except Exception as e:  # noqa: BLE001  (a configuration that fails is reported, not fatal)
+            print(f"  {name} {shape} {cfg}: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        if best is None or t < best[0]:
+            best = (t, cfg)
+    return best
+
+
 def main() -> int:
     dev = torch.cuda.get_device_name()
     rows, tri = [], triton_matmul()
@@ -106,53 +149,9 @@ def main() -> int:
                 t_tri = gpu_time(lambda: tri(a, b, c))
             except Exception as e:  # noqa: BLE001  (an anchor that does not run is reported, not fatal)
                 print(f"triton failed on {m}x{n}x{k}: {e}")
-        best = None
-        for bm, bn, bk, stages, warps in CONFIGS:
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            grid = (-(-m // bm), -(-n // bn))
-
-            def run():
-                matmul_ampere[grid](a, b, c, m, n, k, k, n, n, BM=bm, BN=bn, BK=bk, STAGES=stages,
-                                    num_warps=warps)
-            try:
-                run()
-                torch.cuda.synchronize()
-                err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-                if not err < 2e-2:
-                    print(f"  {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: wrong result (rel err {err})")
-                    continue
-                t = gpu_time(run)
-            except Exception as e:  # noqa: BLE001
-                print(f"  {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: {type(e).__name__}: {str(e)[:200]}")
-                continue
-            if best is None or t < best[0]:
-                best = (t, (bm, bn, bk, stages, warps))
-        best_h = None
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        for bm, bn, bk, stages, warps in HOPPER:
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            lay = gl.NVMMASharedLayout.get_default_for
-            try:
-                da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.bfloat16))
-                db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gl.bfloat16))
-                dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
-                tiles = -(-m // bm) * -(-n // bn)
-
-                def run_h():
-                    matmul_hopper[(min(sms, tiles),)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
-                                                      num_warps=warps, backend="nvidia")
-                run_h()
-                torch.cuda.synchronize()
-                err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-                if not err < 2e-2:
-                    print(f"  hopper {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: wrong result (rel err {err})")
-                    continue
-                t = gpu_time(run_h)
-            except Exception as e:  # noqa: BLE001
-                print(f"  hopper {m}x{n}x{k} {bm}x{bn}x{bk}/{stages}/{warps}: {type(e).__name__}: {str(e)[:300]}")
-                continue
-            if best_h is None or t < best_h[0]:
-                best_h = (t, (bm, bn, bk, stages, warps))
+        shape = (m, n, k)
+        best = fastest("mma.sync", CONFIGS, shape, ref, lambda cfg, c: ampere_run(cfg, a, b, c, shape))
+        best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape))
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:

@@ -193,6 +193,10 @@ class Scheduler:
     def changed(self) -> None:
         """A barrier phase completed: blocked partitions are re-checked at the next switch."""
 
+    def _can_run(self, j) -> bool:
+        st = self.status[j]
+        return st == "ready" or (st == "blocked" and self.waits[j][0]())
+
     def yield_(self) -> None:
         """Let the next partition that can run go first (after each arrive: interleaving at
         release points exposes races a run-to-block order would hide)."""
@@ -201,8 +205,7 @@ class Scheduler:
             n = len(self.status)
             for k in range(1, n):
                 j = (i + k) % n
-                st = self.status[j]
-                if st == "ready" or (st == "blocked" and self.waits[j][0]()):
+                if self._can_run(j):
                     self.turn = j
                     self.cv.notify_all()
                     break
@@ -231,8 +234,7 @@ class Scheduler:
         n = len(self.status)
         for k in range(1, n + 1):
             j = (i + k) % n
-            st = self.status[j]
-            if st == "ready" or (st == "blocked" and self.waits[j][0]()):
+            if self._can_run(j):
                 self.turn = j
                 self.cv.notify_all()
                 return

@@ -10,14 +10,16 @@ from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tm
 from .matmul_hopper import grouped_tile
 
 
-def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M):
-    BM = a_desc.block_type.shape[0]
-    BK = a_desc.block_type.shape[1]
+def _tiling(a_desc, b_desc, M, N, K):
+    """(BM, BK, BN, tiles along M, tiles along N, K steps): both partitions walk the same tiles."""
+    BM, BK = a_desc.block_type.shape
     BN = b_desc.block_type.shape[1]
+    return BM, BK, BN, gl.cdiv(M, BM), gl.cdiv(N, BN), gl.cdiv(K, BK)
+
+
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M):
+    BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
     nbytes = a_desc.block_type.nbytes + b_desc.block_type.nbytes
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, BK)
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
@@ -32,14 +34,9 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
 
 
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
-    BM = a_desc.block_type.shape[0]
-    BK = a_desc.block_type.shape[1]
-    BN = b_desc.block_type.shape[1]
+    BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
     acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                       instr_shape=[16, BN, 16])
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, BK)
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
