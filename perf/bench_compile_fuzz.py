@@ -23,8 +23,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _worker(seeds: list[int], targets: list[str], cfg: dict, out_path: str) -> None:
-    """One JSON line per (program, target), flushed as soon as it is measured."""
+def _worker(seeds: list[int], targets: list[str], cfg: dict, out_path: str, skip=()) -> None:
+    """One JSON line per (program, target), flushed as soon as it is measured; the pairs in
+    ``skip`` (seed, target) are not compiled (they timed out in an earlier worker)."""
+    skip = {tuple(p) for p in skip}
     os.environ["GLUON_TRACE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gt-bench-cache-")
     from gluon_trace import backend as backends
     from gluon_trace import fuzz
@@ -33,6 +35,8 @@ def _worker(seeds: list[int], targets: list[str], cfg: dict, out_path: str) -> N
     with open(out_path, "a") as out:
         for seed in seeds:
             for target in targets:
+                if (seed, target) in skip:
+                    continue
                 warp = 64 if target in ("gfx90a", "gfx942") else 32
                 prog = fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, **cfg))
                 row = {"seed": seed, "target": target, "nodes": len(prog.nodes),
@@ -75,14 +79,14 @@ def values_per_thread(prog) -> int:
 
 
 def _run_batch(seeds, targets, cfg, timeout: float) -> list[dict]:
-    """Run a worker over ``seeds``; on a timeout kill it and restart after that program."""
+    """Run a worker over ``seeds``; on a timeout kill it and restart past that compile."""
     rows: list[dict] = []
-    todo = list(seeds)
+    todo, skip = list(seeds), []
     while todo:
         fd, path = tempfile.mkstemp(suffix=".jsonl")
         os.close(fd)
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(
-            {"seeds": todo, "targets": targets, "cfg": cfg, "out": path})]
+            {"seeds": todo, "targets": targets, "cfg": cfg, "out": path, "skip": skip})]
         proc = subprocess.Popen(cmd, start_new_session=True)  # own group: kill ptxas with it
         last_progress, seen = time.monotonic(), 0
         while proc.poll() is None:
@@ -107,8 +111,10 @@ def _run_batch(seeds, targets, cfg, timeout: float) -> list[dict]:
             hung = started[-1]
             rows.append({**{k: hung[k] for k in ("seed", "target", "nodes", "values_per_thread")},
                          "timeout": True, "total_s": timeout})
-            finished.add(hung["seed"])
-            todo = [s for s in todo if s > hung["seed"]]
+            # the hung seed's other targets still run; those it finished do not run again
+            skip += [(hung["seed"], hung["target"])] + [(r["seed"], r["target"]) for r in done
+                                                        if r["seed"] == hung["seed"]]
+            todo = [s for s in todo if s >= hung["seed"]]
         else:
             todo = [s for s in todo if s not in finished and s > max(finished, default=-1)]
     return rows
@@ -128,7 +134,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         w = json.loads(args.worker)
-        _worker(w["seeds"], w["targets"], w["cfg"], w["out"])
+        _worker(w["seeds"], w["targets"], w["cfg"], w["out"], w.get("skip", ()))
         return
     targets = args.targets.split(",")
     cfg = {"max_numel": args.max_numel, "max_ops": args.max_ops}
@@ -155,7 +161,7 @@ def report(rows, targets, args, wall: float) -> None:
                 errors.setdefault(msg, []).append(r["seed"])
         totals = sorted(r["total_s"] for r in timed)
         med = totals[len(totals) // 2] if totals else 0.0
-        print(f"\n{t}: {len(timed)} compiled, {sum(1 for r in rs if r.get('timeout'))} timed out, "
+        print(f"\n{t}: {sum(1 for r in timed if not r.get('timeout'))} compiled, {sum(1 for r in rs if r.get('timeout'))} timed out, "
               f"{sum(1 for r in rs if 'error' in r)} refused; median {med:.2f} s")
         print("  seed  total_s  trace_s  emit_s  asm_s  asm_lines  regs  spill_B  max_numel  values/thread")
         for r in timed[:10]:
@@ -177,14 +183,15 @@ def report(rows, targets, args, wall: float) -> None:
             b = sorted(buckets.get(key, []))
             if b:
                 print(f"  {key:>13}  {len(b):8d}  {b[len(b) // 2]:8.2f}  {b[-1]:5.1f}")
-        result["targets"][t] = {"compiled": len(timed), "median_s": med,
+        result["targets"][t] = {"compiled": sum(1 for r in timed if not r.get("timeout")),
+                                "timeouts": [r["seed"] for r in rs if r.get("timeout")], "median_s": med,
                                 "by_values_per_thread": {k: {"programs": len(v), "max_s": max(v)}
                                                          for k, v in buckets.items()},
                                 "slowest": timed[:10], "refusals": errors}
     result["rows"] = rows
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(result, f)
     print(f"\nwritten {args.json}")
 
 
