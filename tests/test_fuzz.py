@@ -212,3 +212,12 @@ def test_bounded_sum_covers_other_orders():
         assert abs(float(seq) - float(val.v)) <= float(val.e)
         # the documented bound, 2 (n - 1) u sum|x|, and no looser
         assert 0 < float(val.e) <= 1.001 * 2 * 255 * 2.0 ** -11 * float(np.abs(x.astype(np.float64)).sum())
+
+
+def test_fma_special_values():
+    big = np.finfo(np.float64).max
+    # the exact product is finite: an infinite addend wins, a huge result stays finite
+    assert float(R.fma(np.array(-1.98), np.array(-big), np.array(-np.inf), "float64")) == -np.inf
+    assert float(R.fma(np.array(-1.98), np.array(-big), np.array(-big), "float64")) == 0.98 * big
+    assert np.isnan(R.fma(np.array(np.inf), np.array(1.0), np.array(-np.inf), "float64"))
+    assert float(R.fma(np.array(2.0), np.array(big), np.array(0.0), "float64")) == np.inf

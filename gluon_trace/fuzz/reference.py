@@ -211,8 +211,11 @@ def fma(a, b, c, t: str) -> np.ndarray:
         approx = a * b + c
     out = np.empty(a.shape, np.float64)
     for i in np.ndindex(a.shape):
-        if not (np.isfinite(a[i]) and np.isfinite(b[i]) and np.isfinite(c[i])):
-            out[i] = approx[i]  # inf and NaN operands: the float64 expression says it
+        if not (np.isfinite(a[i]) and np.isfinite(b[i])):
+            out[i] = approx[i]  # an inf or NaN factor: the product is inf or NaN exactly
+            continue
+        if not np.isfinite(c[i]):
+            out[i] = c[i]  # a finite product never overflows inside fma: c decides
             continue
         s = _to_exact(a[i]) * _to_exact(b[i]) + _to_exact(c[i])
         if s == 0:
