@@ -442,6 +442,8 @@ def unary(em, name, d, a):
     if name == "not":
         if d.is_bool:
             return binary(em, "xor", d, a, Imm(1))
+        if d.bits < 32 and not d.is_signed:  # zero-extended in its register: flip its own bits only
+            return binary(em, "xor", d, a, Imm((1 << d.bits) - 1))
         return binary(em, "xor", d, a, Imm(-1 & (2**64 - 1), dwords(d)) if d.bits == 64 else Imm(-1))
     if name == "abs":
         if not d.is_signed:

@@ -317,3 +317,21 @@ def test_loops_branches_and_lds_inside_loops(target):
     B, n = 256, 5
     run_both(control_kernel, lambda: [np.zeros(B + 2, np.float32), rand(25, n * B), n, -2],
              (1,), target, [0], dict(BLOCK=B), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("target, lanes", [("gfx942", 64), ("gfx1100", 32)])
+@pytest.mark.parametrize("npt, gdt", [(np.uint8, gl.uint8), (np.uint16, gl.uint16), (np.int8, gl.int8)])
+def test_bitwise_not_of_narrow_unsigned_widens_right(target, lanes, npt, gdt, amd_toolchain):
+    """~x of a uint8/uint16 flips its own bits only: (~x).to(int32) is 255 - x for uint8 (the
+    fuzzer found -1, -4, -7 on gfx942/gfx1100: the register's upper bits were flipped too)."""
+    L = gl.BlockedLayout([1], [lanes], [1], [0])
+
+    @gt.jit
+    def k(out, x):
+        offs = gl.arange(0, lanes, layout=L)
+        gl.store(out + offs, (~gl.load(x + offs)).to(gl.int32))
+    x = (np.arange(lanes) * 3).astype(npt)
+    out = np.full(lanes, -12345, np.int32)
+    traced = k.trace(gl.pointer(gl.int32), gl.pointer(gdt), target=target, num_warps=1)
+    amdsim.simulate(traced, target, (1, 1, 1), [out, x])
+    assert np.array_equal(out, (~x).astype(np.int32))
