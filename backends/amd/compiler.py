@@ -3,6 +3,7 @@ HSACO, and the CompiledKernel with its resources read back from the binary."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 
 from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
@@ -174,6 +175,20 @@ def module_text(target: str, kernels: list) -> str:
     return "\n".join(out)
 
 
+_stamp: str | None = None
+
+
+def _source_stamp() -> str:
+    """The backend's own files (sizes and mtimes, as Python's bytecode cache): a fix to the
+    emitter invalidates cached binaries even when nobody bumps EMITTER_VERSION."""
+    global _stamp
+    if _stamp is None:
+        d = os.path.dirname(os.path.abspath(__file__))
+        _stamp = "|".join(file_stamp(os.path.join(d, n)) for n in sorted(os.listdir(d))
+                          if n.endswith(".py") and n != "launcher.py")
+    return _stamp
+
+
 def emit_text(graph, target: str) -> str:
     return lower(graph, target).text
 
@@ -184,7 +199,7 @@ def compile_graph(graph, target: str) -> CompiledKernel:
     tc = find_toolchain()
     key = make_key(backend="amd", graph=graph.text, target=target, assembler=tc.version,
                    origin=tc.origin, library=__version__, emitter=EMITTER_VERSION,
-                   decompose=file_stamp(DECOMPOSE_SOURCE))
+                   decompose=file_stamp(DECOMPOSE_SOURCE), sources=_source_stamp())
     def build() -> bytes:
         e = lower(graph, target)
         hsaco = assemble(e.text, target, graph.name)
