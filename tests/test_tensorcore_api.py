@@ -279,3 +279,13 @@ def test_over_the_limit_lists_the_buffers():
         plan(g)
     msg = str(e.value)
     assert "262144 bytes" in msg and "232448" in msg and msg.count("131072 bytes") == 2
+
+
+def test_descriptor_errors_are_python_errors_too():
+    base = np.zeros((64, 128), np.float16)
+    with pytest.raises(ValueError):      # a bad value: the last dim not contiguous
+        TensorDescriptor.from_tensor(base.T, [32, 32], NV([32, 32], gl.float16))
+    with pytest.raises(TypeError):       # a wrong kind of object
+        TensorDescriptor.from_tensor([1, 2, 3], [32, 32], NV([32, 32], gl.float16))
+    with pytest.raises(TypeError):
+        TensorDescriptor.from_tensor(base, [32, 64], SW)

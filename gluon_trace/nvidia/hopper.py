@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import ArgumentError, user_location
+from ..errors import ArgumentTypeError, ArgumentValueError, user_location
 from ..ir import TensorDescType
 
 __all__ = ["TensorDescriptor"]
@@ -31,7 +31,7 @@ def _describe_array(t, loc):
         return t.data_ptr(), tuple(t.shape), tuple(t.stride()), dt.from_torch(t.dtype), kind
     if isinstance(t, np.ndarray):
         if any(s % t.itemsize for s in t.strides):
-            raise ArgumentError("the array's strides are not whole elements", loc)
+            raise ArgumentValueError("the array's strides are not whole elements", loc)
         return (t.ctypes.data, t.shape, tuple(s // t.itemsize for s in t.strides),
                 dt.from_numpy(t.dtype), "cpu")
     for attr, kind in (("__cuda_array_interface__", "cuda"), ("__array_interface__", "cpu")):
@@ -48,10 +48,10 @@ def _describe_array(t, loc):
                 strides = tuple(reversed(strides))
             else:
                 if any(s % npd.itemsize for s in strides):
-                    raise ArgumentError("the array's strides are not whole elements", loc)
+                    raise ArgumentValueError("the array's strides are not whole elements", loc)
                 strides = tuple(s // npd.itemsize for s in strides)
             return iface["data"][0], shape, strides, dt.from_numpy(npd), kind
-    raise ArgumentError(f"TensorDescriptor needs a torch tensor, a numpy array or an object with "
+    raise ArgumentTypeError(f"TensorDescriptor needs a torch tensor, a numpy array or an object with "
                         f"__cuda_array_interface__, got {type(t).__name__}", loc)
 
 
@@ -81,9 +81,9 @@ class TensorDescriptor:
         self.shape, self.strides, self.block_shape = shape, strides, block_shape
         self.layout = getattr(layout, "value", layout)
         if padding not in ("zero", "nan"):
-            raise ArgumentError(f"padding must be 'zero' or 'nan', got {padding!r}", loc)
+            raise ArgumentValueError(f"padding must be 'zero' or 'nan', got {padding!r}", loc)
         if padding == "nan" and not self.dtype.is_floating:
-            raise ArgumentError("padding='nan' needs a floating-point tensor", loc)
+            raise ArgumentValueError("padding='nan' needs a floating-point tensor", loc)
         self.padding = padding
         self._check(loc)
 
@@ -126,45 +126,45 @@ class TensorDescriptor:
         rank = len(self.shape)
         item = self.dtype.bits // 8
         if self.dtype.is_ptr or self.dtype.is_bool or item == 0:
-            raise ArgumentError(f"TMA copies numbers; a {self.dtype} tensor cannot be described", loc)
+            raise ArgumentValueError(f"TMA copies numbers; a {self.dtype} tensor cannot be described", loc)
         if not 1 <= rank <= 5:
-            raise ArgumentError(f"a TMA descriptor has rank 1 to 5; this tensor has rank {rank}", loc)
+            raise ArgumentValueError(f"a TMA descriptor has rank 1 to 5; this tensor has rank {rank}", loc)
         if len(self.strides) != rank or len(self.block_shape) != rank:
-            raise ArgumentError(f"shape {self.shape}, strides {self.strides} and block_shape "
+            raise ArgumentValueError(f"shape {self.shape}, strides {self.strides} and block_shape "
                                 f"{self.block_shape} must all have {rank} entries", loc)
         if self.strides[-1] != 1:
-            raise ArgumentError(f"the last dimension must be contiguous (stride 1), got strides "
+            raise ArgumentValueError(f"the last dimension must be contiguous (stride 1), got strides "
                                 f"{self.strides}", loc, notes=("pass t.contiguous() or a view whose "
                                                                "last dimension is dense",))
         if self._address % 16:
-            raise ArgumentError(f"the tensor's address {self._address:#x} is not 16-byte aligned, as "
+            raise ArgumentValueError(f"the tensor's address {self._address:#x} is not 16-byte aligned, as "
                                 "TMA requires", loc)
         for d, s in enumerate(self.strides[:-1]):
             if (s * item) % 16:
-                raise ArgumentError(f"stride {s} of dimension {d} is {s * item} bytes; TMA needs every "
+                raise ArgumentValueError(f"stride {s} of dimension {d} is {s * item} bytes; TMA needs every "
                                     "stride but the last to be a multiple of 16 bytes", loc,
                                     notes=("pad the rows (e.g. allocate a wider tensor and slice it)",))
             if s * item >= 1 << 40:
-                raise ArgumentError(f"stride {s} of dimension {d} is past TMA's 2**40-byte limit", loc)
+                raise ArgumentValueError(f"stride {s} of dimension {d} is past TMA's 2**40-byte limit", loc)
         for d, n in enumerate(self.shape):
             if not 1 <= n <= 1 << 32:
-                raise ArgumentError(f"dimension {d} has size {n}; TMA takes 1 to 2**32", loc)
+                raise ArgumentValueError(f"dimension {d} has size {n}; TMA takes 1 to 2**32", loc)
         for d, b in enumerate(self.block_shape):
             if not 1 <= b <= _MAX_BOX:
-                raise ArgumentError(f"block dimension {d} is {b}; TMA boxes take 1 to {_MAX_BOX} "
+                raise ArgumentValueError(f"block dimension {d} is {b}; TMA boxes take 1 to {_MAX_BOX} "
                                     "elements per dimension", loc)
             if b & (b - 1):
-                raise ArgumentError(f"block dimension {d} is {b}; block shapes must be powers of two "
+                raise ArgumentValueError(f"block dimension {d} is {b}; block shapes must be powers of two "
                                     "(they are shared-memory tiles)", loc)
         inner = self.block_shape[-1] * item
         if inner % 16:
-            raise ArgumentError(f"the block's last dimension is {inner} bytes; TMA needs a multiple of "
+            raise ArgumentValueError(f"the block's last dimension is {inner} bytes; TMA needs a multiple of "
                                 "16 bytes", loc)
         lay = self.layout
         if type(lay).__name__ != "NVMMASharedLayout":
-            raise ArgumentError(f"a TMA descriptor's layout must be a gl.NVMMASharedLayout, got {lay!r}",
+            raise ArgumentTypeError(f"a TMA descriptor's layout must be a gl.NVMMASharedLayout, got {lay!r}",
                                 loc, notes=("use gl.NVMMASharedLayout.get_default_for(block_shape, dtype)",))
         try:
             lay.verify(tuple(self.block_shape[-getattr(lay, "rank", 2):]), self.dtype.bits, loc=loc)
         except Exception as e:  # a LayoutError: repeat it as an argument error at this line
-            raise ArgumentError(f"the layout does not fit the block: {getattr(e, 'message', e)}", loc) from None
+            raise ArgumentValueError(f"the layout does not fit the block: {getattr(e, 'message', e)}", loc) from None
