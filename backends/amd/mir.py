@@ -234,6 +234,11 @@ class Inst:
             elif isinstance(x, Sub):
                 yield x.reg
 
+    def mentioned(self):
+        """Every register the instruction defines or uses."""
+        yield from self.regs("defs")
+        yield from self.regs("uses")
+
     def __repr__(self):
         return render_inst(self)
 

@@ -17,17 +17,8 @@ import heapq
 
 from gluon_trace.errors import CompileError
 
-from .mir import Inst, Label, Reg, Sub, strip
+from .mir import Inst, Label, Reg
 from .spill import Scratch, choose_victims, drop_redundant_reloads, spill_sgprs, spill_vgprs
-
-
-def _mentions(inst: Inst):
-    for x in (*inst.defs, *inst.uses):
-        x = strip(x)
-        if isinstance(x, Reg):
-            yield x
-        elif isinstance(x, Sub):
-            yield x.reg
 
 
 def live_intervals(code: list, loops: list) -> dict:
@@ -36,7 +27,7 @@ def live_intervals(code: list, loops: list) -> dict:
     for k, inst in enumerate(code):
         if not isinstance(inst, Inst):
             continue
-        for r in _mentions(inst):
+        for r in inst.mentioned():
             if r not in iv:
                 iv[r] = [-1 if r.fixed is not None else k, k]
             else:
@@ -176,5 +167,5 @@ def check_assigned(code: list) -> None:
     for inst in code:
         if isinstance(inst, Label):
             continue
-        for r in _mentions(inst):
+        for r in inst.mentioned():
             assert r.phys is not None, f"unallocated {r!r} in {inst!r}"

@@ -176,15 +176,6 @@ def _at(insts, loc):
 
 # -- choosing what to spill ----------------------------------------------------------------------
 
-def _mentioned(inst):
-    for x in (*inst.defs, *inst.uses):
-        x = strip(x)
-        if isinstance(x, Reg):
-            yield x
-        elif isinstance(x, Sub):
-            yield x.reg
-
-
 def _loop_depth(code: list, loops: list) -> list:
     pos = {id(x): k for k, x in enumerate(code)}
     delta = [0] * (len(code) + 1)
@@ -272,7 +263,7 @@ def _rewrite(code: list, victims: list, reload, writeback, sc: Scratch) -> list:
     vic = {r.id for r in victims}
     out = []
     for inst in code:
-        if not isinstance(inst, Inst) or not any(r.id in vic for r in _mentioned(inst)):
+        if not isinstance(inst, Inst) or not any(r.id in vic for r in inst.mentioned()):
             out.append(inst)
             continue
         whole: dict = {}    # victim id -> temp for the whole register
