@@ -271,6 +271,15 @@ class KernelLauncher:
         dev = getattr(a.base, "device", None)
         return getattr(dev, "index", None), cached[1]
 
+    def _one_device(self, dev, first, d, i, loc):
+        """(device, the argument that set it): every tensor of a launch on one device."""
+        if dev is None:
+            return d, self.names[i]
+        if d != dev:
+            raise LaunchValueError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
+                                   f"cuda:{dev}; all tensors of a launch must be on one device", loc)
+        return dev, first
+
     def _not_contiguous(self, name, what, loc):
         raise LaunchValueError(not_contiguous(name, self.graph.name, what), loc)
 
@@ -296,16 +305,12 @@ class KernelLauncher:
     def launch(self, grid, args, stream=None, loc=None) -> None:
         if len(args) != len(self.types):
             raise LaunchTypeError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
-        values, dev, used_torch = [], None, False
+        values, dev, first, used_torch = [], None, None, False
         for i, (a, t) in enumerate(zip(args, self.types)):
             if self.descs[i]:
                 d, tmap = self._tensordesc(i, a, loc)
                 if d is not None:
-                    if dev is None:
-                        dev, first = d, self.names[i]
-                    elif d != dev:
-                        raise LaunchValueError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
-                                               f"cuda:{dev}; all tensors of a launch must be on one device", loc)
+                    dev, first = self._one_device(dev, first, d, i, loc)
                 values.append(tmap)
                 values.extend(int(n) for n in a.shape)
                 used_torch |= type(a.base).__module__.startswith("torch")  # launch on torch's stream
@@ -313,11 +318,7 @@ class KernelLauncher:
                 p, d, is_t = self._pointer(i, a, loc)
                 used_torch |= is_t
                 if d is not None:
-                    if dev is None:
-                        dev, first = d, self.names[i]
-                    elif d != dev:
-                        raise LaunchValueError(f"argument `{self.names[i]}` is on cuda:{d} but `{first}` is on "
-                                          f"cuda:{dev}; all tensors of a launch must be on one device", loc)
+                    dev, first = self._one_device(dev, first, d, i, loc)
                 values.append(p)
             else:
                 values.append(self._scalar(i, a, loc))
