@@ -215,7 +215,8 @@ def _consumer(bufs, ready, empty, out_ptr, n, STAGES, BLOCK):
     gl.store(out_ptr + offs, acc)
 
 
-def make_ring(wait_empty: bool):
+def make_ring(wait_empty: bool, extra_items: int = 0):
+    """``extra_items``: how many more items the consumer waits for than the producer sends."""
     @gt.jit
     def ring(x_ptr, out_ptr, n, STAGES: gl.constexpr, BLOCK: gl.constexpr):
         bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
@@ -224,7 +225,7 @@ def make_ring(wait_empty: bool):
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
-        gl.warp_specialize([(_consumer, (bufs, ready, empty, out_ptr, n, STAGES, BLOCK)),
+        gl.warp_specialize([(_consumer, (bufs, ready, empty, out_ptr, n + extra_items, STAGES, BLOCK)),
                             (_producer, (bufs, ready, empty, x_ptr, n, STAGES, BLOCK, wait_empty))],
                            [1], [24])
     return ring
@@ -243,23 +244,10 @@ def test_partitions_waiting_on_each_other_report_every_wait():
     x = np.ones((4, 128), np.float32)
     out = np.zeros(128, np.float32)
     # consumer waits for 5 items but the producer sends 4: the consumer waits forever
-    k = make_ring(True)
-
-    @gt.jit
-    def short(x_ptr, out_ptr, n, STAGES: gl.constexpr, BLOCK: gl.constexpr):
-        bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BLOCK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        ready = mbarrier.allocate_mbarrier(batch=STAGES)
-        empty = mbarrier.allocate_mbarrier(batch=STAGES)
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=1)
-        gl.warp_specialize([(_consumer, (bufs, ready, empty, out_ptr, n + 1, STAGES, BLOCK)),
-                            (_producer, (bufs, ready, empty, x_ptr, n, STAGES, BLOCK, True))],
-                           [1], [24])
     with pytest.raises(InterpreterError) as e:
-        short[(1,)](x, out, 4, STAGES=2, BLOCK=128)
+        make_ring(True, extra_items=1)[(1,)](x, out, 4, STAGES=2, BLOCK=128)
     assert "deadlock" in str(e.value) and "the default partition" in str(e.value)
-    k[(1,)](x, out, 4, STAGES=2, BLOCK=128)
+    make_ring(True)[(1,)](x, out, 4, STAGES=2, BLOCK=128)
     assert (out == 4).all()
 
 
