@@ -7,7 +7,7 @@ from gluon_trace.addressing import contiguous_pointer_args, not_contiguous
 from gluon_trace.errors import ArgumentError, ArgumentTypeError, ArgumentValueError
 from gluon_trace.ir import TensorDescType
 
-from .interpreter import RULES, run
+from .interpreter import RULES, graph_facts, run
 from .memory import Memory, _as_numpy
 
 
@@ -27,9 +27,7 @@ class InterpreterBackend:
         values = []
         tma_arrays = {}
         contiguous = contiguous_pointer_args(graph)
-        if any(op.name == "smem_alloc" for op in graph.body.walk()):
-            from gluon_trace.smem_plan import plan
-            plan(graph, target="interpreter")  # over the limit: an error listing the buffers
+        graph_facts(graph)  # before any argument is touched: a kernel over the smem limit fails here
         for i, (v, name, a) in enumerate(zip(graph.args, graph.arg_names, args)):
             t = v.type.dtype
             if isinstance(v.type, TensorDescType):

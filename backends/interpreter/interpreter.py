@@ -555,15 +555,28 @@ def _exec(p: Program, block: Block, env: dict) -> list:
     return []
 
 
+def graph_facts(graph: Graph) -> tuple[bool, frozenset | None]:
+    """(has async wgmmas, ops the backends put a barrier before or None without shared memory),
+    worked out once per graph; a kernel over the shared-memory limit is refused here, every time."""
+    facts = getattr(graph, "_interpreter_facts", None)
+    if facts is None:
+        ops = list(graph.body.walk())
+        strict = any(op.name == "wgmma" and op.attrs.get("is_async") for op in ops)
+        need = None
+        if any(op.name == "smem_alloc" for op in ops):
+            from gluon_trace.membar import barriers
+            from gluon_trace.smem_plan import plan
+            plan(graph, target="interpreter")  # over the limit: an error listing the buffers
+            need = frozenset(barriers(graph))
+        facts = graph._interpreter_facts = (strict, need)
+    return facts
+
+
 def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
     env0 = {}
     for v, a in zip(graph.args, args):
         env0[v] = a
-    strict = any(op.name == "wgmma" and op.attrs.get("is_async") for op in graph.body.walk())
-    need = None
-    if any(op.name == "smem_alloc" for op in graph.body.walk()):
-        from gluon_trace.membar import barriers
-        need = barriers(graph)
+    strict, need = graph_facts(graph)
     with np.errstate(all="ignore"):
         for z in range(grid[2]):
             for y in range(grid[1]):
