@@ -202,3 +202,19 @@ def test_fp8_round_trips_exactly_through_memory(rng):
     convert[(1,)](out, x)
     ref = np.clip(x, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
     assert np.array_equal(out, ref)
+
+
+def test_gpu_backends_refuse_fp8_at_the_users_line():
+    import gluon_trace as gt
+    from gluon_trace.errors import CompileError
+
+    @gt.jit
+    def widen(out_ptr, in_ptr):
+        L = gl.BlockedLayout([4], [gl.threads_per_warp()], [2], [0])
+        offs = gl.arange(0, 512, layout=L)
+        gl.store(out_ptr + offs, gl.load(in_ptr + offs).to(gl.float32))
+    k = widen.trace(gl.pointer(gl.float32), gl.pointer(gl.float8e5), num_warps=2)
+    for emit in (lambda: k.ptx("sm_90a"), lambda: k.amdgcn("gfx942")):
+        with pytest.raises(CompileError) as e:
+            emit()
+        assert "fp8" in str(e.value) and "test_kernels.py" in str(e.value)
