@@ -100,5 +100,9 @@ def _block(block: Block, state: frozenset, roots, out: set, overlap) -> frozense
         if conflict:
             out.add(op)
             state = frozenset()
+        if op.name == "tma_load":
+            # its bytes become visible through the mbarrier each reader waits on itself; a bar.sync
+            # would order nothing here (only the WAR/WAW hazard before the copy is issued needs one)
+            writes = set()
         state = state | {(a, "r") for a in reads} | {(a, "w") for a in writes}
     return state

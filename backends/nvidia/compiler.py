@@ -102,7 +102,10 @@ def build(graph: Graph, target: str) -> CompiledKernel:
     cubin, info = ptxas.assemble(text, target, line_locs, name)
     extra = {"ptxas_version": info["ptxas_version"], "stack_bytes": info["stack"],
              "spill_loads": info["spill_loads"], "scratch_bytes": smem}
-    cap = register_cap(info["registers"], graph.num_warps, smem + info["static_smem"], target)
+    from .warpspec import launch_warps
+    warps = launch_warps(graph, target)
+    # a warp-specialized kernel sets its own .maxnreg (the pool its partitions share)
+    cap = None if warps != graph.num_warps else register_cap(info["registers"], warps, smem + info["static_smem"], target)
     if cap is not None:
         maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"
         capped = text.replace(maxntid, f"{maxntid}\n.maxnreg {cap}", 1)
@@ -117,7 +120,7 @@ def build(graph: Graph, target: str) -> CompiledKernel:
             extra.update(stack_bytes=info["stack"], spill_loads=info["spill_loads"])
     return CompiledKernel(name=name, target=target, asm=text, binary=cubin,
                           registers=info["registers"], shared_bytes=smem + info["static_smem"],
-                          spill_bytes=info["spill_stores"], num_warps=graph.num_warps,
+                          spill_bytes=info["spill_stores"], num_warps=warps,
                           threads_per_warp=32, extra=extra, arg_layout=arg_layout(graph))
 
 

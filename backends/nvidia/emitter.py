@@ -117,6 +117,20 @@ class Emitter:
             self.smem_plan = plan(graph, target=target)
             self.membar = barriers(graph, self.smem_plan)
         self.scratch_off = -(-(self.smem_plan.total if self.smem_plan else 0) // 16) * 16
+        # warp specialization: the default partition's barriers leave the workers out, and the
+        # scalars the workers read cross over in a few bytes above the buffers (warpspec.py)
+        from .warpspec import captured, find_op, plan
+        self.ws = plan(graph, target)
+        self.bar_text = "bar.sync 0;"
+        self.part, self.tid_base = 0, 0
+        self.part_scratch: dict[int, int] = {}
+        self.ws_tail: list[tuple[str, object]] = []
+        if self.ws is not None:
+            self.nthreads = 32 * self.ws.total_warps
+            self.bar_text = f"bar.sync 1, {32 * self.nw};"
+            self.ws_capture_off = self.scratch_off
+            self.ws_capture_bytes = 8 * len(captured(find_op(graph)))
+            self.scratch_off += -(-self.ws_capture_bytes // 16) * 16
         self.smem_bytes = self.scratch_off
         self.smem_dirty = False
         self.smem_reg = None
@@ -195,7 +209,11 @@ class Emitter:
         c = self.thread_cache.get("tid")
         if c is None:
             t, lane, warp = self.reg("b32"), self.reg("b32"), self.reg("b32")
-            self.pro(f"mov.u32 {t}, %tid.x;")
+            if self.tid_base:  # a worker partition: its threads count from its first warp
+                self.pro(f"mov.u32 {t}, %tid.x;")
+                self.pro(f"sub.u32 {t}, {t}, {self.tid_base};")
+            else:
+                self.pro(f"mov.u32 {t}, %tid.x;")
             self.pro(f"and.b32 {lane}, {t}, 31;")
             self.pro(f"shr.u32 {warp}, {t}, 5;")
             c = self.thread_cache["tid"] = (t, lane, warp)
@@ -344,20 +362,42 @@ class Emitter:
         r = self.thread_cache.get("scratch")
         if r is None:
             r = self.thread_cache["scratch"] = self.reg("b32")
-            self.pro(f"add.u32 {r}, {self.smem_start()}, {self.scratch_off};")
+            # a worker's scratch sits above the default partition's (they run at once); its
+            # offset is known once every partition is emitted
+            off = f"__GT_SCRATCH_{self.part}__" if self.part else self.scratch_off
+            self.pro(f"add.u32 {r}, {self.smem_start()}, {off};")
         return r
 
     def scratch(self, nbytes: int) -> str:
         """Start using the scratch region (``nbytes`` from its start); returns its base register."""
-        self.smem_bytes = max(self.smem_bytes, self.scratch_off + (nbytes + 15) // 16 * 16)
+        if self.part:
+            self.part_scratch[self.part] = max(self.part_scratch.get(self.part, 0), (nbytes + 15) // 16 * 16)
+        else:
+            self.smem_bytes = max(self.smem_bytes, self.scratch_off + (nbytes + 15) // 16 * 16)
         self.flags["scratch_uses"] = self.flags.get("scratch_uses", 0) + 1
         if self.smem_dirty:
-            self.emit("bar.sync 0;")
+            self.emit(self.bar_text)
         self.smem_dirty = True
         return self.smem_base()
 
     def barrier(self) -> None:
-        self.emit("bar.sync 0;")
+        self.emit(self.bar_text)
+
+    def partition(self, index: int, first_warp: int, warps: int, block: Block):
+        """Emit a worker partition's code apart: its own warps, thread index, barrier, CSE
+        table and thread-index cache (nothing computed for other warps is valid in it).
+        Returns (its prologue lines, its (text, loc) lines)."""
+        saved = (self.lines, self.prologue, self.thread_cache, self.memo, self.nw, self.bar_text,
+                 self.smem_dirty, self.lin_cache, self.part, self.tid_base, self.loc)
+        self.lines, self.prologue, self.thread_cache, self.memo = [], [], {}, [{}]
+        self.nw, self.bar_text, self.smem_dirty, self.lin_cache = warps, f"bar.sync {1 + index}, {32 * warps};", False, {}
+        self.part, self.tid_base = index, 32 * first_warp
+        try:
+            self.run_block(block, [])
+            return self.prologue, self.lines
+        finally:
+            (self.lines, self.prologue, self.thread_cache, self.memo, self.nw, self.bar_text,
+             self.smem_dirty, self.lin_cache, self.part, self.tid_base, self.loc) = saved
 
     # -- values ---------------------------------------------------------------------------------
     def const_reg(self, value, t: dt.dtype) -> str:
@@ -482,7 +522,19 @@ class Emitter:
         """Emit the whole kernel: (PTX text, {PTX line number: SourceLoc})."""
         decls = self.params()
         self.loc = None
+        if self.ws is not None:
+            self.ws_labels = (self.label("ws_workers"), self.label("ws_join"))
         self.run_block(self.g.body, [])
+        if self.ws is not None:
+            from .warpspec import worker_branch
+            self.lines[:0] = worker_branch(self)
+            self.lines.append(("ret;", None))
+            self.lines.extend(self.ws_tail)
+            for part, n in sorted(self.part_scratch.items()):  # each worker's scratch above the last
+                self.prologue = [x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)) for x in self.prologue]
+                self.lines = [(x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)), loc)
+                              for x, loc in self.lines]
+                self.smem_bytes += n
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
                "//", f".version {PTX_VERSION}", f".target {self.target}", ".address_size 64", ""]
         files = {}
@@ -501,6 +553,8 @@ class Emitter:
         out.append(",\n".join("\t" + d for d in decls))
         out.append(")")
         out.append(f".maxntid {self.nthreads}, 1, 1")
+        if self.ws is not None and self.ws.start_regs:
+            out.append(f".maxnreg {self.ws.start_regs}")
         out.append("{")
         for cls, n in self.counts.items():
             if n:

@@ -191,7 +191,7 @@ class KernelLauncher:
         base = ctypes.addressof(self.buf)
         self.ptrs = (ctypes.c_void_p * max(len(offs), 1))(*[base + o for o in offs])
         self.params = ctypes.addressof(self.ptrs)
-        self.nthreads = 32 * graph.num_warps
+        self.nthreads = 32 * ck.num_warps  # warp-specialized kernels: every partition's warps
         self.smem = ck.shared_bytes
         self.fn = self.drv.cu.CUfunction(int(self.kern))
         self.lock = threading.Lock()

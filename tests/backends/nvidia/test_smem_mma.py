@@ -377,23 +377,10 @@ def test_f16_accumulator_passes_as_f16x2_words():
     assert sum(c0 in produced and c1 in produced for _, _, c0, c1 in mmas) == 3  # chained as words
 
 
-def test_warp_specialize_is_still_refused_before_anything_else():
-    # (mbarriers, TMA and wgmma are lowered now: rules_hopper.py, tests/backends/nvidia/test_hopper.py)
-    from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
-    from gluon_trace.nvidia.hopper import TensorDescriptor
-    nv = gl.NVMMASharedLayout.get_default_for
-    x = np.zeros((128, 128), np.float16)
-    d = TensorDescriptor.from_tensor(x, [64, 64], nv([64, 64], gl.float16))
-    g = matmul_hopper_ws.trace(d, d, d, 128, 128, 128, STAGES=2, GROUP_M=2, target="sm_90a").graph
-    with pytest.raises(CompileError, match="warp_specialize: warp specialization runs") as e:
-        emit(g, "sm_90a")
-    assert e.value.loc is not None
-
-
 def test_amd_mma_is_refused_with_the_nvidia_alternative():
     from gluon_trace.backends.nvidia import rules_tensorcore
     assert "mfma" in rules_tensorcore.UNLOWERED and "mma_v2" not in rules_tensorcore.UNLOWERED
-    assert "smem_load" not in rules_tensorcore.UNLOWERED and "warp_specialize" in rules_tensorcore.UNLOWERED
+    assert "smem_load" not in rules_tensorcore.UNLOWERED and "dot_fma" in rules_tensorcore.UNLOWERED
 
 
 # -- GPU ---------------------------------------------------------------------------------------

@@ -1,0 +1,220 @@
+"""warp_specialize on NVIDIA (backends/nvidia/warpspec.py).
+
+CPU: the shape of the code (workers branch away at the start and meet the default partition
+at two CTA barriers; each partition's own barriers are named and counted; captured scalars
+cross through shared memory; setmaxnreg moves registers on sm_90a; a worker's reduction
+scratch sits above the default's), ptxas assembling it, the launch width in the compile
+summary, and the refusal of a form the backend does not lower. The partitions run
+concurrently and spin on mbarriers, which the lockstep PTX simulator cannot interleave, so
+execution is proven on the GPU (``pytest -m gpu``) and in the interpreter, which runs the
+partitions as threads and checks their synchronisation.
+"""
+import re
+
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.errors import CompileError
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
+from gluon_trace.language.nvidia.hopper import mbarrier
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia import ptxas  # noqa: E402
+from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from gluon_trace.backends.nvidia.warpspec import plan  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def _produce(buf, bar, x_ptr, out_ptr, N):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    x = gl.load(x_ptr + gl.arange(0, N, layout=lay))
+    buf.store(x * 2.0)
+    gl.store(out_ptr + N, gl.sum(x, axis=0))   # a reduction in the worker: scratch of its own
+    mbarrier.arrive(bar)
+
+
+def _consume(buf, bar, out_ptr, N, bias):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    mbarrier.wait(bar, 0)
+    y = buf.load(lay)
+    gl.store(out_ptr + gl.arange(0, N, layout=lay), y + bias)
+    gl.store(out_ptr + N + 1, gl.max(y, axis=0))
+
+
+@gt.jit
+def handoff(x_ptr, out_ptr, n, N: gl.constexpr, WORKER_WARPS: gl.constexpr):
+    """out[:N] = 2x + (n - 1), out[N] = sum(x) (worker), out[N+1] = max(2x) (default)."""
+    buf = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    bias = (n - 1).to(gl.float32)   # computed before the op: the default's, used by the default
+    gl.warp_specialize([(_consume, (buf, bar, out_ptr, N, bias)),
+                        (_produce, (buf, bar, x_ptr, out_ptr, N))], [WORKER_WARPS], [48])
+
+
+def _handoff_graph(target, worker_warps=2, num_warps=4):
+    return handoff.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32, N=256,
+                         WORKER_WARPS=worker_warps, num_warps=num_warps, target=target).graph
+
+
+def _assemble(text, locs, name, target):
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(str(e))
+    return ptxas.assemble(text, target, locs, name)[1]
+
+
+def test_handoff_runs_in_the_interpreter():
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    out = np.full(258, np.nan, np.float32)
+    handoff[(1,)](x, out, 5, N=256, WORKER_WARPS=2, num_warps=4, backend="interpreter", target="sm_90")
+    np.testing.assert_allclose(out[:256], 2 * x + 4, rtol=1e-6)
+    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64), rtol=1e-5)
+    assert out[257] == (2 * x).max()
+
+
+def test_partitions_branch_meet_and_use_their_own_barriers():
+    text, locs, smem = emit(_handoff_graph("sm_90"), "sm_90")
+    assert ".maxntid 192, 1, 1" in text          # 4 default warps + 2 worker warps, no padding
+    assert "setmaxnreg" not in text and ".maxnreg" not in text   # sm_90: no register moves
+    body = text[text.index("{"):]
+    first = re.search(r"setp\.ge\.u32 (%p\d+), (%r\d+), 128;\n\t@\1 bra (\$L_ws_workers_\d+);", body)
+    assert first, "workers (threads >= 128) jump away before any code of the default partition"
+    # CTA-wide barriers: the start and the join, on each side; nothing else waits for everybody
+    assert body.count("bar.sync 0;") == 4
+    head = body.index(first.group(3) + ":")
+    default, workers = body[:head], body[head:]
+    assert set(re.findall(r"bar\.sync 1, (\d+);", default)) == {"128"}
+    assert "bar.sync 2," not in default and "bar.sync 1," not in workers
+    assert set(re.findall(r"bar\.sync 2, (\d+);", workers)) == {"64"}   # the worker's reduction and arrive
+    # the worker's thread index counts from its first thread
+    assert re.search(r"mov\.u32 (%r\d+), %tid\.x;\n\tsub\.u32 \1, \1, 128;", workers)
+    # the default's scalars the worker reads (its pointers) cross in shared memory, into the same registers
+    stored = dict((r, off) for off, r in re.findall(r"st\.shared\.b\d+ \[%r\d+\+(\d+)\], (%r\w*\d+);", default))
+    loaded = dict((r, off) for r, off in re.findall(r"ld\.shared\.b\d+ (%r\w*\d+), \[%r\d+\+(\d+)\];", workers))
+    assert stored and stored == loaded
+    assert "__GT_SCRATCH" not in text
+    _assemble(text, locs, "handoff", "sm_90")
+
+
+def test_worker_scratch_sits_above_the_default_partitions():
+    text, _, smem = emit(_handoff_graph("sm_90"), "sm_90")
+    head = re.search(r"\n\$L_ws_workers_\d+:", text).start()
+    offs = [int(o) for o in re.findall(r"add\.u32 %r\d+, %r\d+, (\d+);", text[head:])]
+    default_scratch = [int(o) for o in re.findall(r"add\.u32 %r\d+, %r\d+, (\d+);", text[:head])]
+    assert offs and max(offs) >= max(default_scratch, default=0)
+    assert smem > max(offs)
+
+
+def test_sm90a_moves_registers_between_warpgroups():
+    text, locs, _ = emit(_handoff_graph("sm_90a"), "sm_90a")
+    p = plan(_handoff_graph("sm_90a"), "sm_90a")
+    assert p.spans == (4,) and p.total_warps == 8        # the 2-warp worker padded to a warpgroup
+    assert ".maxntid 256, 1, 1" in text and f".maxnreg {p.start_regs}" in text
+    assert f"setmaxnreg.inc.sync.aligned.u32 {p.default_regs};" in text
+    assert "setmaxnreg.dec.sync.aligned.u32 48;" in text
+    assert p.default_regs * 128 + 48 * 128 <= p.start_regs * 256   # the CTA's pool covers both
+    # the padding warps (6, 7) execute the worker's setmaxnreg, then go to the join
+    pad = re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32 48;\n\tsub\.u32 %r\d+, %r\d+, 4;\n\t"
+                    r"setp\.ge\.u32 (%p\d+), %r\d+, 2;\n\t@\1 bra \$L_ws_join_\d+;", text)
+    assert pad
+    _assemble(text, locs, "handoff", "sm_90a")
+
+
+def _ws_gemm_graph(bm, bn, bk, warps, stages=3):
+    gd = gl.bfloat16
+    mk = lambda blk: TensorDescriptor.type_spec(gd, blk, NV(blk, gd))  # noqa: E731
+    return matmul_hopper_ws.trace(mk([bm, bk]), mk([bk, bn]), mk([bm, bn]), gl.int32, gl.int32, gl.int32,
+                                  STAGES=stages, GROUP_M=8, num_warps=warps, target="sm_90a").graph
+
+
+@pytest.mark.parametrize("bm, bn, bk, warps", [(128, 256, 64, 8), (128, 128, 64, 4)])
+def test_warp_specialized_gemm_assembles(bm, bn, bk, warps):
+    g = _ws_gemm_graph(bm, bn, bk, warps)
+    text, locs, _ = emit(g, "sm_90a")
+    head = re.search(r"\n\$L_ws_workers_\d+:", text).start()
+    assert "wgmma.mma_async" in text[:head] and "wgmma" not in text[head:]
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in text[head:]       # the producer's loads
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" not in text[:head]
+    info = _assemble(text, locs, "matmul_hopper_ws", "sm_90a")
+    assert not info["spill_stores"] and not info["stack"]
+
+
+def test_compile_summary_counts_every_partitions_warps():
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(str(e))
+    k = handoff.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32, N=256, WORKER_WARPS=2,
+                      num_warps=4, target="sm_90a")
+    ck = k.compile("sm_90a")
+    assert ck.num_warps == 8
+
+
+def _looped(out_ptr, T):
+    for _ in gl.range(0, T):
+        gl.warp_specialize([(lambda: None, ()), (lambda: None, ())], [1], [24])
+
+
+@gt.jit
+def ws_in_loop(out_ptr, T):
+    _looped(out_ptr, T)
+
+
+def test_warp_specialize_inside_a_loop_is_refused_with_the_line():
+    g = ws_in_loop.trace(gl.pointer(gl.float32), gl.int32, target="sm_90a").graph
+    with pytest.raises(CompileError, match="one warp_specialize per kernel, at the kernel's top level") as e:
+        emit(g, "sm_90a")
+    assert e.value.loc is not None and e.value.loc.file.endswith("test_warpspec.py")
+
+
+# -- GPU ---------------------------------------------------------------------------------------
+
+def _gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a machine with an NVIDIA GPU")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("needs a Hopper GPU (sm_90)")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("worker_warps, num_warps", [(1, 4), (2, 4), (4, 8)])
+def test_gpu_handoff(worker_warps, num_warps):
+    torch = _gpu()
+    x = torch.randn(256, device="cuda")
+    out = torch.full((258,), float("nan"), device="cuda")
+    handoff[(3,)](x, out, 7, N=256, WORKER_WARPS=worker_warps, num_warps=num_warps, backend="nvidia")
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[:256], 2 * x + 6)
+    torch.testing.assert_close(out[256], x.sum(), rtol=1e-5, atol=1e-5)
+    assert out[257].item() == (2 * x).max().item()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 520, 333), (4096, 4096, 256), (128, 1024, 2048)])
+@pytest.mark.parametrize("bm, bn, bk, warps, stages", [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4)])
+def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, bm, bn, bk, warps, stages):
+    torch = _gpu()
+
+    def padded(rows, cols, fill=None):   # TMA needs 16-byte row strides
+        wide = -(-cols // 8) * 8
+        t = torch.randn(rows, wide, device="cuda") if fill is None else torch.full((rows, wide), fill, device="cuda")
+        return t.to(torch.bfloat16)[:, :cols]
+    a, b, c = padded(m, k), padded(k, n), padded(m, n, float("nan"))
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    tiles = -(-m // bm) * -(-n // bn)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    matmul_hopper_ws[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8, num_warps=warps,
+                                         backend="nvidia")
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
