@@ -22,10 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 HOPPER = [  # (BM, BN, BK, STAGES, num_warps): TMA + mbarrier ring + wgmma, persistent
-    (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 256, 64, 4, 8),
+    (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8),
+]
+WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
+    (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8),
 ]
 
 CONFIGS = [  # (BM, BN, BK, STAGES, num_warps)
@@ -49,6 +53,9 @@ def gpu_time(fn, reps=30, warmup=3) -> float:
         e.synchronize()
         times.append(s.elapsed_time(e))
     return statistics.median(times)
+
+
+_last_triton_kernel = None  # the compiled kernel of the last launch (perf/gemm_probe.py reads its PTX)
 
 
 def triton_matmul():
@@ -84,8 +91,9 @@ def triton_matmul():
         m, k = a.shape
         n = b.shape[1]
         grid = (triton.cdiv(m, 128) * triton.cdiv(n, 256),)
-        kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BM=128, BN=256, BK=64,
-                     GROUP=8, num_warps=8, num_stages=3)
+        global _last_triton_kernel
+        _last_triton_kernel = kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0), BM=128,
+                                           BN=256, BK=64, GROUP=8, num_warps=8, num_stages=3)
     return run
 
 
@@ -97,7 +105,7 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
     bm, bn, bk, stages, warps = cfg
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
@@ -105,8 +113,8 @@ def hopper_run(cfg, a, b, c, shape):
     db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
-    return lambda: matmul_hopper[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
-                                              num_warps=warps, backend="nvidia")
+    return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
+                                       num_warps=warps, backend="nvidia")
 
 
 def fastest(name, configs, shape, ref, make):
@@ -152,6 +160,8 @@ def main() -> int:
         shape = (m, n, k)
         best = fastest("mma.sync", CONFIGS, shape, ref, lambda cfg, c: ampere_run(cfg, a, b, c, shape))
         best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape))
+        best_ws = fastest("hopper-ws", WS, shape, ref,
+                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_ws))
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
@@ -162,6 +172,10 @@ def main() -> int:
                        hopper_ratio_to_cublas=cublas / best_h[0])
             print(f"{m}x{n}x{k} bf16: ours (TMA + wgmma) {row['hopper_tflops']:.0f} TFLOP/s {best_h[1]} | "
                   f"ratio to cuBLAS {row['hopper_ratio_to_cublas']:.3f}")
+        if best_ws:
+            row.update(ws_tflops=flop / best_ws[0] / 1e9, ws_config=best_ws[1], ws_ratio_to_cublas=cublas / best_ws[0])
+            print(f"{m}x{n}x{k} bf16: ours (warp-specialized) {row['ws_tflops']:.0f} TFLOP/s {best_ws[1]} | "
+                  f"ratio to cuBLAS {row['ws_ratio_to_cublas']:.3f}")
         rows.append(row)
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "
