@@ -326,8 +326,8 @@ class Launcher:
             return
         specs = [part[1] for part in fn._key(dict(zip(names, args)), {}, loc)[0][:len(args)]]
         f = make(traced.graph, specs, exp)
+        fn._fast_keys.add(key)  # tried: a backend that declined is not asked again each launch
         if f is not None:
-            fn._fast_keys.add(key)
             fn._fast.insert(0, f)
             del fn._fast[8:]
 

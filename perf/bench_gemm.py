@@ -1,13 +1,14 @@
-"""GEMM on the GPU: the tensor-core kernels that are lowered today, beside cuBLAS (torch.matmul)
-and Triton's matmul (when Triton is installed), measured in one run on one device.
+"""GEMM on the GPU: the tensor-core kernels of gluon_trace/kernels/ beside cuBLAS (torch.matmul)
+and Triton's tutorial matmul (when Triton is installed), measured in one run on one device.
 
     python perf/bench_gemm.py      # prints a table, writes perf/results/gemm-<device>.json
 
-Today this is the Ampere-style path (cp.async ring + mma.sync, gluon_trace/kernels/
-matmul_ampere.py) run on whatever GPU is present: the issue's "Ampere-path GEMM on the H100"
-row, a report rather than a target (an H100's peak needs wgmma and TMA, not lowered yet).
+Kernels: the Hopper GEMM (TMA + mbarrier ring + wgmma, persistent), its warp-specialized form
+(a producer warp issues TMA, consumer warpgroups run wgmma), and the Ampere-style path
+(cp.async ring + mma.sync; the issue's "Ampere-path GEMM on the H100" row, a report).
 Each configuration is checked against torch before it is timed. Times: CUDA events around
-each launch after warm-up (the host's launch work hidden behind a GPU busy-wait), median.
+each launch after warm-up (the host's launch work hidden behind a GPU busy-wait several times
+as long as the measured host time), median; the host time of one launch is reported too.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import json
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -39,14 +41,31 @@ CONFIGS = [  # (BM, BN, BK, STAGES, num_warps)
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (128, 8192, 8192)]
 
 
+HOST_US: dict = {}  # id(fn) -> host time of one call, microseconds (reported beside GPU times)
+
+
+def host_time(fn) -> float:
+    """Seconds the host spends in one call (launch work; the GPU runs it asynchronously)."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def gpu_time(fn, reps=30, warmup=3) -> float:
+    """Median GPU milliseconds of ``fn``, the host's launch work hidden: before each timed call
+    the GPU spins for several times as long as the host takes to launch (measured here), so
+    the start event is not recorded long before the kernel can start."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    host = min(host_time(fn) for _ in range(3))
+    HOST_US[id(fn)] = host * 1e6
+    torch.cuda.synchronize()
+    spin = int(max(100_000, 4 * host * 2.0e9))  # cycles at ~2 GHz
     times = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(100_000)
+        torch.cuda._sleep(spin)
         s.record()
         fn()
         e.record()
@@ -136,7 +155,7 @@ def fastest(name, configs, shape, ref, make):
             print(f"  {name} {shape} {cfg}: {type(e).__name__}: {str(e)[:300]}")
             continue
         if best is None or t < best[0]:
-            best = (t, cfg)
+            best = (t, cfg, HOST_US.get(id(run), 0.0))
     return best
 
 
@@ -148,7 +167,9 @@ def main() -> int:
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         ref = a.float() @ b.float()
         flop = 2.0 * m * n * k
-        cublas = gpu_time(lambda: torch.matmul(a, b))
+        mm = lambda: torch.matmul(a, b)  # noqa: E731
+        cublas = gpu_time(mm)
+        cublas_host = HOST_US.get(id(mm))
         t_tri = None
         if tri is not None:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -162,20 +183,21 @@ def main() -> int:
         best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape))
         best_ws = fastest("hopper-ws", WS, shape, ref,
                           lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_ws))
-        row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9,
+        row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
             row.update(ours_tflops=flop / best[0] / 1e9, config=best[1],
                        ratio_to_cublas=cublas / best[0], ratio_to_triton=(t_tri / best[0]) if t_tri else None)
         if best_h:
-            row.update(hopper_tflops=flop / best_h[0] / 1e9, hopper_config=best_h[1],
+            row.update(hopper_tflops=flop / best_h[0] / 1e9, hopper_config=best_h[1], hopper_host_us=best_h[2],
                        hopper_ratio_to_cublas=cublas / best_h[0])
             print(f"{m}x{n}x{k} bf16: ours (TMA + wgmma) {row['hopper_tflops']:.0f} TFLOP/s {best_h[1]} | "
-                  f"ratio to cuBLAS {row['hopper_ratio_to_cublas']:.3f}")
+                  f"ratio to cuBLAS {row['hopper_ratio_to_cublas']:.3f} | host {best_h[2]:.0f} us per launch")
         if best_ws:
-            row.update(ws_tflops=flop / best_ws[0] / 1e9, ws_config=best_ws[1], ws_ratio_to_cublas=cublas / best_ws[0])
+            row.update(ws_tflops=flop / best_ws[0] / 1e9, ws_config=best_ws[1], ws_host_us=best_ws[2],
+                       ws_ratio_to_cublas=cublas / best_ws[0])
             print(f"{m}x{n}x{k} bf16: ours (warp-specialized) {row['ws_tflops']:.0f} TFLOP/s {best_ws[1]} | "
-                  f"ratio to cuBLAS {row['ws_ratio_to_cublas']:.3f}")
+                  f"ratio to cuBLAS {row['ws_ratio_to_cublas']:.3f} | host {best_ws[2]:.0f} us per launch")
         rows.append(row)
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "

@@ -1,22 +1,41 @@
-"""One launch of the Hopper GEMM at 8192^3 bf16 (128x256x64, 3 stages, 8 warps), for Nsight
-Compute: ncu -k regex:matmul_hopper --section SpeedOfLight --section WarpStateStats
---metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active python perf/profile_gemm.py"""
+"""One launch of a GEMM at 8192^3 bf16 for Nsight Compute, e.g.
+
+    ncu -k regex:'matmul|kernel' --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+        --section WarpStateStats --section ComputeWorkloadAnalysis python perf/profile_gemm.py ws
+
+The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
+warp-specialized one), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
+configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps)."""
+import os
+import sys
+
 import torch
 
-from gluon_trace import language as gl
-from gluon_trace.kernels.matmul_hopper import matmul_hopper
-from gluon_trace.nvidia.hopper import TensorDescriptor
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws  # noqa: E402
+from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
+which = sys.argv[1] if len(sys.argv) > 1 else "hopper"
 m = n = k = 8192
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-lay = gl.NVMMASharedLayout.get_default_for
-da = TensorDescriptor.from_tensor(a, [128, 64], lay([128, 64], gl.bfloat16))
-db = TensorDescriptor.from_tensor(b, [64, 256], lay([64, 256], gl.bfloat16))
-dc = TensorDescriptor.from_tensor(c, [128, 256], lay([128, 256], gl.bfloat16))
-sms = torch.cuda.get_device_properties(0).multi_processor_count
+if which == "triton":
+    from bench_gemm import triton_matmul
+    tri = triton_matmul()
+    run = lambda: tri(a, b, c)  # noqa: E731
+else:
+    lay = gl.NVMMASharedLayout.get_default_for
+    da = TensorDescriptor.from_tensor(a, [128, 64], lay([128, 64], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [64, 256], lay([64, 256], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [128, 256], lay([128, 256], gl.bfloat16))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kern = matmul_hopper_ws if which == "ws" else matmul_hopper
+    run = lambda: kern[(sms,)](da, db, dc, m, n, k, STAGES=3, GROUP_M=8, num_warps=8, backend="nvidia")  # noqa: E731
 for _ in range(2):
-    matmul_hopper[(sms,)](da, db, dc, m, n, k, STAGES=3, GROUP_M=8, num_warps=8, backend="nvidia")
+    run()
 torch.cuda.synchronize()
-print("ok", (c.float()[:64, :64] - (a.float()[:64] @ b.float()[:, :64])).abs().max().item())
+print("ok", which, (c.float()[:64, :64] - (a.float()[:64] @ b.float()[:, :64])).abs().max().item())

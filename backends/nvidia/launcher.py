@@ -345,11 +345,13 @@ class KernelLauncher:
         arguments do not fit this specialization (the caller then takes the checked path).
         Only for torch tensors, Python ints/floats/bools and tuple/int grids."""
         torch = _torch()
-        if torch is None or any(self.descs):  # TMA descriptors take the checked path
+        if torch is None:
             return None
-        c = self._c_fast(torch, specs, expected_kwargs)
-        if c is not None:
-            return c
+        if not any(self.descs):  # the C path does not take TMA descriptors (yet): Python does
+            c = self._c_fast(torch, specs, expected_kwargs)
+            if c is not None:
+                return c
+        from gluon_trace.nvidia.hopper import TensorDescriptor
         g = {"Tensor": torch.Tensor, "EXP": dict(expected_kwargs), "S": self.buf, "pack": self.packer.pack_into,
              "launch": self.drv.cu.cuLaunchKernel, "F": self.fn, "P": self.params, "NT": self.nthreads,
              "SMEM": self.smem, "getstream": torch._C._cuda_getCurrentRawStream,
@@ -365,6 +367,26 @@ class KernelLauncher:
         dev = None
         for i, spec in enumerate(specs):
             t = spec.dtype
+            if self.descs[i]:
+                # the checked path encodes the CUtensorMap once per descriptor (a._tmap) and
+                # refuses a moved tensor; here the same facts are only re-checked
+                g["TDC"], g[f"TY{i}"] = TensorDescriptor, self.graph.args[i].type
+                rank = self.graph.args[i].type.rank
+                body += [f"    if a{i}.__class__ is not TDC or a{i}.ir_type != TY{i}: return False",
+                         f"    b{i} = a{i}.base",
+                         f"    if b{i}.__class__ is not Tensor and not isinstance(b{i}, Tensor): return False",
+                         f"    m{i} = a{i}.__dict__.get('_tmap')",
+                         f"    if m{i} is None or m{i}[0] != a{i}._address or b{i}.data_ptr() != m{i}[0]: return False",
+                         f"    s{i} = a{i}.shape",
+                         f"    if len(s{i}) != {rank}: return False"]
+                body.append(f"    p{i} = m{i}[1], " + ", ".join(f"s{i}[{d}]" for d in range(rank)))
+                if dev is None:
+                    dev = f"d{i}"
+                    body.append(f"    d{i} = b{i}.get_device()")
+                    body.append(f"    if d{i} < 0: return False")
+                else:
+                    body.append(f"    if b{i}.get_device() != {dev}: return False")
+                continue
             if t.is_ptr:
                 td = getattr(torch, _TORCH_NAMES.get(t.element.name, t.element.name), None)
                 if td is None:
@@ -412,7 +434,8 @@ class KernelLauncher:
             f"    if {dev} not in CFG or (NDEV > 1 and {dev} != getdev()): return False",
             f"    if stream is None: stream = getstream({dev})",
         ]
-        pack = [f"        pack(S, 0, {', '.join(f'p{i}' for i in range(n))})"] if n else []
+        vals = [f"*p{i}" if self.descs[i] else f"p{i}" for i in range(n)]
+        pack = [f"        pack(S, 0, {', '.join(vals)})"] if n else []
         body += ["    cs = STREAMS.get(stream)",
                  "    if cs is None:",
                  "        if stream.__class__ is not int or len(STREAMS) > 64: return False",

@@ -111,7 +111,12 @@ class TensorDescriptor:
 
     @property
     def ir_type(self) -> TensorDescType:
-        return TensorDescType(self.dtype, tuple(self.block_shape), self.layout, rank=self.rank)
+        # read on every launch: built once, again only if a field it depends on was reassigned
+        key = (self.dtype, tuple(self.block_shape), self.layout, len(self.shape))
+        cached = self.__dict__.get("_ir")
+        if cached is None or cached[0] != key:
+            cached = self._ir = (key, TensorDescType(self.dtype, key[1], self.layout, rank=key[3]))
+        return cached[1]
 
     def current_address(self) -> int:
         """The base tensor's address now (a launch compares it with the one described)."""

@@ -254,7 +254,7 @@ def test_launcher_packs_descriptors_where_the_ptx_declares_them(monkeypatch):
     raw = bytes(range(128))
     k.packer.pack_into(k.buf, 0, raw, 100, 130, raw, 7, 9)
     assert bytes(k.buf)[192:320] == raw and np.frombuffer(bytes(k.buf)[320:328], np.uint32).tolist() == [7, 9]
-    assert k.fast([], {}) is None                     # the generated fast paths decline TMA kernels
+    assert k.fast([], {}) is None                     # no fast path without the arguments' specs
 
 
 def test_launcher_refuses_bad_descriptor_arguments(monkeypatch):
@@ -553,6 +553,35 @@ def test_gpu_moved_tensor_is_refused_before_launch():
     d.base = torch.zeros(64, 64, device="cuda")   # as if the storage had been reallocated
     with pytest.raises(LaunchError, match="moved"):
         copy2d[(1, 1)](d, d, backend=NVIDIA)
+
+
+@pytest.mark.gpu
+def test_gpu_tma_kernels_take_the_fast_path_and_keep_its_checks():
+    """Repeated launches with descriptors go through the generated fast path (no re-binding,
+    re-keying or re-encoding per launch); a descriptor it cannot vouch for (a new one, a moved
+    tensor) falls back to the checked path, which encodes it or refuses it."""
+    torch = _gpu()
+    from gluon_trace.errors import LaunchError
+    x = torch.randn(64, 128, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    dx = TensorDescriptor.from_tensor(x, [64, 64], NV([64, 64], gl.float32))
+    dy = TensorDescriptor.from_tensor(y, [64, 64], NV([64, 64], gl.float32))
+    copy2d._fast.clear()
+    copy2d._fast_keys.clear()
+    for _ in range(3):
+        copy2d[(1, 2)](dx, dy, backend=NVIDIA)
+    assert copy2d._fast, "no fast launcher was registered for a TMA kernel"
+    torch.cuda.synchronize()
+    assert torch.equal(y, x)
+    x2 = torch.randn(64, 128, device="cuda")    # a new descriptor: encoded once, then fast
+    d2 = TensorDescriptor.from_tensor(x2, [64, 64], NV([64, 64], gl.float32))
+    for _ in range(2):
+        copy2d[(1, 2)](d2, dy, backend=NVIDIA)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x2)
+    d2.base = torch.zeros(64, 128, device="cuda")   # as if reallocated: refused, not launched
+    with pytest.raises(LaunchError, match="moved"):
+        copy2d[(1, 2)](d2, dy, backend=NVIDIA)
 
 
 def _padded(torch, rows, cols, dtype, fill=None):
