@@ -54,7 +54,16 @@ class Emitter:
         self.vals: dict = {}
         self.memo: dict = {}        # hoisted computations, valid everywhere
         self.loc = None
-        self.lds_size = 0
+        # the kernel's shared buffers (smem_plan offsets) and the barriers membar places; the
+        # backend's own LDS scratch (reductions, conversions) lives above the buffers
+        self.smem_plan, self.membar = None, set()
+        if any(op.name == "smem_alloc" for op in graph.body.walk()):
+            from gluon_trace.membar import barriers
+            from gluon_trace.smem_plan import plan
+            self.smem_plan = plan(graph, target=self.t.name)
+            self.membar = barriers(graph, self.smem_plan)
+        self.scratch_off = -(-(self.smem_plan.total if self.smem_plan else 0) // 16) * 16
+        self.lds_size = self.scratch_off
         self.lds_dirty = False
         self.loop_depth = 0
         self._labels = 0
@@ -370,9 +379,12 @@ class Emitter:
         return self.hidden[name]
 
     def use_lds(self, nbytes: int) -> None:
-        if nbytes > 65536:
-            raise self.error(f"this op needs {nbytes} bytes of LDS; a workgroup has 65536")
-        self.lds_size = max(self.lds_size, nbytes)
+        """Scratch of ``nbytes`` for this op, above the kernel's shared buffers."""
+        need = self.scratch_off + nbytes
+        if need > 65536:
+            bufs = f" above the kernel's {self.scratch_off} bytes of shared buffers" if self.scratch_off else ""
+            raise self.error(f"this op needs {nbytes} bytes of LDS scratch{bufs}; a workgroup has 65536")
+        self.lds_size = max(self.lds_size, need)
 
     def barrier(self) -> None:
         self.emit("s_barrier", kind="barrier")

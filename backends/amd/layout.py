@@ -230,11 +230,14 @@ def ds_ops(n: int):
 
 
 def lds_store(em, addr, off: int, x, n: int) -> None:
+    """A scratch store (offsets are relative to the scratch region above the buffers)."""
+    off += em.scratch_off
     em.emit(ds_ops(n)[0], [], [addr, em.to_v(x)], suffix=f"offset:{off}" if off else "",
             kind="lds_store")
 
 
 def lds_load(em, addr, off: int, n: int):
+    off += em.scratch_off
     r = em.v(n)
     em.emit(ds_ops(n)[1], [r], [addr], suffix=f"offset:{off}" if off else "", kind="lds_load")
     return r
@@ -248,7 +251,7 @@ def byte_addresses(em, lin, fn, esize, regs, skip_lanes=0, skip_warps=0, base=0)
     out = []
     for r in regs:
         c = reg_part(lin, fn, r) * esize
-        if c & possible_bits(scaled) == 0 and c + base < 65536:
+        if c & possible_bits(scaled) == 0 and c + base + em.scratch_off < 65536:
             out.append((_as_vgpr_hoisted(em, tp), c + base))
         else:
             out.append((em.to_v(combine(em, tp, scaled, c, base)), 0))

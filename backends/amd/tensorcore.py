@@ -1,20 +1,32 @@
-"""Shared memory (LDS), barriers, MMA and warp specialization on AMD.
+"""The AMD rule table for the memory-hierarchy and matrix-core ops (``MEMORY_OPS``).
 
-Not lowered yet: the language, IR and interpreter define these ops; their AMDGCN is the work
-of the "AMD tensor cores" issue. Until then each op is an explicit entry that refuses with
-this reason at compile time, naming the user's line.
+Shared memory (LDS), barriers and async copies are lowered in lds.py; NVIDIA-only ops
+(mbarriers, TMA, wgmma, mma.sync, the async-proxy fence) refuse with what to write on AMD
+instead. Every op still without a lowering is an explicit entry that refuses at compile
+time, naming the user's line.
 """
 from __future__ import annotations
 
 from gluon_trace.backend import Unsupported
 from gluon_trace.ops_memory import MEMORY_OPS
 
-_WHY = ("shared memory, barriers and matrix-core ops run in the interpreter; the AMD backend "
-        "does not lower them yet (run with backend='interpreter')")
+from .lds import RULES as _LDS
+
+_WHY = ("the AMD backend does not lower this op yet; it runs in the interpreter "
+        "(backend='interpreter')")
 
 RULES = {name: Unsupported(_WHY) for name in MEMORY_OPS}
+RULES["warp_specialize"] = Unsupported(
+    "warp specialization is not lowered on AMD (CDNA/RDNA have no named barriers or setmaxnreg); "
+    "write the kernel without gl.warp_specialize, or run it with backend='interpreter'")
+RULES.update(_LDS)
 
 
 def refuse_unlowered(graph) -> None:
-    from gluon_trace.backend import refuse_ops
-    refuse_ops(graph, MEMORY_OPS, _WHY)
+    """Refuse, before anything else, the first op whose entry is still Unsupported."""
+    for op in graph.body.walk():
+        rule = RULES.get(op.name)
+        if isinstance(rule, Unsupported):
+            from gluon_trace.backend import refuse_ops
+            refuse_ops(graph, {op.name} | ({"tma_load"} if op.name.startswith("tma") else set()),
+                       rule.why)

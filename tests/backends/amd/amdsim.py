@@ -223,6 +223,48 @@ class Wave:
         return out
 
 
+class LdsRaceCheck:
+    """Which wave wrote / read each LDS byte since the last s_barrier: an access of a byte that
+    another wave wrote (or, for a write, read or wrote) since then is a race -- waves between
+    two barriers run in no fixed order. So a missing barrier fails instead of passing by luck."""
+
+    def __init__(self, size):
+        self.epoch = 0
+        self.w_epoch = np.full(size, -1, np.int64)
+        self.w_wave = np.full(size, -1, np.int64)
+        self.r_epoch = np.full(size, -1, np.int64)
+        self.r_wave = np.full(size, -1, np.int64)   # -2: read by several waves
+
+    def access(self, w, addrs, n, pc, data=None, lds=None):
+        """``data``: the bytes a write stores (lanes x n); rewriting a byte with the value it
+        holds is no race (copies of an element written by several waves)."""
+        write = data is not None
+        if not len(addrs):
+            return
+        idx = (np.asarray(addrs, np.int64)[:, None] + np.arange(n)).ravel()
+        keep = (idx >= 0) & (idx < self.w_epoch.size)
+        idx = idx[keep]
+        e, me = self.epoch, w.wid
+        raw = (self.w_epoch[idx] == e) & (self.w_wave[idx] != me)
+        war = write & (self.r_epoch[idx] == e) & (self.r_wave[idx] != me)
+        bad = raw | war
+        if write:
+            bad &= lds[idx] != np.asarray(data, np.uint8).ravel()[keep]
+        if bad.any():
+            b = int(idx[np.nonzero(bad)[0][0]])
+            other = int(self.w_wave[b]) if raw[np.nonzero(bad)[0][0]] else int(self.r_wave[b])
+            what = "written" if raw[np.nonzero(bad)[0][0]] else "read"
+            raise SimError(f"LDS race at pc {pc}: wave {me} {'writes' if write else 'reads'} byte {b}, "
+                           f"{what} by wave {other if other >= 0 else 'several'} since the last s_barrier")
+        if write:
+            self.w_epoch[idx] = e
+            self.w_wave[idx] = me
+        else:
+            seen = self.r_epoch[idx] == e
+            self.r_wave[idx] = np.where(seen & (self.r_wave[idx] != me), -2, me)
+            self.r_epoch[idx] = e
+
+
 class Sim:
     def __init__(self, code, target, wave, lds_size, kernarg_bytes, mem: Memory, num_warps, nvgpr):
         self.code = [i for i in code]
@@ -250,8 +292,10 @@ class Sim:
 
     def run_group(self, wgid, max_steps):
         self.lds = np.zeros(max(self.lds_size, 4), np.uint8)
+        self.lds_track = LdsRaceCheck(self.lds.size)
         waves = [Wave(self, w, wgid, self.nvgpr) for w in range(self.nw)]
         while not all(w.done for w in waves):
+            self.lds_track.epoch += 1  # every wave has passed the same s_barrier
             for w in waves:
                 while not w.done:
                     i = self.code[w.pc]
@@ -519,27 +563,58 @@ class Sim:
             w.issue("lgkm", w.vdest(i.defs[0], data[src], act))
             return
         addr, _ = w.read(i.uses[0])
-        n = 8 if op.endswith("b64") else 4
+        kind = op.split("_")[-1]
+        n = {"b8": 1, "b16": 2, "u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8,
+             "b128": 16}.get(kind)
+        if n is None or not op.startswith(("ds_write", "ds_read")):
+            raise SimError(f"no simulation for {op}")
+        where = (addr & np.uint64(M32)).astype(np.int64) + off
+        lanes = np.nonzero(act)[0]
+        # without unaligned-access mode, LDS accesses must be naturally aligned (b64/b128 too)
+        if (where[lanes] % n).any():
+            l = lanes[np.nonzero(where[lanes] % n)[0][0]]
+            raise SimError(f"misaligned {op} at LDS byte {where[l]} (lane {l}, pc {w.pc - 1})")
         if op.startswith("ds_write"):
-            data, _ = w.read(i.uses[1])
-            for l in range(self.W):
-                if act[l]:
-                    a = int(addr[l] & np.uint64(M32)) + off
-                    if a + n > self.lds.size:
-                        raise SimError(f"LDS write at {a} beyond the {self.lds.size} bytes allocated")
-                    self.lds[a:a + n] = np.frombuffer(int(data[l]).to_bytes(8, "little")[:n], np.uint8)
+            if n == 16:
+                d = i.uses[1]
+                words = [w.v[d.phys + k].astype(np.uint64) for k in range(4)]
+            else:
+                data, _ = w.read(i.uses[1])
+                words = [data & np.uint64(M32), data >> np.uint64(32)]
+            new = np.zeros((len(lanes), n), np.uint8)
+            for j, l in enumerate(lanes):
+                a = int(where[l])
+                if a + n > self.lds.size:
+                    raise SimError(f"LDS write at {a} beyond the {self.lds.size} bytes allocated")
+                raw = b"".join(int(x[l]).to_bytes(4, "little") for x in words)
+                new[j] = np.frombuffer(raw[:n], np.uint8)
+            self.lds_track.access(w, where[lanes], n, pc=w.pc - 1, data=new, lds=self.lds)
+            for j, l in enumerate(lanes):
+                a = int(where[l])
+                self.lds[a:a + n] = new[j]
             w.issue("lgkm", [])
             return
-        if op.startswith("ds_read"):
-            vals = np.zeros(self.W, np.uint64)
-            for l in range(self.W):
-                if act[l]:
-                    a = (int(addr[l]) + off) & M32
-                    if a + n <= self.lds.size:  # out-of-range LDS reads return 0
-                        vals[l] = int.from_bytes(self.lds[a:a + n].tobytes(), "little")
-            w.issue("lgkm", w.vdest(i.defs[0], vals, act))
-            return
-        raise SimError(f"no simulation for {op}")
+        inside = lanes[where[lanes] + n <= self.lds.size]  # out-of-range LDS reads return 0
+        self.lds_track.access(w, where[inside], n, pc=w.pc - 1)
+        words = [np.zeros(self.W, np.uint64) for _ in range(max(n // 4, 1))]
+        for l in inside:
+            a = int(where[l])
+            raw = self.lds[a:a + n].tobytes()
+            if n < 4:
+                v = int.from_bytes(raw, "little")
+                if kind[0] == "i":
+                    v = _sext(v, 8 * n) & M32
+                words[0][l] = v
+            else:
+                for k in range(n // 4):
+                    words[k][l] = int.from_bytes(raw[4 * k:4 * k + 4], "little")
+        if n <= 4:
+            w.issue("lgkm", w.vdest(i.defs[0], words[0], act))
+        elif n == 8:
+            w.issue("lgkm", w.vdest(i.defs[0], words[0] | (words[1] << np.uint64(32)), act))
+        else:
+            d = i.defs[0]
+            w.issue("lgkm", [("v", d.phys + k, (act, words[k].astype(np.uint32))) for k in range(n // 4)])
 
     # -- vector ALU ----------------------------------------------------------------------------
     def valu(self, w: Wave, i: Inst):
@@ -685,6 +760,17 @@ def vector_op(op, srcs, w, i):
             return np.where(sign == 1, raw - (np.int64(1) << wdt), raw).astype(np.uint64) & M
         if op == "v_bfi_b32":
             return (U(0) & U(1)) | (~U(0) & M & U(2))
+        if op == "v_perm_b32":  # byte k = selector byte k of {src0, src1} (src1 = bytes 0-3)
+            pool = (U(0) << np.uint64(32)) | U(1)
+            out = np.zeros_like(pool)
+            for k in range(4):
+                sel = (U(2) >> np.uint64(8 * k)) & np.uint64(0xFF)
+                if not np.all((sel <= 7) | (sel == 12)):
+                    raise SimError(f"v_perm_b32 selector {sel} not simulated")
+                byte = np.where(sel == 12, np.uint64(0),
+                                (pool >> (np.minimum(sel, 7) * np.uint64(8))) & np.uint64(0xFF))
+                out |= byte << np.uint64(8 * k)
+            return out
         if op == "v_cndmask_b32":
             m = srcs[2][0]
             bit = (m[0] >> np.arange(w.W, dtype=np.uint64)) & np.uint64(1)

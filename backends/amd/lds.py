@@ -1,0 +1,636 @@
+"""Shared memory on AMD: LDS buffers, their views, ds_read/ds_write, barriers, async copies.
+
+Buffers sit at the offsets :mod:`gluon_trace.smem_plan` gives them (the backend's own scratch
+for reductions and conversions lives above them, see ``Emitter.scratch_off``). A buffer or
+view is an :class:`Lds`: element ``c`` of it lives at byte
+
+    base + const + lead(c) + es * pad(lin[c])
+
+``base`` is a run-time SGPR (only ``.index(i)`` with a run-time ``i`` makes one), ``lead``
+adds the byte strides of the stacked leading dims still in the view, ``lin`` is the layout's
+offset of each element of the swizzled tile before padding (XOR-linear in the coordinate
+bits for every shared layout), and ``pad`` inserts a padded layout's padding
+(``x + sum((x >> log2 interval) << log2 padding)``; none for swizzled/NVMMA layouts).
+
+An access from a distributed layout splits the way an LDS exchange does: the thread's part
+(lane and warp bits) is one VGPR made once at the kernel entry, every register's part a
+constant in the instruction's 16-bit offset. That split holds for ``pad`` too wherever a
+register's bits do not collide with the thread's (``pad(a | b) = pad(a) + pad(b)`` for
+disjoint ``a``, ``b``); the bits that do collide (a swizzle) get one more thread register
+per distinct value. Runs of registers whose bytes are consecutive and aligned for every
+thread move as one ``ds_write/ds_read_b64/b128``; 16- and 8-bit elements are packed into
+dwords (``v_perm_b32``), so a run of 8 f16 is one ``ds_write_b128``.
+
+Barriers: ``s_barrier`` right before each access :mod:`gluon_trace.membar` names, and for
+``thread_barrier``; the ``s_waitcnt lgkmcnt(0)`` before every barrier comes from waitcnt.py.
+An async copy is a global load into VGPRs and a ds_write of the same bytes (masked-off
+elements written as zeros); it is complete when issued, which the user's ``wait_group`` and
+the barrier membar puts before the first read of the buffer make visible to every wave.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gluon_trace.backend import Unsupported
+from gluon_trace.errors import CompileError
+from gluon_trace.ops_memory import element_offsets, layout_rank
+
+from .emitter import elem_key
+from .layout import _free_reg_mask, log2, possible_bits, thread_part
+from .memory import ExecMask, _base_key, address, owner_lanes
+from .mir import Imm, Reg, is_vgpr, strip
+
+_BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
+
+
+class Lds:
+    """A shared buffer or view on AMD (see the module docstring)."""
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype")
+
+    def __init__(self, base, balign, const, lead, lin, pads, dtype):
+        self.base, self.balign, self.const = base, balign, const
+        self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
+
+    def with_(self, **kw) -> "Lds":
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d.update(kw)
+        return Lds(**d)
+
+    @property
+    def es(self) -> int:
+        return max(self.dtype.bits // 8, 1)
+
+
+def pad(x, pads):
+    out = x
+    for k, p in pads:
+        out = out + ((x >> k) << p)
+    return out
+
+
+def _pow2_div(v: int) -> int:
+    return (v & -v) if v else _BIG
+
+
+def _fresh(em, layout, shape, dtype, base, balign, const) -> Lds:
+    """The view of ``shape`` x ``dtype`` in ``layout`` starting at byte base + const."""
+    if dtype.is_bool:
+        raise em.error("int1 shared buffers are not supported on AMD; store int8 (x.to(gl.int8)) instead")
+    r = layout_rank(layout)
+    lead_shape, inner = tuple(shape[:len(shape) - r]), tuple(shape[len(shape) - r:])
+    offs, _ = element_offsets(layout, tuple(shape), dtype.bits)
+    tile = np.asarray(layout.offsets(inner, dtype.bits), np.int64)
+    es = max(dtype.bits // 8, 1)
+    span = int(layout.alloc_elements(inner, dtype.bits)) * es
+    if type(layout).__name__ == "PaddedSharedLayout":
+        from gluon_trace.shared_layouts import _offsets_from_bases
+        lin = _offsets_from_bases(inner, layout.offset_bases)
+        pads = tuple((log2(i), log2(p)) for i, p in layout.interval_padding_pairs)
+    else:
+        lin, pads = tile, ()
+    if not np.array_equal(pad(lin, pads), tile):
+        raise em.error(f"the AMD backend does not model {layout!r}'s offsets")
+    lead = []
+    stride = span
+    for n in reversed(lead_shape):
+        lead.insert(0, stride)
+        stride *= n
+    v = Lds(base, balign, const, lead, lin, pads, dtype)
+    assert np.array_equal(_table(v, tuple(shape)), np.asarray(offs, np.int64) * es + const)
+    return v
+
+
+def _table(v: Lds, shape) -> np.ndarray:
+    """Byte offset (less the run-time base) of every element of the view (for checks)."""
+    nl = len(v.lead)
+    t = v.const + v.es * pad(v.lin, v.pads)
+    idx = np.indices(shape[:nl]) if nl else []
+    extra = sum((idx[d] * s for d, s in enumerate(v.lead)), np.zeros(shape[:nl], np.int64))
+    return extra.reshape(shape[:nl] + (1,) * (len(shape) - nl)) + t
+
+
+def _view(em, val) -> Lds:
+    s = em.vals[val]
+    if not isinstance(s, Lds):
+        raise CompileError("a shared-memory descriptor reached the AMD backend through a path it does "
+                           "not follow (a loop-carried or branch-selected buffer); pass the buffer "
+                           "itself and index it inside the loop", em.loc)
+    return s
+
+
+def _membar(em, op) -> None:
+    if op in em.membar:
+        em.barrier()
+
+
+# -- allocation and views ---------------------------------------------------------------------
+
+def rule_alloc(em, op):
+    t = op.result.type
+    off = em.smem_plan.offsets[op]
+    v = _fresh(em, t.layout, tuple(t.shape), t.dtype, None, _BIG, off)
+    em.vals[op.result] = v
+    if op.operands:
+        _membar(em, op)
+        _store(em, v, op.operands[0])
+
+
+def rule_index(em, op):
+    v = _view(em, op.operands[0])
+    stride = v.lead[0]
+    i = em.vals[op.operands[1]]
+    i = em.real(i)
+    if isinstance(i, Imm):
+        k = i.bits if i.size == 1 else i.bits & 0xFFFFFFFF
+        k = k - (1 << 32) if k >> 31 else k
+        em.vals[op.result] = v.with_(const=v.const + k * stride, lead=v.lead[1:])
+        return
+    key = ("lds_index", elem_key(v.base) if v.base is not None else None, elem_key(i), stride)
+    base = em.cse_get(key)
+    if base is None:
+        s = em.to_s(i if i.size == 1 else i[0])
+        base = em.s()
+        em.salu("s_mul_i32", base, [s, Imm(stride)])
+        if v.base is not None:
+            acc = em.s()
+            em.salu("s_add_u32", acc, [base, v.base])
+            base = acc
+        em.cse_put(key, base)
+    em.vals[op.result] = v.with_(base=base, balign=min(v.balign, _pow2_div(stride)), lead=v.lead[1:])
+
+
+def rule_slice(em, op):
+    v = _view(em, op.operands[0])
+    a = op.attrs
+    dim, start, n = a["dim"], a["start"], a["length"]
+    nl = len(v.lead)
+    if dim < nl:
+        em.vals[op.result] = v.with_(const=v.const + start * v.lead[dim])
+        return
+    idx = [slice(None)] * v.lin.ndim
+    idx[dim - nl] = slice(start, start + n)
+    em.vals[op.result] = v.with_(lin=v.lin[tuple(idx)])
+
+
+def rule_permute(em, op):
+    v = _view(em, op.operands[0])
+    order = list(op.attrs["order"])
+    nl = len(v.lead)
+    em.vals[op.result] = v.with_(lin=np.transpose(v.lin, [d - nl for d in order[nl:]]))
+
+
+def rule_reshape(em, op):
+    v = _view(em, op.operands[0])
+    src, dst = tuple(op.operands[0].type.shape), tuple(op.result.type.shape)
+    r = v.lin.ndim
+    nl_new = len(dst) - r
+    if dst[nl_new:] == src[len(src) - r:]:  # stacked dims regrouped: strides from the new shape
+        old = _table(v, src)
+        lead, ok = [], True
+        unit = v.lead[-1] if v.lead else 0
+        for d in range(nl_new):
+            lead.append(unit * int(np.prod(dst[d + 1:nl_new], dtype=np.int64)))
+        w = v.with_(lead=lead)
+        if not np.array_equal(_table(w, dst), old.reshape(dst)):
+            raise em.error(f"reshape {list(src)} -> {list(dst)} of this view (its stacked dims were "
+                           "sliced) is not supported on AMD; reshape the whole buffer")
+        em.vals[op.result] = w
+        return
+    # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
+    t = op.result.type
+    if v.lead and any(n > 1 for n in src[:len(v.lead)]) and v.lin.shape != src[len(v.lead):]:
+        raise em.error("reshape of a sliced view into the swizzled dims is not supported on AMD")
+    w = _fresh(em, t.layout, dst, t.dtype, v.base, v.balign, v.const)
+    if not np.array_equal(_table(w, dst), _table(v, src).reshape(dst)):
+        raise em.error(f"reshape {list(src)} -> {list(dst)} of this view is not supported on AMD; "
+                       "reshape the whole buffer")
+    em.vals[op.result] = w
+
+
+def rule_reinterpret(em, op):
+    v = _view(em, op.operands[0])
+    t = op.result.type
+    start = int(_table(v, tuple(op.operands[0].type.shape)).min())
+    es = max(t.dtype.bits // 8, 1)
+    if start % es:
+        raise em.error(f"reinterpret as {t.dtype} starts at byte {start}, not a multiple of {es}")
+    em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, v.base, v.balign, start)
+
+
+# -- addressing ---------------------------------------------------------------------------------
+
+class Access:
+    """Where each register of a tile in ``lin`` lives in the view ``v``, per thread."""
+
+    def __init__(self, em, v: Lds, ty):
+        self.em, self.v = em, v
+        self.lay = em.linear(ty)
+        lay = self.lay
+        nl = len(v.lead)
+        shape = tuple(ty.shape)
+        coords = lay.coords()  # (warps, lanes, regs, ndim)
+        inner = tuple(coords[..., d] for d in range(nl, len(shape)))
+        L = v.lin[inner] if inner else np.broadcast_to(v.lin, coords.shape[:3])
+        lead = sum((coords[..., d] * s for d, s in enumerate(v.lead)), np.zeros(coords.shape[:3], np.int64))
+        self.bytes = v.const + lead + v.es * pad(L, v.pads)   # (warps, lanes, regs)
+        # the thread part: lane/warp bases' XOR of lin, and their sum of lead bytes
+        zero = (0,) * len(shape)
+
+        def at(b):
+            b = np.asarray(b, np.int64)
+            return int(v.lin[tuple(b[nl:])] ^ v.lin[zero[nl:]]) if v.lin.ndim else 0
+        L0 = int(v.lin[zero[nl:]]) if v.lin.ndim else int(v.lin)
+        lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
+        from .layout import tid_pairs
+        self.lpairs = tid_pairs(em, lay, at)
+        self.spairs = tid_pairs(em, lay, lb)
+        self.possible = possible_bits(self.lpairs)
+        self.regL = []
+        self.regS = []
+        for r in range(lay.num_regs):
+            x, s = L0, 0
+            for j, b in enumerate(lay.reg_bases):
+                if r >> j & 1:
+                    x ^= at(b)
+                    s += lb(b)
+            self.regL.append(x)
+            self.regS.append(s)
+        # the split must reproduce every thread's address (XOR-linear lin, additive lead)
+        pred = self._predict()
+        if not np.array_equal(pred, self.bytes):
+            raise em.error("this shared-memory view is not addressable as thread part + register part "
+                           "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
+                           "views whose offsets split that way")
+
+    def _predict(self):
+        lay, v = self.lay, self.v
+        W, Ln, R = self.bytes.shape
+        tL = np.zeros((W, Ln), np.int64)
+        tS = np.zeros((W, Ln), np.int64)
+        wl = log2(self.em.wave)
+        for bit, val in self.lpairs:
+            on = self._tid_bit(bit, W, Ln)
+            tL ^= on * val
+        for bit, val in self.spairs:
+            on = self._tid_bit(bit, W, Ln)
+            tS += on * val
+        del wl
+        rl = np.asarray(self.regL, np.int64)
+        rs = np.asarray(self.regS, np.int64)
+        return v.const + tS[..., None] + rs + v.es * pad(tL[..., None] ^ rl, v.pads)
+
+    def _tid_bit(self, bit, W, Ln):
+        wl = log2(self.em.wave)
+        if bit < wl:
+            return ((np.arange(Ln) >> bit) & 1)[None, :].repeat(W, 0)
+        return ((np.arange(W) >> (bit - wl)) & 1)[:, None].repeat(Ln, 1)
+
+    def vec(self, cap_bytes: int = 16) -> int:
+        """Registers per access: 2**k registers at consecutive bytes, aligned, for every thread."""
+        es, b = self.v.es, self.bytes
+        R = b.shape[2]
+        V = 1
+        while V * 2 * es <= cap_bytes and R % (V * 2) == 0:
+            n = V * 2
+            runs = b.reshape(b.shape[:2] + (R // n, n))
+            if not np.array_equal(runs - runs[..., :1], np.broadcast_to(np.arange(n) * es, runs.shape)):
+                break
+            if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es):
+                break
+            V = n
+        if es == 8:
+            V = 1  # a 64-bit element is a register pair: one ds_*_b64 each
+        return V
+
+    def addr(self, r: int):
+        """(VGPR address, immediate offset) of register r's element in this thread."""
+        em, v = self.em, self.v
+        x = self.regL[r]
+        lo, hi = x & self.possible, x & ~self.possible
+        imm = v.const + self.regS[r] + v.es * int(pad(np.int64(hi), v.pads))
+        reg = self._thread_reg(lo)
+        if v.base is not None:
+            key = ("lds_addr", elem_key(reg) if not isinstance(reg, Imm) else reg.bits, elem_key(v.base))
+            a = em.cse_get(key)
+            if a is None:
+                a = em.cse_put(key, em.valu("v_add_u32" if em.t.gfx9 else "v_add_nc_u32", em.v(),
+                                            [v.base, reg]))
+            reg = a
+        elif isinstance(reg, Imm):
+            reg = _zero_v(em, reg.bits)
+        if imm >= 1 << 16 or imm < 0:
+            reg = em.valu("v_add_u32" if em.t.gfx9 else "v_add_nc_u32", em.v(), [Imm(imm), reg])
+            imm = 0
+        return reg, imm
+
+    def _thread_reg(self, lo: int):
+        """es * pad(tL ^ lo) + tS, hoisted to the kernel entry."""
+        em, v = self.em, self.v
+        key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads)
+        if key in em.memo:
+            return em.memo[key]
+        if not self.lpairs and not self.spairs:
+            em.memo[key] = Imm(v.es * int(pad(np.int64(lo), v.pads)))
+            return em.memo[key]
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        with em.hoisted():
+            x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
+            if lo:
+                x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
+            if v.pads and not isinstance(x, Imm):
+                acc = x
+                for k, p in v.pads:
+                    t = em.valu("v_lshrrev_b32", em.v(), [Imm(k), x])
+                    t = em.valu("v_lshlrev_b32", em.v(), [Imm(p), t])
+                    acc = em.valu(add, em.v(), [acc, t])
+                x = acc
+            elif isinstance(x, Imm):
+                x = Imm(int(pad(np.int64(x.bits), v.pads)))
+            if v.es > 1 and not isinstance(x, Imm):
+                x = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(v.es)), x])
+            elif isinstance(x, Imm):
+                x = Imm(x.bits * v.es)
+            if self.spairs:
+                s = _tid_sum(em, self.spairs)
+                x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
+            if isinstance(x, Imm):
+                x = em.to_v(x)
+        em.memo[key] = x
+        return x
+
+
+def _tid_sum(em, pairs):
+    """VGPR: the sum of the values of the set work-item id bits (stacked-dim byte strides)."""
+    add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+    acc = None
+    for bit, val in pairs:
+        t = em.valu("v_bfe_u32", em.v(), [em.tid, Imm(bit), Imm(1)], form="vop3")
+        t = em.valu("v_mul_u32_u24", em.v(), [Imm(val), t])
+        acc = t if acc is None else em.valu(add, em.v(), [acc, t])
+    return acc
+
+
+def _zero_v(em, value: int):
+    key = ("lds_const_v", value)
+    if key not in em.memo:
+        with em.hoisted():
+            em.memo[key] = em.to_v(Imm(value))
+    return em.memo[key]
+
+
+def _sel(em, value: int):
+    """A v_perm_b32 selector: a literal where VOP3 takes one (gfx11), else a hoisted SGPR."""
+    if em.t.vop3_literal:
+        return Imm(value)
+    key = ("perm_sel", value)
+    if key not in em.memo:
+        with em.hoisted():
+            r = em.s()
+            em.emit("s_mov_b32", [r], [Imm(value)])
+            em.memo[key] = r
+    return em.memo[key]
+
+
+# -- data to and from LDS words -------------------------------------------------------------------
+
+_WRITE = {1: "ds_write_b8", 2: "ds_write_b16", 4: "ds_write_b32", 8: "ds_write_b64", 16: "ds_write_b128"}
+_READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
+
+
+def _perm(em, hi, lo, sel):
+    return em.valu("v_perm_b32", em.v(), [hi, lo, _sel(em, sel)], form="vop3")
+
+
+def _narrow(em, d, x):
+    """The element's memory bits in the low bytes of a VGPR (higher bits: don't care)."""
+    x = em.real(x)
+    if d.name == "float16":
+        return em.valu("v_cvt_f16_f32", em.v(), [x], form="vop1")
+    if d.name == "bfloat16":
+        return em.valu("v_lshrrev_b32", em.v(), [Imm(16), x])
+    return em.to_v(x)
+
+
+def pack(em, d, xs) -> list:
+    """Dwords (or one narrow word) holding elements ``xs`` as memory bytes."""
+    es = max(d.bits // 8, 1)
+    if es >= 4:
+        return [em.to_v(em.real(x)) for x in xs]
+    if len(xs) * es < 4:
+        if len(xs) == 1:
+            return [_narrow(em, d, xs[0])]
+        b = [_narrow(em, d, x) for x in xs]  # two bytes
+        return [_perm(em, b[1], b[0], 0x0C0C0400)]
+    words = []
+    if es == 2:
+        for i in range(0, len(xs), 2):
+            if d.name == "bfloat16":  # the f32 register's high half is the bf16
+                words.append(_perm(em, em.to_v(em.real(xs[i + 1])), em.to_v(em.real(xs[i])), 0x07060302))
+            else:
+                a, b = _narrow(em, d, xs[i]), _narrow(em, d, xs[i + 1])
+                words.append(_perm(em, b, a, 0x05040100))
+        return words
+    for i in range(0, len(xs), 4):
+        b = [em.to_v(em.real(x)) for x in xs[i:i + 4]]
+        p01 = _perm(em, b[1], b[0], 0x0C0C0400)
+        p23 = _perm(em, b[3], b[2], 0x0C0C0400)
+        words.append(_perm(em, p23, p01, 0x05040100))
+    return words
+
+
+def unpack(em, d, word, k: int):
+    """Element k of a loaded dword (or of a narrow load's result when the word holds one)."""
+    es = max(d.bits // 8, 1)
+    if es == 2:
+        if d.name == "float16":
+            src = word if k == 0 else em.valu("v_lshrrev_b32", em.v(), [Imm(16), word])
+            return em.valu("v_cvt_f32_f16", em.v(), [src], form="vop1")
+        if d.name == "bfloat16":
+            if k == 0:
+                return em.valu("v_lshlrev_b32", em.v(), [Imm(16), word])
+            return em.valu("v_and_b32", em.v(), [Imm(0xFFFF0000), word])
+        if d.is_signed:
+            if k == 0:
+                return em.valu("v_bfe_i32", em.v(), [word, Imm(0), Imm(16)], form="vop3")
+            return em.valu("v_ashrrev_i32", em.v(), [Imm(16), word])
+        if k == 0:
+            return em.valu("v_and_b32", em.v(), [Imm(0xFFFF), word])
+        return em.valu("v_lshrrev_b32", em.v(), [Imm(16), word])
+    op = "v_bfe_i32" if d.is_signed else "v_bfe_u32"
+    return em.valu(op, em.v(), [word, Imm(8 * k), Imm(8)], form="vop3")
+
+
+def _gather(em, words):
+    """The words as one register (a vector write takes consecutive VGPRs)."""
+    if len(words) == 1:
+        return words[0]
+    data = em.v(len(words))
+    for j, w in enumerate(words):
+        em.emit("v_mov_b32", [data[j]], [w], kind="valu")
+    return data
+
+
+def _store(em, v: Lds, val) -> None:
+    acc = Access(em, v, val.type)
+    lay = acc.lay
+    V = acc.vec()
+    vals = em.elems(val)
+    free_r = _free_reg_mask(lay)
+    writes = []
+    # addresses and data first: values made under a partial EXEC mask must not be reused
+    for r in range(0, lay.num_regs, V):
+        if r & free_r:
+            continue  # copies of elements this thread already wrote
+        words = pack(em, v.dtype, [vals[r + j] for j in range(V)])
+        reg, imm = acc.addr(r)
+        writes.append((reg, imm, _gather(em, words)))
+    with ExecMask(em, None, owner_lanes(em, lay)):
+        for reg, imm, data in writes:
+            em.emit(_WRITE[V * v.es], [], [reg, data], suffix=f"offset:{imm}" if imm else "",
+                    kind="lds_store")
+
+
+def rule_store(em, op):
+    v = _view(em, op.operands[0])
+    _membar(em, op)
+    _store(em, v, op.operands[1])
+
+
+def rule_load(em, op):
+    v = _view(em, op.operands[0])
+    _membar(em, op)
+    d = v.dtype
+    acc = Access(em, v, op.result.type)
+    V = acc.vec()
+    es = v.es
+    free_r = _free_reg_mask(acc.lay)
+    out = []
+    for r in range(0, acc.lay.num_regs, V):
+        if r & free_r:  # a copy of an element this thread already loaded
+            out += out[r & ~free_r:(r & ~free_r) + V]
+            continue
+        reg, imm = acc.addr(r)
+        nbytes = V * es
+        sfx = f"offset:{imm}" if imm else ""
+        if nbytes < 4:
+            name = {1: "i8" if d.is_signed else "u8", 2: "i16" if (d.is_signed and es == 2) else "u16"}[nbytes]
+            raw = em.v()
+            em.emit(f"ds_read_{name}", [raw], [reg], suffix=sfx, kind="lds_load")
+            if V == 1:
+                out.append(raw if d.is_int else unpack(em, d, raw, 0))
+            else:  # two bytes
+                out += [unpack(em, d, raw, 0), unpack(em, d, raw, 1)]
+            continue
+        nw = nbytes // 4
+        dst = em.v(nw)
+        em.emit(_READ[nbytes], [dst], [reg], suffix=sfx, kind="lds_load")
+        words = [dst] if nw == 1 else [dst[j] for j in range(nw)]
+        if es >= 4:
+            out += words if es == 4 else [dst]
+            continue
+        per = 4 // es
+        out += [unpack(em, d, words[j // per], j % per) for j in range(V)]
+    em.vals[op.result] = out
+
+
+# -- barriers and async copies ----------------------------------------------------------------------
+
+def rule_thread_barrier(em, op):
+    em.barrier()
+
+
+_GLOAD = {1: "global_load_ubyte", 2: "global_load_ushort", 4: "global_load_dword",
+          8: "global_load_dwordx2", 16: "global_load_dwordx4"}
+
+
+def rule_async_copy(em, op):
+    v = _view(em, op.operands[0])
+    ptr_v = op.operands[1]
+    _membar(em, op)
+    es = v.es
+    acc = Access(em, v, ptr_v.type)
+    lay = acc.lay
+    ps = em.elems(ptr_v)
+    ms = [em.real(x) for x in em.elems(op.operands[2])] if op.attrs.get("mask") else None
+    V = acc.vec()
+
+    def contiguous(r, n):
+        b0, c0 = _base_key(ps[r])
+        mk = elem_key(ms[r]) if ms else None
+        for j in range(1, n):
+            b, c = _base_key(ps[r + j])
+            if b != b0 or c != c0 + j * es or (ms and elem_key(ms[r + j]) != mk):
+                return False
+        return True
+    while V > 1 and not all(contiguous(r, V) for r in range(0, lay.num_regs, V)):
+        V //= 2
+    free_r = _free_reg_mask(lay)
+    owner = owner_lanes(em, lay)
+    for r in range(0, lay.num_regs, V):
+        if r & free_r:
+            continue
+        nbytes = V * es
+        m = ms[r] if ms else None
+        if isinstance(m, Imm):
+            m = None if m.bits else m
+        nw = max(nbytes // 4, 1)
+        reg, imm = acc.addr(r)
+        addr, sfx = address(em, ps[r], room=nbytes)
+        raw = em.v(nw)
+        if isinstance(m, Imm):  # never copied: zeros
+            for j in range(nw):
+                em.emit("v_mov_b32", [raw if nw == 1 else raw[j]], [Imm(0)], kind="valu")
+        else:
+            if m is not None:
+                for j in range(nw):
+                    em.emit("v_mov_b32", [raw if nw == 1 else raw[j]], [Imm(0)], kind="valu")
+            with ExecMask(em, m, owner):
+                em.emit(_GLOAD[nbytes], [raw], addr, suffix=sfx, kind="vmem_load")
+        with ExecMask(em, None, owner):
+            em.emit(_WRITE[nbytes], [], [reg, raw], suffix=f"offset:{imm}" if imm else "",
+                    kind="lds_store")
+
+
+def rule_nothing(em, op):
+    """commit_group / wait_group: the copies completed when issued (see the module docstring)."""
+
+
+_NVIDIA = ("is an NVIDIA instruction ({}); AMD GPUs have no equivalent. On AMD, {}")
+_ASYNC = "stage global -> LDS copies with async_copy (or plain loads and smem.store) and gl.thread_barrier()"
+
+RULES = {
+    "smem_alloc": rule_alloc,
+    "smem_index": rule_index,
+    "smem_slice": rule_slice,
+    "smem_permute": rule_permute,
+    "smem_reshape": rule_reshape,
+    "smem_reinterpret": rule_reinterpret,
+    "smem_load": rule_load,
+    "smem_store": rule_store,
+    "thread_barrier": rule_thread_barrier,
+    "async_copy_load": rule_async_copy,
+    "async_copy_commit_group": rule_nothing,
+    "async_copy_wait_group": rule_nothing,
+}
+
+NVIDIA_ONLY = {
+    "mbarrier_init": ("Hopper/Ampere mbarrier", _ASYNC),
+    "mbarrier_invalidate": ("Hopper/Ampere mbarrier", _ASYNC),
+    "mbarrier_expect": ("Hopper mbarrier transaction counts", _ASYNC),
+    "mbarrier_arrive": ("Hopper/Ampere mbarrier", _ASYNC),
+    "mbarrier_wait": ("Hopper/Ampere mbarrier", _ASYNC),
+    "async_copy_mbarrier_arrive": ("Ampere cp.async.mbarrier.arrive", "use async_copy.wait_group and "
+                                   "gl.thread_barrier()"),
+    "tma_load": ("Hopper TMA", "load tiles with gl.load (or async_copy) and smem.store"),
+    "tma_store": ("Hopper TMA", "store tiles with smem.load and gl.store"),
+    "tma_store_wait": ("Hopper TMA", "global stores need no wait"),
+    "tensordesc_dim": ("Hopper TMA descriptors", "pass sizes and pointers as kernel arguments"),
+    "fence_async_shared": ("Hopper async proxy fence", "LDS needs no proxy fence; gl.thread_barrier() "
+                           "orders waves"),
+    "wgmma": ("Hopper warpgroup_mma", "use gl.amd.cdna3.mfma (gfx90a, gfx942) or gl.amd.rdna3.wmma (gfx1100)"),
+    "wgmma_wait": ("Hopper warpgroup_mma_wait", "MFMA/WMMA results need no wait"),
+    "mma_v2": ("Ampere mma.sync", "use gl.amd.cdna3.mfma (gfx90a, gfx942) or gl.amd.rdna3.wmma (gfx1100)"),
+}
+
+for _n, (_what, _instead) in NVIDIA_ONLY.items():
+    RULES[_n] = Unsupported(_NVIDIA.format(_what, _instead))
