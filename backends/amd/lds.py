@@ -438,6 +438,18 @@ def pack(em, d, xs) -> list:
     return words
 
 
+def packed(em, d, xs) -> list:
+    """Dwords holding 16/8-bit elements ``xs`` (2 or 4 per dword, lowest first): the dword they
+    were loaded from LDS in when that load is in scope, else packed here (for MMA operands)."""
+    per = 4 // max(d.bits // 8, 1)
+    out = []
+    for i in range(0, len(xs), per):
+        group = xs[i:i + per]
+        hit = em.cse_get(("lds_word", d.name) + tuple(elem_key(x) for x in group))
+        out.append(hit if hit is not None else pack(em, d, group)[0])
+    return out
+
+
 def unpack(em, d, word, k: int):
     """Element k of a loaded dword (or of a narrow load's result when the word holds one)."""
     es = max(d.bits // 8, 1)
@@ -529,7 +541,10 @@ def rule_load(em, op):
             out += words if es == 4 else [dst]
             continue
         per = 4 // es
-        out += [unpack(em, d, words[j // per], j % per) for j in range(V)]
+        elems = [unpack(em, d, words[j // per], j % per) for j in range(V)]
+        for j in range(0, V, per):  # an MMA packing these again takes the loaded dword
+            em.cse_put(("lds_word", d.name) + tuple(elem_key(x) for x in elems[j:j + per]), words[j // per])
+        out += elems
     em.vals[op.result] = out
 
 

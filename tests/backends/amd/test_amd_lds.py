@@ -424,3 +424,28 @@ def test_nvidia_only_and_refused_ops_name_the_line():
     with pytest.raises(gt.CompileError, match="int1 shared buffers") as e:
         lowered(tk, "gfx942")
     assert e.value.loc is not None
+
+
+def test_packed_reuses_the_loaded_dwords(monkeypatch):
+    """MMA operands need 16-bit pairs packed in dwords: ``lds.packed`` hands back the dword a
+    ds_read brought them in (no unpack/repack), and packs elements that came from elsewhere."""
+    from gluon_trace.backends.amd import lds, rules
+    from gluon_trace.backends.amd.mir import Sub
+    seen = []
+    plain = rules.RULES["store"]
+
+    def store(em, op):
+        xs = em.elems(op.operands[1])
+        if op.operands[1].type.dtype.name == "float32" and len(xs) >= 8:
+            src = em.vals.get(op.operands[1].owner.operands[0]) if op.operands[1].owner else None
+            if src:  # the f16 tile the stored f32 was converted from
+                seen.append(lds.packed(em, gl.float16, src))
+        plain(em, op)
+    monkeypatch.setitem(rules.RULES, "store", store)
+    M, N, nw, t = 32, 64, 4, "gfx942"
+    x, y = np.zeros((M, N), np.float32), np.zeros((M, N), np.float32)
+    tk = roundtrip_kernel.trace(y, x, M=M, N=N, A=ROW8, B=ROW8, SL=("sw", 8, 1, 8, (1, 0)),
+                                DT="float16", INIT=False, NW=nw, num_warps=nw, target=t)
+    code = lowered(tk, t).code
+    reads = {id(i.defs[0]) for i in code if getattr(i, "op", "") == "ds_read_b128"}
+    assert seen and all(isinstance(w, Sub) and id(w.reg) in reads for words in seen for w in words)
