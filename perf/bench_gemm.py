@@ -24,14 +24,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
-from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 HOPPER = [  # (BM, BN, BK, STAGES, num_warps): TMA + mbarrier ring + wgmma, persistent
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8),
 ]
 WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
-    (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8),
+    (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4),
+]
+PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
+    (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
 ]
 
 CONFIGS = [  # (BM, BN, BK, STAGES, num_warps)
@@ -39,6 +42,7 @@ CONFIGS = [  # (BM, BN, BK, STAGES, num_warps)
     (64, 128, 32, 4, 4),
 ]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (128, 8192, 8192)]
+ROUNDS = 5
 
 
 HOST_US: dict = {}  # id(fn) -> host time of one call, microseconds (reported beside GPU times)
@@ -183,6 +187,8 @@ def main() -> int:
         best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape))
         best_ws = fastest("hopper-ws", WS, shape, ref,
                           lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_ws))
+        best_pp = fastest("hopper-pingpong", PINGPONG, shape, ref,
+                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_pingpong))
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
@@ -198,6 +204,31 @@ def main() -> int:
                        ws_ratio_to_cublas=cublas / best_ws[0])
             print(f"{m}x{n}x{k} bf16: ours (warp-specialized) {row['ws_tflops']:.0f} TFLOP/s {best_ws[1]} | "
                   f"ratio to cuBLAS {row['ws_ratio_to_cublas']:.3f} | host {best_ws[2]:.0f} us per launch")
+        if best_pp:
+            row.update(pingpong_tflops=flop / best_pp[0] / 1e9, pingpong_config=best_pp[1],
+                       pingpong_host_us=best_pp[2], pingpong_ratio_to_cublas=cublas / best_pp[0])
+            print(f"{m}x{n}x{k} bf16: ours (ping-pong) {row['pingpong_tflops']:.0f} TFLOP/s {best_pp[1]} | "
+                  f"ratio to cuBLAS {row['pingpong_ratio_to_cublas']:.3f} | host {best_pp[2]:.0f} us per launch")
+        # head to head: the best of each kernel and cuBLAS timed in turn, several rounds (the
+        # GPU's clock drifts with its power draw over a sweep: a ratio from one round is fairer)
+        contenders = {}
+        for name, best_k, kern in (("hopper", best_h, matmul_hopper), ("warp-specialized", best_ws, matmul_hopper_ws),
+                                   ("ping-pong", best_pp, matmul_hopper_pingpong)):
+            if best_k:
+                c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+                contenders[name] = hopper_run(best_k[1], a, b, c, shape, kern)
+        if tri is not None and t_tri:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            contenders["triton"] = lambda c=c: tri(a, b, c)
+        ratios = {name: [] for name in contenders}
+        for _ in range(ROUNDS):
+            t_ref = gpu_time(mm, reps=15)
+            for name, fn in contenders.items():
+                ratios[name].append(t_ref / gpu_time(fn, reps=15))
+        row["head_to_head"] = {name: {"ratio_to_cublas_median": statistics.median(r), "ratios": r}
+                               for name, r in ratios.items()}
+        print(f"{m}x{n}x{k} bf16, {ROUNDS} rounds in turn with cuBLAS, median ratio: " +
+              ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in ratios.items()))
         rows.append(row)
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "

@@ -37,8 +37,14 @@ def _grow(vc: np.ndarray, n: int) -> np.ndarray:
 
 
 def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    n = max(a.size, b.size)
-    a, b = _grow(a, n).copy(), _grow(b, n)
+    # ``a`` grows to exactly ``b``'s length: growing either by doubling here would let two
+    # clocks merged in turn double each other without bound
+    if a.size < b.size:
+        out = np.zeros(b.size, np.int64)
+        out[:a.size] = a
+        a = out
+    else:
+        a = a.copy()
     a[:b.size] = np.maximum(a[:b.size], b)
     return a
 

@@ -93,9 +93,9 @@ def plan(graph: Graph, target: str) -> WarpPlan | None:
         start = min(REGFILE // (32 * total) // 8 * 8, 248)
         pool = start * 32 * total - sum(32 * s * r for s, r in zip(spans, regs))
         d_regs = min(pool // (32 * nw) // 8 * 8, 256)
-        if d_regs >= start and all(r <= start for r in regs):
+        if d_regs >= 24:
             w_regs = regs
-        else:  # the workers ask for more than leaves the default its share: no moves
+        else:  # the workers ask for more than the CTA has: no moves
             d_regs, start = 0, 0
     return WarpPlan(nw, tuple(bases), warps, spans, w_regs, d_regs, start, total)
 
@@ -154,8 +154,9 @@ def _warp_specialize(em, op):
             em.emit(f"@{owner} st.shared.{_ST[cls]} [{base}+{em.ws_capture_off + 8 * j}], {r};")
     _, _, warp = em.tid()  # the CTA-wide warp index, from the kernel prologue
     em.emit("bar.sync 0;")
-    if p.moves_registers:
-        em.emit(f"setmaxnreg.inc.sync.aligned.u32 {p.default_regs};")
+    if p.moves_registers and p.default_regs != p.start_regs:
+        kind = "inc" if p.default_regs > p.start_regs else "dec"
+        em.emit(f"setmaxnreg.{kind}.sync.aligned.u32 {p.default_regs};")
     saved = em.loc
     with em.scope():
         outs = em.run_block(op.regions[0], [])
@@ -186,9 +187,9 @@ def _workers(em, op, regs, warp) -> None:
     tail.append((f"bra.uni {join};", None))
     for i, (lab, region) in enumerate(zip(labels, op.regions[1:])):
         tail.append((f"{lab}:", None))
-        if p.moves_registers:
+        if p.moves_registers and p.worker_regs[i] != p.start_regs:
             r = p.worker_regs[i]
-            kind = "dec" if r <= p.start_regs else "inc"
+            kind = "dec" if r < p.start_regs else "inc"  # inc waits for the registers others give back
             tail.append((f"setmaxnreg.{kind}.sync.aligned.u32 {r};", None))
         if p.spans[i] > p.warps[i]:  # warpgroup padding: nothing to run
             t, q = em.reg("b32"), em.reg("pred")

@@ -17,7 +17,7 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.errors import CompileError
-from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws
 from gluon_trace.language.nvidia.hopper import mbarrier
 from gluon_trace.nvidia.hopper import TensorDescriptor
 
@@ -145,6 +145,20 @@ def test_warp_specialized_gemm_assembles(bm, bn, bk, warps):
     assert not info["spill_stores"] and not info["stack"]
 
 
+def test_pingpong_gemm_moves_registers_to_both_consumers():
+    gd = gl.bfloat16
+    mk = lambda blk: TensorDescriptor.type_spec(gd, blk, NV(blk, gd))  # noqa: E731
+    g = matmul_hopper_pingpong.trace(mk([128, 64]), mk([64, 128]), mk([128, 128]), gl.int32, gl.int32, gl.int32,
+                                     STAGES=5, GROUP_M=8, num_warps=4, target="sm_90a").graph
+    p = plan(g, "sm_90a")
+    assert p.total_warps == 12 and p.start_regs == 168 and p.default_regs == 232
+    text, locs, _ = emit(g, "sm_90a")
+    assert text.count("setmaxnreg.inc.sync.aligned.u32 232;") == 2     # the default and consumer 2
+    assert text.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1      # the producer's warpgroup
+    info = _assemble(text, locs, "matmul_hopper_pingpong", "sm_90a")
+    assert not info["spill_stores"] and not info["stack"]
+
+
 def test_compile_summary_counts_every_partitions_warps():
     try:
         ptxas.locate()
@@ -199,8 +213,10 @@ def test_gpu_handoff(worker_warps, num_warps):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 520, 333), (4096, 4096, 256), (128, 1024, 2048)])
-@pytest.mark.parametrize("bm, bn, bk, warps, stages", [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4)])
-def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, bm, bn, bk, warps, stages):
+@pytest.mark.parametrize("kernel, bm, bn, bk, warps, stages", [
+    (matmul_hopper_ws, 128, 256, 64, 8, 3), (matmul_hopper_ws, 128, 128, 64, 4, 4),
+    (matmul_hopper_pingpong, 128, 128, 64, 4, 5), (matmul_hopper_pingpong, 64, 256, 64, 4, 4)])
+def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, warps, stages):
     torch = _gpu()
 
     def padded(rows, cols, fill=None):   # TMA needs 16-byte row strides
@@ -213,8 +229,7 @@ def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, bm, bn, bk, warps, sta
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
     tiles = -(-m // bm) * -(-n // bn)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    matmul_hopper_ws[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8, num_warps=warps,
-                                         backend="nvidia")
+    kernel[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8, num_warps=warps, backend="nvidia")
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
