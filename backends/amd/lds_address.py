@@ -1,0 +1,257 @@
+"""Where the elements of an LDS buffer or view live, and the address of each register of a
+tile accessing it (the AMD shared-memory lowering's addressing; rules in lds.py).
+
+Buffers sit at the offsets :mod:`gluon_trace.smem_plan` gives them (the backend's own scratch
+for reductions and conversions lives above them, see ``Emitter.scratch_off``). A buffer or
+view is an :class:`Lds`: element ``c`` of it lives at byte
+
+    base + const + lead(c) + es * pad(lin[c])
+
+``base`` is a run-time SGPR (only ``.index(i)`` with a run-time ``i`` makes one), ``lead``
+adds the byte strides of the stacked leading dims still in the view, ``lin`` is the layout's
+offset of each element of the swizzled tile before padding (XOR-linear in the coordinate
+bits for every shared layout), and ``pad`` inserts a padded layout's padding
+(``x + sum((x >> log2 interval) << log2 padding)``; none for swizzled/NVMMA layouts).
+
+An access from a distributed layout splits the way an LDS exchange does: the thread's part
+(lane and warp bits) is one VGPR made once at the kernel entry, every register's part a
+constant in the instruction's 16-bit offset. That split holds for ``pad`` too wherever a
+register's bits do not collide with the thread's (``pad(a | b) = pad(a) + pad(b)`` for
+disjoint ``a``, ``b``); the bits that do collide (a swizzle) get one more thread register
+per distinct value. Every split is checked against the view's full byte table, and so is
+each vector width: runs of registers whose bytes are consecutive and aligned for every
+thread move as one ``ds_write/ds_read_b64/b128``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gluon_trace.ops_memory import element_offsets, layout_rank
+
+from .emitter import elem_key
+from .layout import log2, possible_bits, thread_part, tid_pairs
+from .mir import Imm
+
+_BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
+
+
+class Lds:
+    """A shared buffer or view on AMD (see the module docstring)."""
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype")
+
+    def __init__(self, base, balign, const, lead, lin, pads, dtype):
+        self.base, self.balign, self.const = base, balign, const
+        self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
+
+    def with_(self, **kw) -> "Lds":
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d.update(kw)
+        return Lds(**d)
+
+    @property
+    def es(self) -> int:
+        return max(self.dtype.bits // 8, 1)
+
+
+def pad(x, pads):
+    out = x
+    for k, p in pads:
+        out = out + ((x >> k) << p)
+    return out
+
+
+def _pow2_div(v: int) -> int:
+    return (v & -v) if v else _BIG
+
+
+def _fresh(em, layout, shape, dtype, base, balign, const) -> Lds:
+    """The view of ``shape`` x ``dtype`` in ``layout`` starting at byte base + const."""
+    if dtype.is_bool:
+        raise em.error("int1 shared buffers are not supported on AMD; store int8 (x.to(gl.int8)) instead")
+    r = layout_rank(layout)
+    lead_shape, inner = tuple(shape[:len(shape) - r]), tuple(shape[len(shape) - r:])
+    offs, _ = element_offsets(layout, tuple(shape), dtype.bits)
+    tile = np.asarray(layout.offsets(inner, dtype.bits), np.int64)
+    es = max(dtype.bits // 8, 1)
+    span = int(layout.alloc_elements(inner, dtype.bits)) * es
+    if type(layout).__name__ == "PaddedSharedLayout":
+        from gluon_trace.shared_layouts import _offsets_from_bases
+        lin = _offsets_from_bases(inner, layout.offset_bases)
+        pads = tuple((log2(i), log2(p)) for i, p in layout.interval_padding_pairs)
+    else:
+        lin, pads = tile, ()
+    if not np.array_equal(pad(lin, pads), tile):
+        raise em.error(f"the AMD backend does not model {layout!r}'s offsets")
+    lead = []
+    stride = span
+    for n in reversed(lead_shape):
+        lead.insert(0, stride)
+        stride *= n
+    v = Lds(base, balign, const, lead, lin, pads, dtype)
+    assert np.array_equal(_table(v, tuple(shape)), np.asarray(offs, np.int64) * es + const)
+    return v
+
+
+def _table(v: Lds, shape) -> np.ndarray:
+    """Byte offset (less the run-time base) of every element of the view (for checks)."""
+    nl = len(v.lead)
+    t = v.const + v.es * pad(v.lin, v.pads)
+    idx = np.indices(shape[:nl]) if nl else []
+    extra = sum((idx[d] * s for d, s in enumerate(v.lead)), np.zeros(shape[:nl], np.int64))
+    return extra.reshape(shape[:nl] + (1,) * (len(shape) - nl)) + t
+
+
+class Access:
+    """Where each register of a tile in ``lin`` lives in the view ``v``, per thread."""
+
+    def __init__(self, em, v: Lds, ty):
+        self.em, self.v = em, v
+        self.lay = em.linear(ty)
+        lay = self.lay
+        nl = len(v.lead)
+        shape = tuple(ty.shape)
+        coords = lay.coords()  # (warps, lanes, regs, ndim)
+        inner = tuple(coords[..., d] for d in range(nl, len(shape)))
+        L = v.lin[inner] if inner else np.broadcast_to(v.lin, coords.shape[:3])
+        lead = sum((coords[..., d] * s for d, s in enumerate(v.lead)), np.zeros(coords.shape[:3], np.int64))
+        self.bytes = v.const + lead + v.es * pad(L, v.pads)   # (warps, lanes, regs)
+        # the thread part: lane/warp bases' XOR of lin, and their sum of lead bytes
+        zero = (0,) * len(shape)
+
+        def at(b):
+            b = np.asarray(b, np.int64)
+            return int(v.lin[tuple(b[nl:])] ^ v.lin[zero[nl:]]) if v.lin.ndim else 0
+        L0 = int(v.lin[zero[nl:]]) if v.lin.ndim else int(v.lin)
+        lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
+        self.lpairs = tid_pairs(em, lay, at)
+        self.spairs = tid_pairs(em, lay, lb)
+        self.possible = possible_bits(self.lpairs)
+        self.regL = []
+        self.regS = []
+        for r in range(lay.num_regs):
+            x, s = L0, 0
+            for j, b in enumerate(lay.reg_bases):
+                if r >> j & 1:
+                    x ^= at(b)
+                    s += lb(b)
+            self.regL.append(x)
+            self.regS.append(s)
+        # the split must reproduce every thread's address (XOR-linear lin, additive lead)
+        pred = self._predict()
+        if not np.array_equal(pred, self.bytes):
+            raise em.error("this shared-memory view is not addressable as thread part + register part "
+                           "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
+                           "views whose offsets split that way")
+
+    def _predict(self):
+        lay, v = self.lay, self.v
+        W, Ln, R = self.bytes.shape
+        tL = np.zeros((W, Ln), np.int64)
+        tS = np.zeros((W, Ln), np.int64)
+        for bit, val in self.lpairs:
+            on = self._tid_bit(bit, W, Ln)
+            tL ^= on * val
+        for bit, val in self.spairs:
+            on = self._tid_bit(bit, W, Ln)
+            tS += on * val
+        rl = np.asarray(self.regL, np.int64)
+        rs = np.asarray(self.regS, np.int64)
+        return v.const + tS[..., None] + rs + v.es * pad(tL[..., None] ^ rl, v.pads)
+
+    def _tid_bit(self, bit, W, Ln):
+        wl = log2(self.em.wave)
+        if bit < wl:
+            return ((np.arange(Ln) >> bit) & 1)[None, :].repeat(W, 0)
+        return ((np.arange(W) >> (bit - wl)) & 1)[:, None].repeat(Ln, 1)
+
+    def vec(self, cap_bytes: int = 16) -> int:
+        """Registers per access: 2**k registers at consecutive bytes, aligned, for every thread."""
+        es, b = self.v.es, self.bytes
+        R = b.shape[2]
+        V = 1
+        while V * 2 * es <= cap_bytes and R % (V * 2) == 0:
+            n = V * 2
+            runs = b.reshape(b.shape[:2] + (R // n, n))
+            if not np.array_equal(runs - runs[..., :1], np.broadcast_to(np.arange(n) * es, runs.shape)):
+                break
+            if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es):
+                break
+            V = n
+        if es == 8:
+            V = 1  # a 64-bit element is a register pair: one ds_*_b64 each
+        return V
+
+    def addr(self, r: int):
+        """(VGPR address, immediate offset) of register r's element in this thread."""
+        em, v = self.em, self.v
+        x = self.regL[r]
+        lo, hi = x & self.possible, x & ~self.possible
+        imm = v.const + self.regS[r] + v.es * int(pad(np.int64(hi), v.pads))
+        reg = self._thread_reg(lo)
+        if v.base is not None:
+            key = ("lds_addr", elem_key(reg) if not isinstance(reg, Imm) else reg.bits, elem_key(v.base))
+            a = em.cse_get(key)
+            if a is None:
+                a = em.cse_put(key, em.valu("v_add_u32" if em.t.gfx9 else "v_add_nc_u32", em.v(),
+                                            [v.base, reg]))
+            reg = a
+        elif isinstance(reg, Imm):
+            reg = _zero_v(em, reg.bits)
+        if imm >= 1 << 16 or imm < 0:
+            reg = em.valu("v_add_u32" if em.t.gfx9 else "v_add_nc_u32", em.v(), [Imm(imm), reg])
+            imm = 0
+        return reg, imm
+
+    def _thread_reg(self, lo: int):
+        """es * pad(tL ^ lo) + tS, hoisted to the kernel entry."""
+        em, v = self.em, self.v
+        key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads)
+        if key in em.memo:
+            return em.memo[key]
+        if not self.lpairs and not self.spairs:
+            em.memo[key] = Imm(v.es * int(pad(np.int64(lo), v.pads)))
+            return em.memo[key]
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        with em.hoisted():
+            x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
+            if lo:
+                x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
+            if v.pads and not isinstance(x, Imm):
+                acc = x
+                for k, p in v.pads:
+                    t = em.valu("v_lshrrev_b32", em.v(), [Imm(k), x])
+                    t = em.valu("v_lshlrev_b32", em.v(), [Imm(p), t])
+                    acc = em.valu(add, em.v(), [acc, t])
+                x = acc
+            elif isinstance(x, Imm):
+                x = Imm(int(pad(np.int64(x.bits), v.pads)))
+            if v.es > 1 and not isinstance(x, Imm):
+                x = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(v.es)), x])
+            elif isinstance(x, Imm):
+                x = Imm(x.bits * v.es)
+            if self.spairs:
+                s = _tid_sum(em, self.spairs)
+                x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
+            if isinstance(x, Imm):
+                x = em.to_v(x)
+        em.memo[key] = x
+        return x
+
+
+def _tid_sum(em, pairs):
+    """VGPR: the sum of the values of the set work-item id bits (stacked-dim byte strides)."""
+    add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+    acc = None
+    for bit, val in pairs:
+        t = em.valu("v_bfe_u32", em.v(), [em.tid, Imm(bit), Imm(1)], form="vop3")
+        t = em.valu("v_mul_u32_u24", em.v(), [Imm(val), t])
+        acc = t if acc is None else em.valu(add, em.v(), [acc, t])
+    return acc
+
+
+def _zero_v(em, value: int):
+    key = ("lds_const_v", value)
+    if key not in em.memo:
+        with em.hoisted():
+            em.memo[key] = em.to_v(Imm(value))
+    return em.memo[key]
