@@ -601,8 +601,10 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     from gluon_trace.backend import refuse_types
     from .rules_tensorcore import refuse_unlowered
     refuse_unlowered(graph)
-    refuse_types(graph, "nvidia", lambda d: d.is_fp8, "the NVIDIA backend does not lower fp8 yet "
-                 "(the interpreter runs it: backend='interpreter')")
+    from .fp8 import MIN_SM
+    if int("".join(ch for ch in target[3:] if ch.isdigit())) < MIN_SM:
+        refuse_types(graph, "nvidia", lambda d: d.is_fp8, f"fp8 needs sm_{MIN_SM} or newer (its conversions "
+                     f"and MMAs); this kernel is compiled for {target}")
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
     em = Emitter(graph, target)
     text, locs = em.render()

@@ -33,3 +33,17 @@ def encode(em, t: dt.dtype, f: str) -> str:
 def round_to(em, t: dt.dtype, f: str) -> str:
     """f32 register ``f`` rounded to an fp8 value, kept as f32."""
     return decode(em, t, encode(em, t, f))
+
+
+def convert(em, src: dt.dtype, to: dt.dtype, r: str, convert_other, f32_round_odd) -> str:
+    """``x.to(to)`` where ``src`` or ``to`` is fp8. Into fp8 the value is rounded once: a float64
+    (or an integer, widened to float64) is first narrowed to float32 rounded to odd, which the
+    fp8 rounding then rounds exactly as from the original (24 >= 2 * 3 + 2 bits)."""
+    if to.is_fp8:
+        if src == to:
+            return r
+        if src.is_fp8 or (src.is_floating and src.bits <= 32):
+            return round_to(em, to, r)            # the register holds the exact float32 value
+        wide = r if src.is_floating else convert_other(em, src, dt.float64, r)
+        return round_to(em, to, f32_round_odd(em, wide))
+    return convert_other(em, dt.float32, to, r)   # from fp8: its value is an exact float32

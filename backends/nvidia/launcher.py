@@ -22,7 +22,8 @@ _STRUCT = {"u8": "B", "s8": "b", "u16": "H", "s16": "h", "u32": "I", "s32": "i",
 
 _TORCH_NAMES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
                 "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
-                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int1": "bool"}
+                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int1": "bool",
+                "float8e4nv": "float8_e4m3fn", "float8e5": "float8_e5m2"}
 
 
 def _torch():

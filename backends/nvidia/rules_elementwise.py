@@ -396,6 +396,9 @@ def _f32_round_odd(em, r):
 
 
 def _convert(em, src, to, r):
+    if src.is_fp8 or to.is_fp8:
+        from . import fp8
+        return fp8.convert(em, src, to, r, _convert, _f32_round_odd)
     cs, ct = ptx.rclass(src), ptx.rclass(to)
     if to.is_bool:
         if src.is_floating:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 
-from . import ptx
+from . import fp8, ptx
 from .emitter import rule, select
 
 
@@ -91,6 +91,8 @@ def _extract16(em, t, w, j):
 
 
 def _extract8(em, t, w, j):
+    if t.is_fp8:
+        return fp8.decode(em, t, em.ins("b32", f"bfe.u32 {{d}}, {w}, {8 * j}, 8;"))
     if t.is_bool:
         x = em.ins("b32", f"bfe.u32 {{d}}, {w}, {8 * j}, 8;")
         return em.ins("pred", f"setp.ne.u32 {{d}}, {x}, 0;")
@@ -101,6 +103,15 @@ def _extract8(em, t, w, j):
 def _load_scalar(em, t, p, pred, other):
     """One element; ``other`` is the register masked-off lanes read (None: zero)."""
     g = f"@{pred} " if pred else ""
+    if t.is_fp8:
+        x = em.reg("b32")
+        if pred:
+            em.emit(f"mov.b32 {x}, 0;")
+        em.emit(f"{g}ld.global.u8 {x}, [{p}];")
+        r = fp8.decode(em, t, x)
+        if pred and other is not None:
+            r = select(em, t, pred, r, other)
+        return r
     if t.is_bool or (t.is_floating and t.bits == 16):
         x = em.reg("b16" if t.bits == 16 else "b32")
         if pred:
@@ -204,6 +215,8 @@ def _to16(em, t, r):
 
 
 def _store_group(em, t, p, vals, pred):
+    if t.is_fp8:  # stored as its byte: from here on an 8-bit integer
+        vals, t = [fp8.encode(em, t, v) for v in vals], dt.uint8
     V = len(vals)
     g = f"@{pred} " if pred else ""
     es = _esize(t)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gluon_trace.errors import CompileError
 
+from . import ptx
 from .emitter import rule
 from .rules_memory import _extract16
 
@@ -21,6 +22,8 @@ _KINDS = {
     "bfloat16": ("m16n8k16", "f32.bf16.bf16.f32", 16, 2),
     "float32": ("m16n8k8", "f32.tf32.tf32.f32", 8, 1),
     "int8": ("m16n8k32", "s32.s8.s8.s32", 32, 4),
+    "float8e4nv": ("m16n8k32", "f32.e4m3.e4m3.f32", 32, 4),   # sm_89+
+    "float8e5": ("m16n8k32", "f32.e5m2.e5m2.f32", 32, 4),
 }
 
 
@@ -71,6 +74,12 @@ def _pack(em, t, regs: list[str]) -> str:
         r = em.ins("b32", f"mov.b32 {{d}}, {{{hs[0]}, {hs[1]}}};")
     elif t.name == "float32":
         r = em.ins("b32", f"cvt.rna.tf32.f32 {{d}}, {regs[0]};")
+    elif t.is_fp8:  # four bytes, lowest K first
+        from . import fp8
+        bs = [fp8.encode(em, t, x) for x in regs]
+        r = bs[0]
+        for j, x in enumerate(bs[1:], 1):
+            r = em.ins("b32", f"bfi.b32 {{d}}, {x}, {r}, {8 * j}, 8;")
     else:
         r = regs[0]
         for j, x in enumerate(regs[1:], 1):
@@ -87,6 +96,8 @@ def _mma_v2(em, op):
     if kind is None:
         raise CompileError(f"mma_v2 on {t} operands is not lowered by the NVIDIA backend yet; use float16, "
                            "bfloat16, float32 (tf32) or int8", op.loc)
+    if t.is_fp8:
+        ptx.require(em.target, "mma_v2 on fp8 (mma.sync e4m3/e5m2)", 89, op.loc)
     f16_acc = acc_t.name == "float16"
     if f16_acc and t.name != "float16":
         raise CompileError(f"mma_v2 accumulates {t} operands in float32 on NVIDIA, not float16", op.loc)

@@ -26,7 +26,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 from gluon_trace.ops_memory import element_offsets
 
-from . import ptx
+from . import fp8, ptx
 from .emitter import rule
 from .rules_memory import _extract8, _extract16, _to16, vec_width
 
@@ -243,6 +243,8 @@ class Access:
 
 def _words(em, t: dt.dtype, vals: list[str]) -> tuple[str, list[str]]:
     """(st type, registers) of a run of element registers, packed into 32-bit words where narrow."""
+    if t.is_fp8:  # stored as its byte: from here on an 8-bit integer
+        vals, t = [fp8.encode(em, t, v) for v in vals], dt.uint8
     es = _esize(t)
     if es >= 4:
         return f"b{8 * es}", vals
@@ -346,7 +348,9 @@ def _load(em, op):
             em.emit(f"ld.shared{f'.v{V}' if V > 1 else ''}.b{8 * es} {dst}, {a};")
             out += regs
         elif V == 1:
-            if t.is_floating:
+            if t.is_fp8:
+                out.append(fp8.decode(em, t, em.ins("b32", f"ld.shared.u8 {{d}}, {a};")))
+            elif t.is_floating:
                 h = em.ins("b16", f"ld.shared.b16 {{d}}, {a};")
                 out.append(em.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16"
                            else em.bf16_bits_to_f32(h))

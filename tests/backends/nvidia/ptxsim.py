@@ -118,6 +118,8 @@ class Kernel:
         return ("op", pred, op.split("."), args)
 
 
+_FP8 = {"e4m3x2": "float8e4nv", "e5m2x2": "float8e5"}
+
 class Sim:
     def __init__(self, kernel: Kernel, grid, params: list, mem: Mem, smem_bytes: int = 0):
         self.k = kernel
@@ -484,6 +486,8 @@ class Sim:
         self.set(d, r, m)
 
     def op_cvt(self, parts, args, m, active):
+        if any(p in _FP8 for p in parts[1:]):
+            return self._cvt_fp8(parts, args, m)
         mods = [p for p in parts[1:] if p in ("rn", "rzi", "rmi", "rpi", "rni", "rz", "ftz", "sat")]
         types = [p for p in parts[1:] if p not in mods]
         dt_, st_ = types
@@ -531,6 +535,27 @@ class Sim:
             w = self.k.regs[d]
             wide = {"b32": np.int64, "b64": np.int64, "b16": np.int64}[w]
             self.set(d, r.astype(wide if dt_[0] == "s" else np.uint64), m)
+
+    def _cvt_fp8(self, parts, args, m):
+        """cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a (two bytes -> two halves, exact) and
+        cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b (a -> the high byte, b -> the low one),
+        by the PTX ISA's definitions (fp8 rounding from gluon_trace.fp8, checked there against
+        ml_dtypes)."""
+        from gluon_trace import fp8
+        if parts[2] == "f16x2":
+            name = _FP8[parts[3]]
+            h = self.val(args[1], "b16").astype(np.uint32)
+            lo = fp8.decode((h & 0xFF).astype(np.uint8), name).astype(np.float16).view(np.uint16)
+            hi = fp8.decode((h >> 8).astype(np.uint8), name).astype(np.float16).view(np.uint16)
+            self.set(args[0], lo.astype(np.uint32) | (hi.astype(np.uint32) << 16), m)
+            return None
+        if "satfinite" not in parts or parts[-1] != "f32":
+            raise NotImplementedError(".".join(parts))
+        name = _FP8[parts[3]]
+        a = fp8.encode(self.val(args[1], "f32"), name).astype(np.uint16)
+        b = fp8.encode(self.val(args[2], "f32"), name).astype(np.uint16)
+        self.set(args[0], (a << 8) | b, m)
+        return None
 
     def op_cvta(self, parts, args, m, active):
         d, a = args
