@@ -350,16 +350,23 @@ class Emitter:
 
     def emit_block(self, block) -> list:
         from .rules import RULES
+        from .lds import async_copies
         from gluon_trace.backend import Unsupported
+        copies = async_copies(self)  # async copies' LDS writes complete within their block
+        copies.enter()
         for op in block.ops:
             if op.name == "yield":
+                copies.leave()
                 return [self.vals[v] for v in op.operands]
             self.loc = op.loc
+            if op.name in ("for", "if"):
+                copies.flush()
             rule = RULES.get(op.name)
             if rule is None or isinstance(rule, Unsupported):
                 why = rule.why if rule is not None else "no lowering rule"
                 raise self.error(f"`{op.name}` is not supported: {why}")
             rule(self, op)
+        copies.leave()
         return []
 
     def run_region(self, block, args: list) -> list:

@@ -7,9 +7,9 @@ loaded dwords back through :func:`packed`.
 
 Barriers: ``s_barrier`` right before each access :mod:`gluon_trace.membar` names, and for
 ``thread_barrier``; the ``s_waitcnt lgkmcnt(0)`` before every barrier comes from waitcnt.py.
-An async copy is a global load into VGPRs and a ds_write of the same bytes (masked-off
-elements written as zeros); it is complete when issued, which the user's ``wait_group`` and
-the barrier membar puts before the first read of the buffer make visible to every wave.
+An async copy is a global load into VGPRs and, later, a ds_write of the same bytes (masked-off
+elements written as zeros): see :class:`AsyncCopies` for when. The user's ``wait_group`` and
+the barrier membar puts before the first read of the buffer make them visible to every wave.
 """
 from __future__ import annotations
 
@@ -355,13 +355,76 @@ def rule_async_copy(em, op):
                     em.emit("v_mov_b32", [raw if nw == 1 else raw[j]], [Imm(0)], kind="valu")
             with ExecMask(em, m, owner):
                 em.emit(_GLOAD[nbytes], [raw], addr, suffix=sfx, kind="vmem_load")
-        with ExecMask(em, None, owner):
-            em.emit(_WRITE[nbytes], [], [reg, raw], suffix=f"offset:{imm}" if imm else "",
-                    kind="lds_store")
+        async_copies(em).add((reg, imm, raw, nbytes, owner, len(em.code)))
 
 
-def rule_nothing(em, op):
-    """commit_group / wait_group: the copies completed when issued (see the module docstring)."""
+class AsyncCopies:
+    """The LDS writes of async copies wait in VGPRs until the copy must be complete: a
+    ``wait_group`` that covers its group, or the end of the block it was issued in, or the
+    next loop/branch (so other work overlaps the global loads' latency, as cp.async's does).
+    A barrier emitted between the copy and its writes no longer orders them before the
+    readers membar placed no barrier for (it took the copy as written at issue): then one
+    more ``s_barrier`` follows the writes."""
+
+    def __init__(self, em):
+        self.em = em
+        self.scopes: list = []     # per block being emitted: [uncommitted writes, committed groups]
+
+    def enter(self) -> None:
+        self.scopes.append([[], []])
+
+    def leave(self) -> None:
+        self.flush()
+        self.scopes.pop()
+
+    def add(self, write) -> None:
+        self.scopes[-1][0].append(write)
+
+    def commit(self) -> None:
+        scope = self.scopes[-1]
+        scope[1].append(scope[0])
+        scope[0] = []
+
+    def wait(self, n: int) -> None:
+        groups = self.scopes[-1][1]
+        done = groups[:max(len(groups) - n, 0)]
+        del groups[:len(done)]
+        self._write([w for g in done for w in g])
+
+    def flush(self) -> None:
+        if not self.scopes:
+            return
+        scope = self.scopes[-1]
+        writes = [w for g in scope[1] for w in g] + scope[0]
+        scope[0], scope[1] = [], []
+        self._write(writes)
+
+    def _write(self, writes) -> None:
+        if not writes:
+            return
+        em = self.em
+        first = min(w[5] for w in writes)
+        crossed = any(getattr(i, "kind", None) == "barrier" for i in em.code[first:])
+        for reg, imm, raw, nbytes, owner, _ in writes:
+            with ExecMask(em, None, owner):
+                em.emit(_WRITE[nbytes], [], [reg, raw], suffix=f"offset:{imm}" if imm else "",
+                        kind="lds_store")
+        if crossed:
+            em.barrier()
+
+
+def async_copies(em) -> AsyncCopies:
+    if not hasattr(em, "async_copies"):
+        em.async_copies = AsyncCopies(em)
+    return em.async_copies
+
+
+def rule_commit(em, op):
+    async_copies(em).commit()
+
+
+def rule_wait(em, op):
+    async_copies(em).wait(int(op.attrs["num_outstanding"]))
 
 
 _NVIDIA = ("is an NVIDIA instruction ({}); AMD GPUs have no equivalent. On AMD, {}")
@@ -378,8 +441,8 @@ RULES = {
     "smem_store": rule_store,
     "thread_barrier": rule_thread_barrier,
     "async_copy_load": rule_async_copy,
-    "async_copy_commit_group": rule_nothing,
-    "async_copy_wait_group": rule_nothing,
+    "async_copy_commit_group": rule_commit,
+    "async_copy_wait_group": rule_wait,
 }
 
 NVIDIA_ONLY = {
