@@ -163,6 +163,49 @@ def fastest(name, configs, shape, ref, make):
     return best
 
 
+FP8 = [(128, 256, 128, 3, 8), (128, 128, 128, 4, 4), (128, 128, 128, 5, 8)]  # B K-major, matmul_hopper
+
+
+def fp8_row(m=8192, n=8192, k=8192):
+    """fp8 e4m3 GEMM (bf16 out) against cuBLASLt through torch._scaled_mm (unit scales)."""
+    a = (torch.randn(m, k, device="cuda") * 2).to(torch.float8_e4m3fn)
+    bt = (torch.randn(n, k, device="cuda") * 2).to(torch.float8_e4m3fn)   # [N, K]: K-major B
+    one = torch.ones((), device="cuda")
+    flop = 2.0 * m * n * k
+    ref = a.float() @ bt.float().T
+    lt = lambda: torch._scaled_mm(a, bt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    t_lt = gpu_time(lt)
+    lay = gl.NVMMASharedLayout.get_default_for
+    best = None
+    for bm, bn, bk, stages, warps in FP8:
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        try:
+            da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.float8e4nv))
+            db = TensorDescriptor.from_tensor(bt, [bn, bk], lay([bn, bk], gl.float8e4nv))
+            dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
+            progs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
+            run = lambda: matmul_hopper[(progs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,  # noqa: E731
+                                                  B_KMAJOR=True, num_warps=warps, backend="nvidia")
+            run()
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+            if not err < 2e-2:
+                print(f"  fp8 {(bm, bn, bk, stages, warps)}: wrong result (rel err {err})")
+                continue
+            t = gpu_time(run)
+        except Exception as e:  # noqa: BLE001  (a configuration that fails is reported, not fatal)
+            print(f"  fp8 {(bm, bn, bk, stages, warps)}: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        if best is None or t < best[0]:
+            best = (t, (bm, bn, bk, stages, warps))
+    row = {"shape": [m, n, k], "dtype": "float8e4nv", "cublaslt_tflops": flop / t_lt / 1e9}
+    if best:
+        row.update(fp8_tflops=flop / best[0] / 1e9, fp8_config=best[1], fp8_ratio_to_cublaslt=t_lt / best[0])
+    print(f"{m}x{n}x{k} fp8 e4m3: ours {row.get('fp8_tflops', 0):.0f} TFLOP/s {row.get('fp8_config')} | "
+          f"cuBLASLt (_scaled_mm) {row['cublaslt_tflops']:.0f} | ratio {row.get('fp8_ratio_to_cublaslt', 0):.3f}")
+    return row
+
+
 def main() -> int:
     dev = torch.cuda.get_device_name()
     rows, tri = [], triton_matmul()
@@ -233,6 +276,7 @@ def main() -> int:
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "
               f"{row['triton_tflops'] or 0:.0f} | ratio to cuBLAS {row.get('ratio_to_cublas', 0):.3f}")
+    rows.append(fp8_row())
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     name = dev.replace(" ", "_")
     with open(os.path.join(os.path.dirname(__file__), "results", f"gemm-{name}.json"), "w") as f:
