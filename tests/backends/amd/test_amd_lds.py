@@ -602,3 +602,54 @@ def test_on_tinygrads_rdna3_emulator(case, amd_toolchain):
     kernel[(1,)](*ref, *ins, backend="interpreter", **cx)
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)
+
+
+# -- random layouts ------------------------------------------------------------------------------------
+
+@gt.jit
+def random_kernel(y_ptr, x_ptr, M: gl.constexpr, N: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
+                  SL: gl.constexpr, DT: gl.constexpr, NW: gl.constexpr):
+    import test_amd_layouts_sim as lay
+    LA, LB = lay.make(A, NW), lay.make(B, NW)
+    dt = DTYPES[DT]
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, LA))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, LA))
+    s = gl.allocate_shared_memory(dt, [M, N], shared(SL, [M, N], dt))
+    s.store(gl.load(x_ptr + r[:, None] * N + c[None, :]).to(dt))
+    y = s.load(LB)
+    rb = gl.arange(0, M, layout=gl.SliceLayout(1, LB))
+    cb = gl.arange(0, N, layout=gl.SliceLayout(0, LB))
+    gl.store(y_ptr + rb[:, None] * N + cb[None, :], y.to(gl.float32))
+
+
+def _random_case():
+    from hypothesis import strategies as st
+    import test_amd_layouts_sim as lay
+    sw = st.tuples(st.just("sw"), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]),
+                   st.sampled_from([1, 2, 4, 8]), st.sampled_from([(1, 0), (0, 1)]))
+    pad = st.tuples(st.just("pad"), st.sampled_from([4, 16, 64]), st.sampled_from([1, 2, 4]),
+                    st.sampled_from([(1, 0), (0, 1)]))
+    return st.tuples(st.sampled_from([8, 16, 32]), st.sampled_from([8, 32, 64]), lay.layout_params,
+                     lay.layout_params, st.one_of(sw, pad),
+                     st.sampled_from(["float32", "float16", "bfloat16", "int8", "float64"]),
+                     st.sampled_from([1, 2, 4]), st.integers(0, 2**16))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_layouts_roundtrip(target):
+    from hypothesis import Phase, given, reject, settings
+
+    @settings(max_examples=10, deadline=None, phases=[Phase.generate])
+    @given(case=_random_case())
+    def check(case):
+        m, n, a, b, sl, dt, nw, seed = case
+        x = _roundtrip_input("int8" if dt == "int8" else dt, m, n, seed)
+        try:
+            (s,), (r,), _ = run_both(random_kernel, target, [np.zeros((m, n), np.float32)], [x], M=m, N=n,
+                                     A=a, B=b, SL=sl, DT=dt, NW=nw, num_warps=nw)
+        except gt.CompileError as e:
+            if "VGPRs" not in str(e):
+                raise
+            reject()
+        np.testing.assert_array_equal(s, r)
+    check()
