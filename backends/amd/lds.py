@@ -236,24 +236,84 @@ def _gather(em, words):
     return data
 
 
+def _paired(items, unit: int):
+    """Accesses of ``unit`` bytes (4 or 8) as ``ds_read2/ds_write2``: two per instruction when
+    they share an address register and their offsets, in units, fit the two 8-bit fields
+    (directly, every 64 units with the st64 forms, or from that register plus a multiple of
+    256 units). ``items``: [(address register key, imm)]; returns, in order, groups
+    (indices, offsets, st64, bytes to add to the address register)."""
+    singles: dict = {}
+    out = []
+    for k, (key, imm) in enumerate(items):
+        if unit not in (4, 8) or imm % unit:
+            out.append(([k], [imm], False, 0))
+            continue
+        j = singles.pop(key, None)
+        if j is None:
+            singles[key] = k
+            continue
+        a, b = items[j][1] // unit, imm // unit
+        if max(a, b) < 256:
+            out.append(([j, k], [a, b], False, 0))
+        elif a % 64 == 0 and b % 64 == 0 and max(a, b) < 256 * 64:
+            out.append(([j, k], [a // 64, b // 64], True, 0))
+        elif a // 256 == b // 256:
+            out.append(([j, k], [a % 256, b % 256], False, a // 256 * 256 * unit))
+        else:
+            out.append(([j], [items[j][1]], False, 0))
+            singles[key] = k
+    out += [([k], [items[k][1]], False, 0) for k in singles.values()]
+    return sorted(out, key=lambda g: g[0][0])
+
+
+def _group_addr(em, acc, r, delta):
+    reg, imm = acc.addr(r)
+    if delta:
+        ck = ("lds_rebase", elem_key(reg), delta)
+        base = em.cse_get(ck)
+        if base is None:
+            base = em.cse_put(ck, em.valu("v_add_u32" if em.t.gfx9 else "v_add_nc_u32", em.v(),
+                                          [Imm(delta), reg]))
+        reg = base
+    return reg, imm
+
+
+def _suffix(offs):
+    if len(offs) == 1:
+        return f"offset:{offs[0]}" if offs[0] else ""
+    return f"offset0:{offs[0]} offset1:{offs[1]}"
+
+
 def _store(em, v: Lds, val) -> None:
     acc = Access(em, v, val.type)
     lay = acc.lay
     V = acc.vec()
     vals = em.elems(val)
     free_r = _free_reg_mask(lay)
+    nbytes = V * v.es
+    starts = [r for r in range(0, lay.num_regs, V) if not r & free_r]  # (others: copies)
+    owner = owner_lanes(em, lay)
     writes = []
-    # addresses and data first: values made under a partial EXEC mask must not be reused
-    for r in range(0, lay.num_regs, V):
-        if r & free_r:
-            continue  # copies of elements this thread already wrote
-        words = pack(em, v.dtype, [vals[r + j] for j in range(V)])
-        reg, imm = acc.addr(r)
-        writes.append((reg, imm, _gather(em, words)))
-    with ExecMask(em, None, owner_lanes(em, lay)):
-        for reg, imm, data in writes:
-            em.emit(_WRITE[V * v.es], [], [reg, data], suffix=f"offset:{imm}" if imm else "",
-                    kind="lds_store")
+    for idx, offs, st64, delta in _paired([acc.where(r) for r in starts], nbytes):
+        rs = [starts[k] for k in idx]
+        reg, _ = _group_addr(em, acc, rs[0], delta)
+        data = [_gather(em, pack(em, v.dtype, [vals[r + j] for j in range(V)])) for r in rs]
+        name = _WRITE[nbytes] if len(rs) == 1 else f"ds_write2{'st64' if st64 else ''}_b{8 * nbytes}"
+        writes.append((name, reg, data, _suffix(offs)))
+        if owner is None:
+            _emit_writes(em, writes, None)
+            writes = []
+    # with copies in other lanes, only their owners write: addresses and data are made first,
+    # as values made under a partial EXEC mask must not be reused
+    _emit_writes(em, writes, owner)
+
+
+def _emit_writes(em, writes, owner) -> None:
+    if not writes:
+        return
+    with ExecMask(em, None, owner):
+        for name, reg, data, sfx in writes:
+            em.emit(name, [], [reg, *data], suffix=sfx, kind="lds_store")
 
 
 def rule_store(em, op):
@@ -269,36 +329,41 @@ def rule_load(em, op):
     acc = Access(em, v, op.result.type)
     V = acc.vec()
     es = v.es
+    nbytes = V * es
     free_r = _free_reg_mask(acc.lay)
-    out = []
-    for r in range(0, acc.lay.num_regs, V):
-        if r & free_r:  # a copy of an element this thread already loaded
-            out += out[r & ~free_r:(r & ~free_r) + V]
-            continue
-        reg, imm = acc.addr(r)
-        nbytes = V * es
-        sfx = f"offset:{imm}" if imm else ""
+    starts = [r for r in range(0, acc.lay.num_regs, V) if not r & free_r]
+    elems_of: dict = {}
+    nw = max(nbytes // 4, 1)
+    # pairs of 64-bit elements would land in one 4-dword register: they load one by one
+    for idx, offs, st64, delta in _paired([acc.where(r) for r in starts], nbytes if es <= 4 else 0):
+        reg, _ = _group_addr(em, acc, starts[idx[0]], delta)
         if nbytes < 4:
             name = {1: "i8" if d.is_signed else "u8", 2: "i16" if (d.is_signed and es == 2) else "u16"}[nbytes]
             raw = em.v()
-            em.emit(f"ds_read_{name}", [raw], [reg], suffix=sfx, kind="lds_load")
-            if V == 1:
-                out.append(raw if d.is_int else unpack(em, d, raw, 0))
-            else:  # two bytes
-                out += [unpack(em, d, raw, 0), unpack(em, d, raw, 1)]
+            em.emit(f"ds_read_{name}", [raw], [reg], suffix=_suffix(offs), kind="lds_load")
+            elems_of[starts[idx[0]]] = [raw if d.is_int else unpack(em, d, raw, 0)] if V == 1 else \
+                [unpack(em, d, raw, 0), unpack(em, d, raw, 1)]  # (two bytes)
             continue
-        nw = nbytes // 4
-        dst = em.v(nw)
-        em.emit(_READ[nbytes], [dst], [reg], suffix=sfx, kind="lds_load")
-        words = [dst] if nw == 1 else [dst[j] for j in range(nw)]
-        if es >= 4:
-            out += words if es == 4 else [dst]
-            continue
-        per = 4 // es
-        elems = [unpack(em, d, words[j // per], j % per) for j in range(V)]
-        for j in range(0, V, per):  # an MMA packing these again takes the loaded dword
-            em.cse_put(("lds_word", d.name) + tuple(elem_key(x) for x in elems[j:j + per]), words[j // per])
-        out += elems
+        dst = em.v(nw * len(idx))
+        name = _READ[nbytes] if len(idx) == 1 else f"ds_read2{'st64' if st64 else ''}_b{8 * nbytes}"
+        em.emit(name, [dst], [reg], suffix=_suffix(offs), kind="lds_load")
+        for n, k in enumerate(idx):
+            if es == 8:
+                elems_of[starts[k]] = [dst]
+                continue
+            words = [dst] if dst.size == 1 else [dst[n * nw + j] for j in range(nw)]
+            if es == 4:
+                elems_of[starts[k]] = words
+                continue
+            per = 4 // es
+            elems = [unpack(em, d, words[j // per], j % per) for j in range(V)]
+            for j in range(0, V, per):  # an MMA packing these again takes the loaded dword
+                em.cse_put(("lds_word", d.name) + tuple(elem_key(x) for x in elems[j:j + per]), words[j // per])
+            elems_of[starts[k]] = elems
+    out = []
+    for r in range(0, acc.lay.num_regs, V):
+        # a copy of an element this thread already loaded: the same registers
+        out += elems_of[r] if not r & free_r else out[r & ~free_r:(r & ~free_r) + V]
     em.vals[op.result] = out
 
 

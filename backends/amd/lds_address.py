@@ -181,12 +181,18 @@ class Access:
             V = 1  # a 64-bit element is a register pair: one ds_*_b64 each
         return V
 
+    def where(self, r: int):
+        """(which thread register, immediate offset) register r's element is at: registers with
+        the same first part share an address VGPR."""
+        v = self.v
+        x = self.regL[r]
+        lo, hi = x & self.possible, x & ~self.possible
+        return lo, v.const + self.regS[r] + v.es * int(pad(np.int64(hi), v.pads))
+
     def addr(self, r: int):
         """(VGPR address, immediate offset) of register r's element in this thread."""
         em, v = self.em, self.v
-        x = self.regL[r]
-        lo, hi = x & self.possible, x & ~self.possible
-        imm = v.const + self.regS[r] + v.es * int(pad(np.int64(hi), v.pads))
+        lo, imm = self.where(r)
         reg = self._thread_reg(lo)
         if v.base is not None:
             key = ("lds_addr", elem_key(reg) if not isinstance(reg, Imm) else reg.bits, elem_key(v.base))

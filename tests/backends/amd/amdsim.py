@@ -563,6 +563,8 @@ class Sim:
             w.issue("lgkm", w.vdest(i.defs[0], data[src], act))
             return
         addr, _ = w.read(i.uses[0])
+        if op.startswith(("ds_read2", "ds_write2")):
+            return self.lds_op2(w, i, act, addr)
         kind = op.split("_")[-1]
         n = {"b8": 1, "b16": 2, "u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8,
              "b128": 16}.get(kind)
@@ -615,6 +617,46 @@ class Sim:
         else:
             d = i.defs[0]
             w.issue("lgkm", [("v", d.phys + k, (act, words[k].astype(np.uint32))) for k in range(n // 4)])
+
+    def lds_op2(self, w, i, act, addr):
+        """ds_read2/ds_write2[st64]_b32/b64: two elements at offset0 and offset1 (8-bit fields, in
+        elements, or in 64 elements for st64) from one address."""
+        op = i.op
+        n = 8 if op.endswith("b64") else 4
+        unit = n * (64 if "st64" in op else 1)
+        offs = [int(i.suffix.split(f"offset{k}:")[1].split()[0], 0) if f"offset{k}:" in i.suffix else 0
+                for k in range(2)]
+        if not all(0 <= o < 256 for o in offs):
+            raise SimError(f"{op}: offsets {offs} do not fit 8 bits")
+        lanes = np.nonzero(act)[0]
+        base = (addr & np.uint64(M32)).astype(np.int64)
+        words = []
+        for k, o in enumerate(offs):
+            where = base + o * unit
+            if (where[lanes] % n).any():
+                raise SimError(f"misaligned {op} at pc {w.pc - 1}")
+            if op.startswith("ds_write2"):
+                data, _ = w.read(i.uses[1 + k])
+                new = np.zeros((len(lanes), n), np.uint8)
+                for j, l in enumerate(lanes):
+                    if where[l] + n > self.lds.size:
+                        raise SimError(f"LDS write at {where[l]} beyond the {self.lds.size} bytes allocated")
+                    new[j] = np.frombuffer(int(data[l]).to_bytes(8, "little")[:n], np.uint8)
+                self.lds_track.access(w, where[lanes], n, pc=w.pc - 1, data=new, lds=self.lds)
+                for j, l in enumerate(lanes):
+                    self.lds[where[l]:where[l] + n] = new[j]
+            else:
+                inside = lanes[where[lanes] + n <= self.lds.size]
+                self.lds_track.access(w, where[inside], n, pc=w.pc - 1)
+                vals = np.zeros(self.W, np.uint64)
+                for l in inside:
+                    vals[l] = int.from_bytes(self.lds[where[l]:where[l] + n].tobytes(), "little")
+                words += [vals & np.uint64(M32), vals >> np.uint64(32)][:n // 4]
+        if op.startswith("ds_write2"):
+            w.issue("lgkm", [])
+            return
+        d = i.defs[0]
+        w.issue("lgkm", [("v", d.phys + k, (act, x.astype(np.uint32))) for k, x in enumerate(words)])
 
     # -- vector ALU ----------------------------------------------------------------------------
     def valu(self, w: Wave, i: Inst):
