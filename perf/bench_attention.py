@@ -19,15 +19,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from bench_gemm import gpu_time  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
-from gluon_trace.kernels.attention_hopper import attention_fwd  # noqa: E402
+from gluon_trace.kernels.attention_hopper import attention_fwd, attention_fwd_pipelined  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
-CONFIGS = [(128, 64, 8, 2), (128, 128, 8, 2), (64, 64, 4, 2), (128, 64, 8, 3)]  # BM, BN, warps, stages
+CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 128, 4, 2),  # kernel, BM, BN,
+           ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4)]  # warps, stages
 
 
 def ours(cfg, q, k, v, o, causal):
-    bm, bn, warps, stages = cfg
+    kernel, bm, bn, warps, stages = cfg
     b, h, s, d = q.shape
     q3, k3, v3, o3 = (t.view(b * h, s, d) for t in (q, k, v, o))
     lay = gl.NVMMASharedLayout.get_default_for
@@ -36,8 +37,9 @@ def ours(cfg, q, k, v, o, causal):
     kd = TensorDescriptor.from_tensor(k3, [1, bn, d], lay([bn, d], gl.bfloat16))
     vd = TensorDescriptor.from_tensor(v3, [1, bn, d], lay([bn, d], gl.bfloat16))
     scale = 1.0 / d ** 0.5
-    return lambda: attention_fwd[(-(-s // bm), b * h)](qd, kd, vd, od, s, scale, CAUSAL=causal, STAGES=stages,
-                                                       num_warps=warps, backend="nvidia")
+    kern = attention_fwd_pipelined if kernel == "pipelined" else attention_fwd
+    return lambda: kern[(-(-s // bm), b * h)](qd, kd, vd, od, s, scale, CAUSAL=causal, STAGES=stages,
+                                              num_warps=warps, backend="nvidia")
 
 
 def sdpa(backend, q, k, v, causal):
@@ -82,6 +84,7 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001  (a configuration that fails is reported)
                 print(f"  ours {cfg}: {type(e).__name__}: {str(e)[:300]}")
                 continue
+            print(f"  ours {cfg}: {flop / t / 1e9:.0f} TFLOP/s")
             if best is None or t < best[0]:
                 best = (t, cfg)
         if best:

@@ -126,8 +126,11 @@ def attention_reference(q, k, v, scale, causal):
 
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("seq", [128, 100])
-def test_attention(rng, d, causal, seq):
+@pytest.mark.parametrize("seq", [128, 100, 330])
+@pytest.mark.parametrize("kernel", ["attention_fwd", "attention_fwd_pipelined"])
+def test_attention(rng, d, causal, seq, kernel):
+    from gluon_trace.kernels import attention_hopper
+    attention = getattr(attention_hopper, kernel)
     bh, bm, bn = 2, 64, 64
     q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
     o = np.full((bh, seq, d), np.nan, BF16)
@@ -135,8 +138,8 @@ def test_attention(rng, d, causal, seq):
     qd, kd, vd, od = (TensorDescriptor.from_tensor(x, [1, bm if x is q or x is o else bn, d], lay)
                       for x in (q, k, v, o))
     scale = 1.0 / np.sqrt(d)
-    attention_fwd[(cdiv(seq, bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal,
-                                       backend="interpreter", target="sm_90a")
+    attention[(cdiv(seq, bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal,
+                                   backend="interpreter", target="sm_90a")
     ref = attention_reference(q, k, v, scale, causal)
     out = o.astype(np.float32)
     assert not np.isnan(out).any()

@@ -622,8 +622,9 @@ def test_gpu_hopper_gemm_matches_torch(m, n, k, dtype, b_kmajor):
 @pytest.mark.gpu
 @pytest.mark.parametrize("d, bm, warps", [(64, 64, 4), (128, 64, 4), (64, 128, 8), (128, 128, 8)])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("seq", [256, 200])
-def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq):
+@pytest.mark.parametrize("seq", [256, 200, 1000])
+@pytest.mark.parametrize("kernel", ["attention_fwd", "attention_fwd_pipelined"])
+def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
     torch = _gpu()
     bh, bn = 4, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -634,8 +635,9 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq):
     kd = TensorDescriptor.from_tensor(k, [1, bn, d], lay_n)
     vd = TensorDescriptor.from_tensor(v, [1, bn, d], lay_n)
     scale = 1.0 / d ** 0.5
-    attention_fwd[(-(-seq // bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, num_warps=warps,
-                                       backend=NVIDIA)
+    from gluon_trace.kernels import attention_hopper
+    getattr(attention_hopper, kernel)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal,
+                                                           num_warps=warps, backend=NVIDIA)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                            is_causal=causal, scale=scale)
