@@ -24,6 +24,7 @@ from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table
 from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm
 
+
 def _view(em, val) -> Lds:
     s = em.vals[val]
     if not isinstance(s, Lds):
@@ -100,21 +101,15 @@ def rule_reshape(em, op):
     r = v.lin.ndim
     nl_new = len(dst) - r
     if dst[nl_new:] == src[len(src) - r:]:  # stacked dims regrouped: strides from the new shape
-        old = _table(v, src)
-        lead, ok = [], True
         unit = v.lead[-1] if v.lead else 0
-        for d in range(nl_new):
-            lead.append(unit * int(np.prod(dst[d + 1:nl_new], dtype=np.int64)))
-        w = v.with_(lead=lead)
-        if not np.array_equal(_table(w, dst), old.reshape(dst)):
+        w = v.with_(lead=[unit * int(np.prod(dst[d + 1:nl_new], dtype=np.int64)) for d in range(nl_new)])
+        if not np.array_equal(_table(w, dst), _table(v, src).reshape(dst)):
             raise em.error(f"reshape {list(src)} -> {list(dst)} of this view (its stacked dims were "
                            "sliced) is not supported on AMD; reshape the whole buffer")
         em.vals[op.result] = w
         return
     # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
     t = op.result.type
-    if v.lead and any(n > 1 for n in src[:len(v.lead)]) and v.lin.shape != src[len(v.lead):]:
-        raise em.error("reshape of a sliced view into the swizzled dims is not supported on AMD")
     w = _fresh(em, t.layout, dst, t.dtype, v.base, v.balign, v.const)
     if not np.array_equal(_table(w, dst), _table(v, src).reshape(dst)):
         raise em.error(f"reshape {list(src)} -> {list(dst)} of this view is not supported on AMD; "
