@@ -20,7 +20,7 @@ import math
 
 from gluon_trace.errors import CompileError
 
-from . import ptx
+from . import affine, ptx
 from .emitter import rule
 
 LOG2E = 1.4426950408889634
@@ -150,10 +150,20 @@ def _fmod(em, t, a, b):
     return em.ins("f32", f"cvt.rn.f32.f64 {{d}}, {r};")
 
 
+def _affine_arith(em, op, name, a, b):
+    """32-bit add/sub/mul as base + constant (affine.py): tile offsets share one base."""
+    if name == "mul":
+        r = affine.mul(em, a, b)
+        return r if r is not None else arith(em, op, name, a, b)
+    return affine.add(em, a, b, sub=name == "sub")
+
+
 for _n in ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum",
            "and", "or", "xor", "shl", "shr"):
     def _make(name):
         def fn(em, op):
+            if name in ("add", "sub", "mul") and affine.applies(op.results[0].type.dtype):
+                return em.map(op, lambda a, b: _affine_arith(em, op, name, a, b))
             return em.map(op, lambda a, b: arith(em, op, name, a, b))
         return fn
     rule(_n)(_make(_n))
@@ -328,6 +338,9 @@ def _ptr_add(em, op):
     p_t, o_t = (v.type.dtype for v in op.operands)
     size = p_t.element.itemsize
 
+    if affine.applies(o_t) and affine.only_addressed(em, op.results[0]):
+        return em.map(op, lambda p, off: affine.address(em, p, off, o_t.is_signed, size))
+
     def fn(p, off):
         if ptx.rclass(o_t) == "b64":
             return em.ins("b64", f"mad.lo.s64 {{d}}, {off}, {size}, {p};")
@@ -343,7 +356,11 @@ def _hint(em, op):
 
 @rule("const")
 def _const(em, op):
-    return [[em.const_reg(op.attrs["value"], op.attrs["dtype"])]]
+    t = op.attrs["dtype"]
+    r = em.const_reg(op.attrs["value"], t)
+    if affine.applies(t):
+        affine.record(em, r, None, int(op.attrs["value"]))
+    return [[r]]
 
 
 # -- casts ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from gluon_trace.layouts import LinearLayout
 
-from . import ptx, swizzle
+from . import affine, ptx, swizzle
 from .emitter import _pack, _unpack, rule
 
 _SMEM_TYPE = {"b32": "b32", "f32": "f32", "b64": "b64", "f64": "f64", "pred": "b32"}
@@ -142,7 +142,7 @@ def _arange(em, op):
             k = ("arange", tp, rp + start)
             v = em.memo_get(k)
             if v is None:
-                v = em.ins("b32", f"add.s32 {{d}}, {tp}, {rp + start};") if rp + start else tp
+                v = affine.make(em, tp, rp + start)
                 em.memo_put(k, v)
         else:
             v = em.ins("b32", f"xor.b32 {{d}}, {tp}, {rp};")

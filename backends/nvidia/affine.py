@@ -1,0 +1,152 @@
+"""32-bit integer registers known as ``base register + constant``, and addresses as
+``[base + immediate]``.
+
+Offsets are built per element (``arange``, ``* stride``, ``+``), so a tile of N elements
+used to cost N multiplies, N adds and N 64-bit pointers (``mul.wide`` + ``add.s64``)
+before its N loads: with thousands of values per thread ptxas spent minutes allocating
+those pointers. Here each 32-bit integer register the arange/add/sub/mul/const rules
+produce is remembered as (base, c) -- base a register or None for a constant -- and
+the algebra works on the pairs: the offsets of a tile share one base register and
+differ by constants, an element's register is one ``add.s32 base, c`` (made only where
+something reads it), and a pointer whose only readers are loads and stores becomes the
+address ``[p + base*size + c*size]`` -- one 64-bit base per tile, an immediate per
+element.
+
+Exact in 32-bit two's complement (add/sub/mul distribute over wrap-around). The one
+assumption is the address: ``p + sext(base + c)*size`` is taken as ``p + sext(base)*size +
+c*size``, which differs only where the offset itself overflows int32 (an address far
+outside any buffer either way), as LLVM and Triton assume.
+"""
+from __future__ import annotations
+
+from gluon_trace import dtypes as dt
+
+_M = 1 << 32
+_IMM = 1 << 31  # PTX address immediates are 32-bit signed
+
+
+def _wrap(c: int) -> int:
+    c %= _M
+    return c - _M if c >= _IMM else c
+
+
+def applies(t: dt.dtype) -> bool:
+    return t.is_int and not t.is_bool and t.bits == 32
+
+
+def _table(em) -> dict:
+    return em.flags.setdefault("affine", {})
+
+
+def split(em, r: str) -> tuple[str | None, int]:
+    return _table(em).get(r, (r, 0))
+
+
+def record(em, r: str, base: str | None, c: int) -> str:
+    if r != base:
+        _table(em)[r] = (base, _wrap(c))
+    return r
+
+
+def make(em, base: str | None, c: int) -> str:
+    """The register holding base + c (one add, shared with every other use of that sum)."""
+    c = _wrap(c)
+    if base is None:
+        key = ("aff_const", c)
+    elif c == 0:
+        return base
+    else:
+        key = ("aff", base, c)
+    r = em.memo_get(key)
+    if r is None:
+        r = em.ins("b32", f"mov.b32 {{d}}, {c};" if base is None else f"add.s32 {{d}}, {base}, {c};")
+        em.memo_put(key, r)
+        record(em, r, base, c)
+    return r
+
+
+def _base_op(em, op: str, a: str, b: str) -> str:
+    key = ("aff_" + op, a, b)
+    r = em.memo_get(key)
+    if r is None:
+        r = em.ins("b32", f"{op} {{d}}, {a}, {b};")
+        em.memo_put(key, r)
+    return r
+
+
+def add(em, a: str, b: str, sub: bool = False) -> str:
+    (ba, ca), (bb, cb) = split(em, a), split(em, b)
+    c = ca - cb if sub else ca + cb
+    if bb is None:
+        base = ba
+    elif ba is None and not sub:
+        base = bb
+    elif ba is None:
+        base = _neg(em, bb)
+    else:
+        if not sub and ba > bb:
+            ba, bb = bb, ba  # a + b and b + a share one register
+        base = _base_op(em, "sub.s32" if sub else "add.s32", ba, bb)
+    return make(em, base, c)
+
+
+def _neg(em, b: str) -> str:
+    key = ("aff_neg", b)
+    r = em.memo_get(key)
+    if r is None:
+        r = em.ins("b32", f"neg.s32 {{d}}, {b};")
+        em.memo_put(key, r)
+    return r
+
+
+def mul(em, a: str, b: str) -> str | None:
+    """a * b when one side is a constant; None otherwise (the caller multiplies)."""
+    (ba, ca), (bb, cb) = split(em, a), split(em, b)
+    if ba is not None and bb is not None:
+        return None
+    if ba is None:
+        (ba, ca), (bb, cb) = (bb, cb), (ba, ca)
+    k = _wrap(cb)
+    if ba is None or k == 0:
+        return make(em, None, ca * k)
+    if k == 1:
+        base = ba
+    elif k == -1:
+        base = _neg(em, ba)
+    elif k > 0 and k & (k - 1) == 0:
+        base = _base_op(em, "shl.b32", ba, str(k.bit_length() - 1))
+    else:
+        base = _base_op(em, "mul.lo.s32", ba, str(k))
+    return make(em, base, ca * k)
+
+
+def address(em, p: str, off: str, signed: bool, size: int) -> str:
+    """The address p + off*size written as ``reg+imm`` for a load or store."""
+    base, c = split(em, off)
+    q = p
+    if base is not None:
+        key = ("aff_ptr", p, base, size, signed)
+        q = em.memo_get(key)
+        if q is None:
+            w = em.ins("b64", f"mul.wide.{'s' if signed else 'u'}32 {{d}}, {base}, {size};")
+            q = em.ins("b64", f"add.s64 {{d}}, {p}, {w};")
+            em.memo_put(key, q)
+    imm = c * size
+    if not imm:
+        return q
+    if -_IMM <= imm < _IMM:
+        return f"{q}+{imm}"
+    w = em.ins("b64", f"mul.wide.s32 {{d}}, {make(em, None, c)}, {size};")
+    return em.ins("b64", f"add.s64 {{d}}, {q}, {w};")
+
+
+def only_addressed(em, v) -> bool:
+    """Whether every reader of ``v`` uses it as the pointer of a load or store (so its
+    registers may be ``reg+imm`` address expressions)."""
+    uses = em.flags.get("affine_uses")
+    if uses is None:
+        uses = em.flags["affine_uses"] = {}
+        for op in em.g.body.walk():
+            for i, x in enumerate(op.operands):
+                uses[x] = uses.get(x, True) and op.name in ("load", "store") and i == 0
+    return uses.get(v, False)
