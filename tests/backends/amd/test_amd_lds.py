@@ -656,3 +656,53 @@ def test_random_layouts_roundtrip(target):
             reject()
         np.testing.assert_array_equal(s, r)
     check()
+
+
+@gt.jit
+def carried_kernel(out_ptr, K, NW: gl.constexpr):
+    L1: gl.constexpr = gl.BlockedLayout([1], [gl.threads_per_warp()], [NW], [0])
+    sl = gl.SwizzledSharedLayout(1, 1, 1, order=[0])
+    a = gl.allocate_shared_memory(gl.float32, [64], sl)
+    b = gl.allocate_shared_memory(gl.float32, [64], sl)
+    a.store(gl.full([64], 1.0, gl.float32, L1))
+    b.store(gl.full([64], 2.0, gl.float32, L1))
+    for k in gl.range(0, K):
+        a, b = b, a             # the buffers swap every iteration: carried descriptors
+    gl.store(out_ptr + gl.arange(0, 64, layout=L1), a.load(L1))
+
+
+@gt.jit
+def slice_kernel(out_ptr, x_ptr, START: gl.constexpr, LEN: gl.constexpr, NW: gl.constexpr):
+    L = blocked(ROW4, NW)
+    r = gl.arange(0, 32, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, 64, layout=gl.SliceLayout(0, L))
+    s = gl.allocate_shared_memory(gl.float32, [32, 64], gl.SwizzledSharedLayout(8, 1, 8, order=[1, 0]))
+    s.store(gl.load(x_ptr + r[:, None] * 64 + c[None, :]))
+    LS = blocked(ONE, NW)
+    part = s.slice(START, LEN, dim=1).load(LS)
+    rs = gl.arange(0, 32, layout=gl.SliceLayout(1, LS))
+    cs = gl.arange(0, LEN, layout=gl.SliceLayout(0, LS))
+    gl.store(out_ptr + rs[:, None] * LEN + cs[None, :], part)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_views_the_backend_cannot_address_are_errors_at_the_line(target):
+    tk = carried_kernel.trace(np.zeros(64, np.float32), 3, NW=1, num_warps=1, target=target)
+    with pytest.raises(gt.CompileError, match="carried through a loop") as e:
+        lowered(tk, target)
+    assert e.value.loc is not None and e.value.loc.file.endswith("test_amd_lds.py")
+    out = np.zeros(64, np.float32)
+    carried_kernel[(1,)](out, 3, NW=1, num_warps=1, backend="interpreter")  # the interpreter runs it
+    assert (out == 2.0).all()
+    # columns 3..6 of a swizzled row: no thread part + register part split of their offsets
+    x = np.random.default_rng(9).standard_normal((32, 64)).astype(np.float32)
+    tk = slice_kernel.trace(np.zeros((32, 4), np.float32), x, START=3, LEN=4, NW=2, num_warps=2,
+                            target=target)
+    with pytest.raises(gt.CompileError, match="not addressable as thread part") as e:
+        lowered(tk, target)
+    assert "s.slice(START, LEN" in open(e.value.loc.file).read().splitlines()[e.value.loc.line - 1]
+    # columns 4..11 straddle two 8-wide swizzle groups, yet split (XOR-linearly): they run
+    (s,), (r,), _ = run_both(slice_kernel, target, [np.zeros((32, 8), np.float32)], [x], START=4, LEN=8,
+                             NW=2, num_warps=2)
+    np.testing.assert_array_equal(s, x[:, 4:12])
+    np.testing.assert_array_equal(r, x[:, 4:12])
