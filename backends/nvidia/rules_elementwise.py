@@ -1,9 +1,11 @@
 """Lowering of elementwise ops, constants, casts and hints.
 
-Float choices (as Triton makes them): ``exp``/``exp2`` run on ``ex2.approx.ftz.f32``
-(``exp`` multiplies by log2(e) first), ``log``/``log2`` on ``lg2.approx.f32`` (times
-ln 2), ``rsqrt`` on ``rsqrt.approx.f32``, ``sin``/``cos`` on ``sin/cos.approx.f32``
-after a reduction by 2*pi; these are a few ulp off the interpreter. Division is IEEE
+Float choices (as Triton makes them): ``exp``/``exp2`` run on ``ex2.approx.f32``
+(``exp`` multiplies by log2(e) first; not ``.ftz``, which would give 0 for results below
+2**-126 where the interpreter and AMD give the subnormal), ``log``/``log2`` on
+``lg2.approx.f32`` (times ln 2), ``rsqrt`` on ``rsqrt.approx.f32``, ``sin``/``cos`` on
+``sin/cos.approx.f32`` after a reduction by 2*pi; how far these may land from the
+interpreter is in gluon_trace/fuzz/reference.py (``math_error``). Division is IEEE
 (``div.rn.f32``) unless the op has ``approx=True`` (``gl.fdiv``), then
 ``div.full.f32``. ``add``/``sub``/``mul`` carry ``.rn`` so ptxas never fuses them into
 an fma the interpreter would not do; ``gl.fma`` is ``fma.rn``. float16/bfloat16 compute
@@ -237,9 +239,9 @@ def _unary(em, op, name, a):
 def _f32_math(em, name, a):
     if name == "exp":
         x = em.ins("f32", f"mul.f32 {{d}}, {a}, {ptx.f32_hex(LOG2E)};")
-        return em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {x};")
-    if name == "exp2":
-        return em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {a};")
+        return em.ins("f32", f"ex2.approx.f32 {{d}}, {x};")
+    if name == "exp2":  # not .ftz: subnormal results, as the interpreter and AMD give them
+        return em.ins("f32", f"ex2.approx.f32 {{d}}, {a};")
     if name == "log":
         x = em.ins("f32", f"lg2.approx.f32 {{d}}, {a};")
         return em.ins("f32", f"mul.f32 {{d}}, {x}, {ptx.f32_hex(LN2)};")

@@ -201,7 +201,7 @@ def _unary(fn, x: Val, t: str, mode: str) -> Val:
         same = R.unary(fn, xv - x.e, "float64") == R.unary(fn, xv + x.e, "float64")
         return Val(v, np.where(same, 0.0, np.inf))
     # math on an inexact operand: not decided; on an exact one, a GPU's instruction is close
-    e = np.where(x.e > 0, np.inf, R.MATH_ULPS * _ulp(v, t))
+    e = np.where(x.e > 0, np.inf, R.MATH_ULPS * _ulp(v, t) + R.math_error(fn, x.v, v, t))
     if fn in ("sin", "cos"):  # the approximate instructions lose accuracy far from zero
         e = np.where(np.abs(np.asarray(x.v, float)) > 100, np.inf, e + 1e-5 * (t != "float64"))
     return _finish(v, e, t)

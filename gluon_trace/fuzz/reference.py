@@ -51,6 +51,38 @@ FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
 MATH_ULPS = 8
 
 
+def math_error(fn: str, x, v, t: str):
+    """What a float32 math instruction may add to MATH_ULPS ulps of the result ``v`` for
+    an exact operand ``x`` (bounded mode), from the instructions' documented accuracy:
+
+    - ``exp`` is ``ex2(x * log2(e))`` in float32 (NVIDIA's ex2.approx, AMD's v_exp_f32):
+      log2(e) and the product are each rounded (2**-24 relative), an argument off by
+      |x log2 e| 2**-23 makes 2**arg off by ln 2 times that, relative: |x| 2**-23 of |v|
+      (CUDA documents __expf as 2 + 1.17|x| ulp, the same growth), plus ex2's own 2 ulp.
+      At x = -85 that is 85 ulp, past any fixed ulp count: the H100 fuzz run saw 9.
+    - ``log``/``log2`` (lg2.approx, v_log_f32) are accurate in absolute terms near
+      x = 1, where the result goes to 0: 2**-22 absolute (PTX documents 2**-22.6 for
+      lg2.approx.f32 on [0.5, 2]), plus 2 ulp relative elsewhere; log multiplies by
+      ln 2 < 1 after, which keeps the bound.
+    - exp2, rsqrt, sin, cos: within MATH_ULPS (sin/cos get their own absolute term in
+      evaluate._unary). No instruction flushes subnormals: NVIDIA's exp/exp2 use
+      ex2.approx.f32 without .ftz, AMD's scale around v_exp/v_log's flushing.
+
+    float64 math is decomposed into core ops on both backends (within MATH_ULPS); float16
+    and bfloat16 compute in float32 and round, so the float32 terms hold for them too."""
+    if t == "float64":
+        return 0.0
+    x = np.abs(np.asarray(x, np.float64))
+    av = np.abs(np.asarray(v, np.float64))
+    if fn == "exp":
+        return (2.0 ** -22 + x * 2.0 ** -23) * av
+    if fn in ("exp2", "rsqrt", "sin", "cos"):
+        return 2.0 ** -22 * av
+    if fn in ("log", "log2"):
+        return 2.0 ** -22 + 2.0 ** -22 * av
+    return 0.0
+
+
 def np_dtype(d: str):
     return np.dtype(_NP[d])
 
