@@ -63,27 +63,45 @@ class _File:
         self.busy: list = []      # unit -> busy (bool)
         self.freed: list = []     # heap of units freed (may be stale: busy again)
         self.ends: list = []      # heap of (end, first unit, size)
+        self.blocks: dict = {}    # (size, align) -> heap of starts that may be free
+
+    def _free(self, q: int) -> None:
+        heapq.heappush(self.freed, q)
+        for (n, a), heap in self.blocks.items():  # every aligned block that holds q
+            for p in range(max(q - n + 1, 0) // a * a, q + 1, a):
+                heapq.heappush(heap, p)
 
     def expire(self, start: int) -> None:
         while self.ends and self.ends[0][0] < start:
             _, p, n = heapq.heappop(self.ends)
             for q in range(p, p + n):
                 self.busy[q] = False
-                heapq.heappush(self.freed, q)
+                self._free(q)
+
+    def _is_free(self, p: int, size: int) -> bool:
+        busy, top = self.busy, len(self.busy)
+        return not any(busy[q] for q in range(p, min(p + size, top)))
 
     def lowest(self, size: int, align: int) -> int:
         if size == 1:
             while self.freed and self.busy[self.freed[0]]:
                 heapq.heappop(self.freed)
             return self.freed[0] if self.freed else len(self.busy)
-        p = 0
-        while any(q < len(self.busy) and self.busy[q] for q in range(p, p + size)):
-            p += align
-        return p
+        # the lowest aligned free block, from a heap per shape (a block found busy is
+        # pushed again when the unit that blocks it is freed): a linear search per pair
+        # made a kernel with thousands of live values take minutes here
+        heap = self.blocks.get((size, align))
+        if heap is None:
+            heap = self.blocks[(size, align)] = [p for p in range(0, len(self.busy), align)
+                                                 if self._is_free(p, size)]
+        while heap and not self._is_free(heap[0], size):
+            heapq.heappop(heap)
+        end = -(-len(self.busy) // align) * align
+        return min(heap[0], end) if heap else end
 
     def take(self, p: int, size: int, end: int) -> None:
         for q in range(len(self.busy), p):  # units skipped over (alignment, fixed registers)
-            heapq.heappush(self.freed, q)
+            self._free(q)
         if p + size > len(self.busy):
             self.busy += [False] * (p + size - len(self.busy))
         for q in range(p, p + size):
