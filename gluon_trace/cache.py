@@ -33,6 +33,7 @@ def file_stamp(path: str) -> str:
 
 
 DECOMPOSE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decompose.py")
+SCHEDULE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedule.py")  # hoist_stores
 
 
 def make_key(**parts) -> str:

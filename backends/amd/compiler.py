@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
+from gluon_trace.cache import DECOMPOSE_SOURCE, SCHEDULE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
 from gluon_trace.errors import CompileError
 
@@ -46,6 +46,8 @@ def lower(graph, target: str) -> Emitted:
                  "(the interpreter runs it: backend='interpreter')")
     # float64 exp/log/sin/... become core ops here (one implementation for every backend)
     graph = expand_math(graph, F64_MATH)
+    from gluon_trace.schedule import hoist_stores
+    graph = hoist_stores(graph)  # each tile stored (and dead) as early as memory order allows
     em = Emitter(graph, target)
     lay = md.kernarg_layout(graph)
     for k, (v, slot) in enumerate(zip(graph.args, lay.args)):
@@ -199,7 +201,8 @@ def compile_graph(graph, target: str) -> CompiledKernel:
     tc = find_toolchain()
     key = make_key(backend="amd", graph=graph.text, target=target, assembler=tc.version,
                    origin=tc.origin, library=__version__, emitter=EMITTER_VERSION,
-                   decompose=file_stamp(DECOMPOSE_SOURCE), sources=_source_stamp())
+                   decompose=file_stamp(DECOMPOSE_SOURCE), schedule=file_stamp(SCHEDULE_SOURCE),
+                   sources=_source_stamp())
     def build() -> bytes:
         e = lower(graph, target)
         hsaco = assemble(e.text, target, graph.name)

@@ -11,7 +11,7 @@ import json
 import os
 import struct
 
-from gluon_trace.cache import DECOMPOSE_SOURCE, disk_cache, file_stamp, make_key
+from gluon_trace.cache import DECOMPOSE_SOURCE, SCHEDULE_SOURCE, disk_cache, file_stamp, make_key
 from gluon_trace.compiled import CompiledKernel
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import Graph, TensorDescType
@@ -33,6 +33,7 @@ def source_hash() -> str:
             if name.endswith(".py") and name != "launcher.py":
                 h.update(file_stamp(os.path.join(d, name)).encode())
         h.update(file_stamp(DECOMPOSE_SOURCE).encode())  # the float64 expansions emit() applies
+        h.update(file_stamp(SCHEDULE_SOURCE).encode())  # and the store hoisting
         _src_hash = h.hexdigest()[:16]
     return _src_hash
 

@@ -536,7 +536,8 @@ class Emitter:
                               for x, loc in self.lines]
                 self.smem_bytes += n
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
-               "//", f".version {PTX_VERSION}", f".target {self.target}", ".address_size 64", ""]
+               "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
+               ".address_size 64", ""]
         files = {}
         for _, loc in self.lines:
             if loc is not None and loc.file not in files:
@@ -596,6 +597,7 @@ def kernel_name(g: Graph) -> str:
 def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     """(PTX text, {PTX line: SourceLoc}, scratch shared-memory bytes)."""
     from gluon_trace.decompose import F64_MATH, expand_math
+    from gluon_trace.schedule import hoist_stores
     from . import _rules
     _rules()  # the rule modules register themselves in RULES
     from gluon_trace.backend import refuse_types
@@ -606,6 +608,7 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
         refuse_types(graph, "nvidia", lambda d: d.is_fp8, f"fp8 needs sm_{MIN_SM} or newer (its conversions "
                      f"and MMAs); this kernel is compiled for {target}")
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
+    graph = hoist_stores(graph)  # each tile stored (and dead) as early as memory order allows
     em = Emitter(graph, target)
     text, locs = em.render()
     _check_smem(em, graph, target)
