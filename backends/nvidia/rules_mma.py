@@ -98,6 +98,7 @@ def _mma_v2(em, op):
                            "bfloat16, float32 (tf32) or int8", op.loc)
     if t.is_fp8:
         ptx.require(em.target, "mma_v2 on fp8 (mma.sync e4m3/e5m2)", 89, op.loc)
+        em.flags["ptx_version"] = "8.4"  # mma.sync on fp8 came with PTX ISA 8.4 (wgmma's with 8.0)
     f16_acc = acc_t.name == "float16"
     if f16_acc and t.name != "float16":
         raise CompileError(f"mma_v2 accumulates {t} operands in float32 on NVIDIA, not float16", op.loc)
