@@ -36,13 +36,16 @@ def _split(ptx: str, i: int) -> tuple[str, str, bool, bool]:
 
 def _module(ptxs: list[tuple[int, str]], target: str) -> str:
     heads, funcs, smem, printf = [], [], False, False
+    version = max((tuple(int(x) for x in m.group(1).split("."))
+                   for _, p in ptxs for m in [re.search(r"^\.version (\d+\.\d+)", p, re.M)] if m),
+                  default=tuple(int(x) for x in PTX_VERSION.split(".")))
     for i, p in ptxs:
         h, f, s, pr = _split(p, i)
         heads.append(h)
         funcs.append(f)
         smem |= s
         printf |= pr
-    out = [f".version {PTX_VERSION}", f".target {target}", ".address_size 64"]
+    out = [f".version {version[0]}.{version[1]}", f".target {target}", ".address_size 64"]  # the newest any needs
     if smem:
         out.append(_SMEM)
     if printf:
