@@ -12,6 +12,11 @@ gfx942 only:
   VALU reading the result of a transcendental (v_exp, v_rcp, ...)    1
 gfx1100 (wave32):
   VALU reading a transcendental's result within 5 VALUs              s_waitcnt_depctr 0xfff
+  WMMA reading the previous WMMA's D as srcA/srcB                    v_nop
+
+MFMA (gfx90a, gfx942; P = the instruction's passes, mfma.MFMA) per the CDNA3 ISA guide, section
+7.6 "Dependency Resolution: Required Independent Instructions" (the hardware does not interlock
+the matrix pipe's results), in mfma_waits().
 
 History is not followed across labels: after a label the worst case is assumed.
 """
@@ -129,14 +134,23 @@ class HazardPass:
 
     def run(self, code: list) -> list:
         out, hist = [], []  # a wave starts with no instruction in flight
+        self.mfma = MfmaUnits(code) if self.t.gfx9 else None
         for i in code:
             if isinstance(i, Label):
                 out.append(i)
                 hist = [UNKNOWN]
                 continue
             n = self.nops(hist, i)
-            if n > 0:
-                nop = Inst("s_nop", uses=[str(n - 1)], kind="nop", loc=i.loc)
+            if self.mfma is not None and self.mfma.any:
+                n = max(n, mfma_waits(self.t, self.mfma, hist, i))
+            while n > 0:  # s_nop 7 is the most wait states one s_nop gives on every gfx9
+                k = min(n, 8)
+                nop = Inst("s_nop", uses=[str(k - 1)], kind="nop", loc=i.loc)
+                out.append(nop)
+                hist.append(nop)
+                n -= k
+            if not self.t.gfx9 and wmma_reads_last_d(hist, i):
+                nop = Inst("v_nop", kind="valu", loc=i.loc)
                 out.append(nop)
                 hist.append(nop)
             if self.trans_use_gfx11(hist, i):
@@ -145,10 +159,97 @@ class HazardPass:
                 hist.append(dep)
             out.append(i)
             hist.append(i)
-            if len(hist) > 16:
-                hist = hist[-16:]
+            if len(hist) > 32:  # enough for the 19 wait states of a 16-pass MFMA
+                hist = hist[-32:]
         return out
 
 
 def fix_hazards(code: list, target) -> list:
     return HazardPass(target).run(code)
+
+
+# -- matrix instructions --------------------------------------------------------------------------
+
+def _v(xs) -> set:
+    return {u for u in units(xs) if u[0] == "v"}
+
+
+def _is_mfma(i) -> bool:
+    return isinstance(i, Inst) and i.op.startswith("v_mfma")
+
+
+class MfmaUnits:
+    """The VGPRs any MFMA of the kernel writes (D) or reads as srcC: after a label, where the
+    history is unknown, only instructions touching those are held back."""
+
+    def __init__(self, code):
+        from .mfma import passes
+        self.d, self.c = set(), set()
+        self.p = 0
+        for i in code:
+            if _is_mfma(i):
+                self.d |= _v(i.defs)
+                self.c |= _v(i.uses[2:3])
+                self.p = max(self.p, passes(i.op))
+        self.any = bool(self.d)
+
+
+def mfma_waits(t, mu: MfmaUnits, hist, i: Inst) -> int:
+    """Wait states ``i`` needs after the MFMAs (and VALU writes) in ``hist``:
+      MFMA (P passes) writes D -> any other instruction reads or writes D        P + 3
+      MFMA writes D -> an MFMA reads it as srcA/srcB                             P + 3
+      MFMA writes D -> an MFMA reads it as srcC: the same registers              0
+                                                overlapping others      P (gfx90a), P + 1 (gfx942)
+      MFMA reads srcC -> another instruction writes those registers (WAR)        P - 1
+      VALU writes a VGPR -> an MFMA reads it                                     2
+    (CDNA3 ISA 7.6 "Dependency Resolution: Required Independent Instructions"; the 2-pass and
+    f64 special cases there concern MFMAs this backend does not emit.)"""
+    from .mfma import passes
+    if not isinstance(i, Inst) or i.kind in ("nop", "branch", "cbranch", "end"):
+        return 0
+    mf = _is_mfma(i)
+    uses, defs = _v(i.uses), _v(i.defs)
+    src_ab = _v(i.uses[:2]) if mf else set()
+    src_c = _v(i.uses[2:3]) if mf else set()
+    need, n = 0, 0
+    for h in reversed(hist):
+        if h is UNKNOWN:  # after a label: the worst any MFMA of the kernel could ask
+            if mf:
+                need = max(need, 2 - n)
+                if (src_ab | src_c) & mu.d:
+                    need = max(need, mu.p + 3 - n)
+            else:
+                if (uses | defs) & mu.d:
+                    need = max(need, mu.p + 3 - n)
+                if defs & mu.c:
+                    need = max(need, mu.p - 1 - n)
+            break
+        if _is_mfma(h):
+            p, hd = passes(h.op), _v(h.defs)
+            if mf:
+                if src_ab & hd:
+                    need = max(need, p + 3 - n)
+                if src_c & hd and src_c != hd:
+                    need = max(need, p + (1 if t.gfx940 else 0) - n)
+            else:
+                if (uses | defs) & hd:
+                    need = max(need, p + 3 - n)
+                if defs & _v(h.uses[2:3]):
+                    need = max(need, p - 1 - n)
+        elif mf and is_valu(h) and (src_ab | src_c) & _v(h.defs):
+            need = max(need, 2 - n)
+        n += _waits(h)
+        if n >= mu.p + 3:
+            break
+    return max(need, 0)
+
+
+def wmma_reads_last_d(hist, i) -> bool:
+    """RDNA3: a WMMA reading the D of the WMMA just before it as srcA/srcB needs one VALU between
+    (LLVM's GCNHazardRecognizer::fixWMMAHazards; C may be read back to back)."""
+    if not (isinstance(i, Inst) and i.op.startswith("v_wmma")):
+        return False
+    prev = next((h for h in reversed(hist) if h is UNKNOWN or is_valu(h)), None)
+    if not isinstance(prev, Inst) or not prev.op.startswith("v_wmma"):
+        return False
+    return bool(_v(prev.defs) & _v(i.uses[:2]))

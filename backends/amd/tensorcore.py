@@ -11,6 +11,7 @@ from gluon_trace.backend import Unsupported
 from gluon_trace.ops_memory import MEMORY_OPS
 
 from .lds import RULES as _LDS
+from .mfma import RULES as _MMA  # mfma, wmma, dot_fma
 
 _WHY = ("the AMD backend does not lower this op yet; it runs in the interpreter "
         "(backend='interpreter')")
@@ -20,6 +21,7 @@ RULES["warp_specialize"] = Unsupported(
     "warp specialization is not lowered on AMD (CDNA/RDNA have no named barriers or setmaxnreg); "
     "write the kernel without gl.warp_specialize, or run it with backend='interpreter'")
 RULES.update(_LDS)
+RULES.update(_MMA)
 
 
 def refuse_unlowered(graph) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from gluon_trace import dtypes
 from gluon_trace.backends.interpreter.interpreter import fma as _fma
 from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Neg, Reg, Sub
+from amdsim_mma import step as mma_step
 
 M32 = 0xFFFFFFFF
 
@@ -316,6 +317,8 @@ class Sim:
 
     # -- execution --------------------------------------------------------------------------------
     def execute(self, w: Wave, i: Inst):
+        if mma_step(self, w, i):  # MFMA/WMMA and their wait states: amdsim_mma.py
+            return
         op = i.op
         if op in ("s_nop", "s_waitcnt_depctr", "s_waitcnt_vscnt"):
             return

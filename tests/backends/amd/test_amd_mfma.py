@@ -1,0 +1,242 @@
+"""MFMA (gfx90a, gfx942), WMMA (gfx1100) and dot_fma (all three) lowered by backends/amd/mfma.py,
+run on amdsim (whose matrix instructions, amdsim_mma.py, follow the ISA tables, and which fails
+a read of an MFMA result before its wait states) against the interpreter and numpy: random
+inputs, poisoned outputs, every shape and dtype, operands loaded straight into their
+DotOperandLayouts or converted there, a gl.range K loop with masks on odd M/N/K, and the
+refusals a user can hit."""
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import dtypes as dtypes_mod
+from gluon_trace import language as gl
+from gluon_trace.language.amd.cdna3 import mfma
+from gluon_trace.language.amd.rdna3 import wmma
+
+import amdsim
+
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
+
+DT = {"float32": gl.float32, "float16": gl.float16, "bfloat16": gl.bfloat16, "int8": gl.int8,
+      "int32": gl.int32, "float8e4nv": gl.float8e4nv}
+POISON = {np.float32: np.float32(np.nan), np.int32: np.int32(-123456789)}
+VERSION = {"gfx90a": 2, "gfx942": 3}
+
+
+@gt.jit
+def mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+               OP: gl.constexpr, D: gl.constexpr, ACC: gl.constexpr, IM: gl.constexpr, IK: gl.constexpr,
+               KW: gl.constexpr, V: gl.constexpr, TR: gl.constexpr, WM: gl.constexpr, CONVERT: gl.constexpr):
+    W: gl.constexpr = gl.num_warps()
+    T: gl.constexpr = gl.threads_per_warp()
+    if OP == "mfma":
+        acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=V, instr_shape=[IM, IM, IK], transposed=TR,
+                                                   warps_per_cta=[WM, W // WM])
+    elif OP == "wmma":
+        acc_l: gl.constexpr = gl.amd.AMDWMMALayout(version=1, transposed=TR, warps_per_cta=[WM, W // WM])
+    else:
+        acc_l: gl.constexpr = gl.BlockedLayout([1, 2], [T // 4, 4], [WM, W // WM], [1, 0])
+    a_l: gl.constexpr = gl.DotOperandLayout(0, acc_l, k_width=KW)
+    b_l: gl.constexpr = gl.DotOperandLayout(1, acc_l, k_width=KW)
+    ld: gl.constexpr = gl.BlockedLayout([1, 4], [T // 4, 4], [W, 1], [1, 0])
+    la: gl.constexpr = ld if CONVERT else a_l
+    lb: gl.constexpr = ld if CONVERT else b_l
+    rm = gl.arange(0, BM, layout=gl.SliceLayout(1, la))
+    ka = gl.arange(0, BK, layout=gl.SliceLayout(0, la))
+    kb = gl.arange(0, BK, layout=gl.SliceLayout(1, lb))
+    rn = gl.arange(0, BN, layout=gl.SliceLayout(0, lb))
+    acc = gl.zeros([BM, BN], DT[ACC], acc_l)
+    for k0 in gl.range(0, K, BK):
+        am = (rm[:, None] < M) & (k0 + ka[None, :] < K)
+        bm = (k0 + kb[:, None] < K) & (rn[None, :] < N)
+        a = gl.load(a_ptr + rm[:, None] * K + k0 + ka[None, :], mask=am, other=0).to(DT[D])
+        b = gl.load(b_ptr + (k0 + kb[:, None]) * N + rn[None, :], mask=bm, other=0).to(DT[D])
+        if CONVERT:
+            a = gl.convert_layout(a, a_l)
+            b = gl.convert_layout(b, b_l)
+        if OP == "mfma":
+            acc = mfma(a, b, acc)
+        elif OP == "wmma":
+            acc = wmma(a, b, acc)
+        else:
+            acc = gl.dot_fma(a, b, acc)
+    cm = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
+    cn = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
+    out = acc.to(gl.float32) if ACC != "int32" else acc
+    gl.store(c_ptr + cm[:, None] * N + cn[None, :], out, mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+def inputs(d, m, n, k, seed):
+    """Random operands exactly representable in ``d`` (f32 / int32 arrays the kernel converts)."""
+    r = np.random.default_rng(seed)
+    if d in ("int8", "int32"):
+        lo, hi = (-128, 128) if d == "int8" else (-3000, 3000)
+        return r.integers(lo, hi, (m, k)).astype(np.int32), r.integers(lo, hi, (k, n)).astype(np.int32)
+    a, b = r.standard_normal((m, k)).astype(np.float32), r.standard_normal((k, n)).astype(np.float32)
+    if d == "float16":
+        return a.astype(np.float16).astype(np.float32), b.astype(np.float16).astype(np.float32)
+    if d == "bfloat16":
+        return dtypes_mod.round_bf16(a), dtypes_mod.round_bf16(b)
+    return a, b
+
+
+def run(target, op, d, m, n, k, *, acc=None, bm=None, bn=None, bk=None, im=32, ik=None, kw=None,
+        tr=False, wm=2, convert=False, nw=4, seed=0, v=None):
+    acc = acc or ("int32" if d == "int8" else "float32")
+    a, b = inputs(d, m, n, k, seed)
+    out_np = np.int32 if acc == "int32" else np.float32
+    cx = dict(BM=bm or m, BN=bn or n, BK=bk or k, OP=op, D=d, ACC=acc, IM=im, IK=ik or 1, KW=kw or 1,
+              V=v or VERSION.get(target, 3), TR=tr, WM=wm, CONVERT=convert)
+    got = np.full((m, n), POISON[out_np], out_np)
+    ref = np.full((m, n), POISON[out_np], out_np)
+    tk = mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=nw, target=target)
+    sim = amdsim.simulate(tk, target, (1,), [got, a, b, m, n, k])
+    mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=nw, backend="interpreter", target=target)
+    if op == "mfma" and d == "float32":  # the IR's f32 MMA takes tf32 inputs (as the interpreter)
+        from gluon_trace.backends.interpreter.rules_mma import _tf32
+        a, b = _tf32(a), _tf32(b)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    if acc == "int32":
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(ref, exact.astype(np.int64).astype(np.int32))
+    else:
+        tol = 2e-3 if acc == "float16" else 1e-5
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.sqrt(k))
+        np.testing.assert_allclose(ref, exact, rtol=10 * tol, atol=10 * tol * np.sqrt(k))
+    return tk, sim
+
+
+# (dtype, instruction M, its K on gfx90a, on gfx942)
+MFMA_CASES = [("float16", 32, 8, 8), ("float16", 16, 16, 16), ("bfloat16", 32, 8, 8),
+              ("bfloat16", 16, 16, 16), ("int8", 32, 8, 16), ("int8", 16, 16, 32),
+              ("float32", 32, 2, 2), ("float32", 16, 4, 4)]
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+@pytest.mark.parametrize("d,im,k90,k94", MFMA_CASES, ids=[f"{c[0]}-{c[1]}" for c in MFMA_CASES])
+def test_mfma_shapes(target, d, im, k90, k94):
+    """Each MFMA, operands loaded in their DotOperandLayouts: two instruction tiles per warp
+    along N, two K steps."""
+    ik = k90 if target == "gfx90a" else k94
+    kpl = ik // (64 // im)
+    run(target, "mfma", d, 2 * im, 4 * im, 2 * ik, ik=ik, im=im, kw=kpl, seed=hash((target, d, im)) % 1000)
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+@pytest.mark.parametrize("im", [32, 16])
+def test_mfma_transposed_kpack_convert(target, im):
+    """transposed=True (B feeds srcA), k_width twice the instruction's (two MFMAs per register
+    group), operands converted from a blocked layout, a K loop with masks on odd sizes."""
+    ik = 8 if im == 32 else 16
+    run(target, "mfma", "float16", 2 * im - 3, 2 * im - 5, 3 * ik + 5, bm=2 * im, bn=2 * im, bk=2 * ik,
+        im=im, ik=ik, kw=2 * ik // (64 // im), tr=True, convert=True, seed=7)
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+def test_mfma_k_loop_odd_sizes_bf16(target):
+    run(target, "mfma", "bfloat16", 45, 37, 61, bm=64, bn=64, bk=16, im=32, ik=8, kw=4, seed=3)
+
+
+def test_mfma_int8_k_loop_gfx942():
+    run("gfx942", "mfma", "int8", 30, 20, 70, bm=32, bn=32, bk=32, im=16, ik=32, kw=8, wm=2, seed=5)
+
+
+def test_mfma_f16_accumulator():
+    """float16 accumulator: the f32 MFMA chain rounded once per op, as the interpreter rounds."""
+    run("gfx942", "mfma", "float16", 64, 64, 16, acc="float16", im=32, ik=8, kw=4, seed=11)
+
+
+def test_mfma_one_warp_broadcast():
+    """More warps than tiles along M: the warps along M compute copies."""
+    run("gfx90a", "mfma", "float16", 32, 64, 16, im=32, ik=8, kw=4, wm=2, seed=12)
+
+
+@pytest.mark.parametrize("d", ["float16", "bfloat16"])
+@pytest.mark.parametrize("tr", [False, True])
+def test_wmma(d, tr):
+    run("gfx1100", "wmma", d, 32, 64, 32, kw=16, tr=tr, seed=13 + tr)
+
+
+def test_wmma_k_loop_convert_masked():
+    run("gfx1100", "wmma", "float16", 27, 29, 37, bm=32, bn=32, bk=16, kw=16, convert=True, seed=17)
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942", "gfx1100"])
+@pytest.mark.parametrize("d", ["float32", "int32"])
+def test_dot_fma(target, d):
+    run(target, "dot_fma", d, 19, 23, 13, acc=d, bm=32, bn=32, bk=8,
+        seed=19, convert=target == "gfx942")
+
+
+# -- wait states ------------------------------------------------------------------------------------
+
+def test_mfma_hazards_needed_and_present(monkeypatch):
+    """The simulator fails a read of an MFMA result (and of a VALU result by an MFMA) without
+    the wait states; the backend's s_nops make the same kernel pass."""
+    from gluon_trace.backends.amd import hazards
+    tk, sim = run("gfx90a", "mfma", "float16", 64, 64, 16, im=32, ik=8, kw=4, seed=21)
+    text = [sim.text(k) for k in range(len(sim.code))]
+    assert any(t.startswith("s_nop") for t in text)
+    monkeypatch.setattr(hazards, "mfma_waits", lambda *a: 0)
+    with pytest.raises(amdsim.SimError, match="wait states"):
+        run("gfx90a", "mfma", "float16", 64, 64, 16, im=32, ik=8, kw=4, seed=22, bk=8)
+
+
+def test_mfma_hazard_rules():
+    """mfma_waits on hand-made sequences: D read by a VALU needs P + 3, srcC the same registers
+    none, a VALU-written srcA 2, and a write over an in-flight srcC P - 1."""
+    from gluon_trace.backends.amd.hazards import MfmaUnits, mfma_waits
+    from gluon_trace.backends.amd.mir import Inst, Reg
+    from gluon_trace.backends.amd.target import TARGETS
+
+    def reg(p, n=1):
+        r = Reg("v", n)
+        r.phys = p
+        return r
+    d, c, a, b = reg(0, 16), reg(16, 16), reg(32, 2), reg(34, 2)
+    mf = Inst("v_mfma_f32_32x32x8_f16", [d], [a, b, c], kind="valu")
+    chain = Inst("v_mfma_f32_32x32x8_f16", [reg(40, 16)], [a, b, d], kind="valu")
+    read = Inst("v_add_f32", [reg(60)], [reg(3), reg(61)], kind="valu")
+    war = Inst("v_mov_b32", [reg(20)], [reg(62)], kind="valu")
+    t94, t90 = TARGETS["gfx942"], TARGETS["gfx90a"]
+    mu = MfmaUnits([mf, chain])
+    assert mfma_waits(t94, mu, [mf], read) == 8 + 3
+    assert mfma_waits(t90, mu, [mf], read) == 8 + 3
+    assert mfma_waits(t94, mu, [mf], chain) == 0
+    assert mfma_waits(t94, mu, [mf], war) == 8 - 1
+    wa = Inst("v_mov_b32", [reg(33)], [reg(63)], kind="valu")
+    assert mfma_waits(t94, mu, [wa], mf) == 2
+    assert mfma_waits(t94, mu, [mf, read, read], read) == 11 - 2
+    partial = Inst("v_mfma_f32_32x32x8_f16", [reg(40, 16)], [a, b, reg(8, 16)], kind="valu")
+    assert mfma_waits(t94, mu, [mf], partial) == 8 + 1
+    assert mfma_waits(t90, mu, [mf], partial) == 8
+
+
+# -- refusals ---------------------------------------------------------------------------------------
+
+def _trace_error(target, op, d, **kw):
+    with pytest.raises((gt.CompileError, gt.TraceError, gt.LayoutError)) as e:
+        run(target, op, d, 32, 32, 16, **kw)
+    return str(e.value)
+
+
+def test_mfma_refused_on_gfx1100():
+    """The MFMA layout's 64 lanes do not fit RDNA3's wave32: the first op using it says so."""
+    msg = _trace_error("gfx1100", "mfma", "float16", im=32, ik=8, kw=4, v=3)
+    assert "AMDMFMALayout has 64" in msg and "32 threads" in msg and "test_amd_mfma.py" in msg
+
+
+def test_wmma_refused_on_cdna():
+    msg = _trace_error("gfx942", "wmma", "float16", kw=16)
+    assert "AMDWMMALayout has 32" in msg and "64 threads" in msg and "test_amd_mfma.py" in msg
+
+
+def test_fp8_mfma_refused_on_gfx90a():
+    msg = _trace_error("gfx90a", "mfma", "float8e4nv", im=32, ik=16, kw=8, v=3)
+    assert "fp8" in msg and "test_amd_mfma.py" in msg
+
+
+def test_mfma_layout_of_other_cdna_refused():
+    """A CDNA2 int8 layout (K = 8) on gfx942, whose int8 MFMA has K = 16."""
+    msg = _trace_error("gfx942", "mfma", "int8", im=32, ik=8, kw=4, v=2)
+    assert "version=3" in msg and "test_amd_mfma.py" in msg
