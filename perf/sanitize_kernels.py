@@ -4,15 +4,29 @@
         compute-sanitizer --tool $t --error-exitcode 9 python perf/sanitize_kernels.py; done
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
-computes garbage still fails (exit code 1)."""
+computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
+only the kernels named (ampere, hopper, ws, pingpong, fp8, attention, attention_pipelined)."""
 import sys
 
 import torch
 
+from gluon_trace import language as gl
+from gluon_trace.kernels import attention_hopper
 from gluon_trace.kernels.matmul_ampere import matmul_ampere
+from gluon_trace.kernels.matmul_hopper import matmul_hopper
+from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+NV = gl.NVMMASharedLayout.get_default_for
 
 
-def main() -> int:
+def _report(name, got, ref, tol=1e-2) -> int:
+    err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
+    print(f"{name}: rel err {err:.2e}")
+    return int(not err < tol)
+
+
+def ampere() -> int:
     bad = 0
     for (m, n, k), dtype, (bm, bn, bk, stages, warps) in (
             ((256, 256, 256), torch.bfloat16, (128, 128, 32, 3, 8)),
@@ -23,11 +37,74 @@ def main() -> int:
         matmul_ampere[(-(-m // bm), -(-n // bn))](a, b, c, m, n, k, k, n, n, BM=bm, BN=bn, BK=bk,
                                                   STAGES=stages, num_warps=warps)
         torch.cuda.synchronize()
-        ref = a.float() @ b.float()
-        err = ((c - ref).abs().max() / ref.abs().max()).item()
-        print(f"matmul_ampere {m}x{n}x{k} {dtype}: rel err {err:.2e}")
-        bad += not err < 1e-2
-    return 1 if bad else 0
+        bad += _report(f"matmul_ampere {m}x{n}x{k} {dtype}", c, a.double() @ b.double())
+    return bad
+
+
+def _tma_gemm(name, kernel, m, n, k, bm, bn, bk, stages, warps, fp8=False):
+    if fp8:
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)      # [N, K]: K-major
+        t, bb, extra = gl.float8e4nv, [bn, bk], {"B_KMAJOR": True}
+    else:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        t, bb, extra = gl.bfloat16, [bk, bn], {}
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], t))
+    db = TensorDescriptor.from_tensor(b, bb, NV(bb, t))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    kernel[(4,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=2, num_warps=warps, **extra)
+    torch.cuda.synchronize()
+    ref = a.double() @ (b.double().T if fp8 else b.double())
+    return _report(f"{name} {m}x{n}x{k}", c, ref)
+
+
+def hopper() -> int:
+    return _tma_gemm("matmul_hopper", matmul_hopper, 512, 768, 320, 128, 128, 64, 3, 4)
+
+
+def ws() -> int:
+    return _tma_gemm("matmul_hopper_ws", matmul_hopper_ws, 512, 768, 320, 128, 256, 64, 3, 8)
+
+
+def pingpong() -> int:
+    return _tma_gemm("matmul_hopper_pingpong", matmul_hopper_pingpong, 640, 512, 320, 128, 128, 64, 4, 4)
+
+
+def fp8() -> int:
+    return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
+
+
+def _attention(kernel_name, stages):
+    bh, seq, d, bm, bn = 4, 300, 128, 64, 64
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lm, ln = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lm) for x in (q, o))
+    kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], ln) for x in (k, v))
+    getattr(attention_hopper, kernel_name)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True,
+                                                                 STAGES=stages, num_warps=4)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    return _report(f"{kernel_name} causal", o, ref, tol=3e-2)
+
+
+def attention() -> int:
+    return _attention("attention_fwd", 2)
+
+
+def attention_pipelined() -> int:
+    return _attention("attention_fwd_pipelined", 3)
+
+
+KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8,
+           "attention": attention, "attention_pipelined": attention_pipelined}
+
+
+def main() -> int:
+    names = sys.argv[1:] or list(KERNELS)
+    return 1 if sum(KERNELS[n]() for n in names) else 0
 
 
 if __name__ == "__main__":
