@@ -44,6 +44,8 @@ def _check_dtypes(ctx, name, a, b, acc, allowed) -> None:
         v = sm_version(ctx.target)
         if v is not None and v < 89:
             raise ctx.error(f"{name}: fp8 MMA needs sm_89 or newer; this kernel is traced for {ctx.target}")
+        if ctx.target == "gfx90a":
+            raise ctx.error(f"{name}: fp8 MFMA needs CDNA3 (gfx942); this kernel is traced for gfx90a")
 
 
 def _check_shapes(ctx, name, a, b, acc, instr) -> None:

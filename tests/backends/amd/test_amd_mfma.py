@@ -233,7 +233,13 @@ def test_wmma_refused_on_cdna():
 
 def test_fp8_mfma_refused_on_gfx90a():
     msg = _trace_error("gfx90a", "mfma", "float8e4nv", im=32, ik=16, kw=8, v=3)
-    assert "fp8" in msg and "test_amd_mfma.py" in msg
+    assert "fp8 MFMA needs CDNA3 (gfx942)" in msg and "test_amd_mfma.py" in msg
+
+
+def test_fp8_mfma_on_gfx942_refused_until_amd_lowers_fp8():
+    """gfx942 has fp8 MFMAs, but the AMD backend does not lower fp8 values yet: a clear refusal."""
+    msg = _trace_error("gfx942", "mfma", "float8e4nv", im=32, ik=16, kw=8, v=3)
+    assert "does not lower fp8" in msg and "test_amd_mfma.py" in msg
 
 
 def test_mfma_layout_of_other_cdna_refused():
