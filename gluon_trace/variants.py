@@ -33,7 +33,7 @@ from .cache import cache_dir
 from .errors import ArgumentError, CompileError, GluonTraceError, LaunchError, user_location
 from .jit import LAUNCH_OPTIONS, JITFunction, TracedKernel
 
-__all__ = ["Config", "Variant", "Sweep", "compile_variants", "benchmark", "sweep", "autotune",
+__all__ = ["Config", "Variant", "Sweep", "compile_variants", "benchmark", "sweep", "autotune", "make_timer", "time_one",
            "Autotuner", "L2_FLUSH_BYTES"]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -94,6 +94,9 @@ class Variant:
     stage: str | None = None         # where: "trace", "compile" or "run"
     compile_s: float = 0.0
     times_ms: list = field(default_factory=list)
+    worker: int | None = None        # pid of the process that compiled it, when not this one
+    device: str | None = None        # where it was timed
+    timed_in: int | None = None      # pid of the process that timed it
 
     @property
     def ok(self) -> bool:
@@ -126,6 +129,8 @@ class Sweep(list):
         self.kernel = kernel
         self.target = target
         self.timer = timer  # what the timings mean; None until benchmarked
+        self.compiled_on = None  # "threads", "worker processes", "the executor given"
+        self.devices: list = []  # names of the devices the timings ran on
 
     @property
     def succeeded(self) -> list:
@@ -312,27 +317,99 @@ def _compile_one(kernel: JITFunction, v: Variant, args, fixed: dict, target: str
     return v
 
 
+def _take_compiled(kernel: JITFunction, v: Variant, res: dict, args, fixed: dict, target: str) -> None:
+    """Fill ``v`` from a compile worker's plain-data result."""
+    v.worker = res.get("pid")
+    v.compile_s = res.get("compile_s", 0.0)
+    if res["error"] is not None:
+        v.stage, v.error = res["stage"], res["error"]
+    if res["graph"] is not None:
+        bound, opts = kernel._bind(args, {**fixed, **v.config}, None)
+        v.traced = TracedKernel(kernel, res["graph"], bound, {**opts, "target": target})
+    v.compiled = res.get("compiled")
+
+
+def _compile_on(pool, kernel, ref, variants, args, fixed, target, bar) -> list:
+    """Compile on ``pool``; returns the variants a broken process pool left undone."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    from . import sweep_workers as sw
+    specs = tuple(sw.spec_of(a) for a in args)
+    futures = {}
+    try:
+        for v in variants:
+            futures[pool.submit(sw.compile_task, ref or kernel, dict(v.config), specs, fixed, target)] = v
+    except BrokenProcessPool:
+        return list(variants)
+    broken = []
+    for f in as_completed(futures):
+        v = futures[f]
+        try:
+            _take_compiled(kernel, v, f.result(), args, fixed, target)
+        except BrokenProcessPool:
+            broken.append(v)
+            continue
+        except Exception as e:  # the executor could not run it (pickling, a dead worker)
+            v.stage, v.error = "compile", f"the executor failed: {sw.describe_failure(e)}"
+        bar.update(1)
+    return [v for v in variants if v in broken]
+
+
 def compile_variants(kernel: JITFunction, configs, *args, target: str | None = None,
-                     workers: int | None = None, progress: bool = True, **fixed) -> Sweep:
-    """Trace (and, for a GPU target, emit and assemble) ``kernel`` once per configuration,
-    ``workers`` at a time (default: one per CPU). ``args`` are the kernel's arguments, real
-    or type specs (``gl.pointer(gl.float32)``); ``fixed`` holds constexprs shared by all."""
-    from concurrent.futures import ThreadPoolExecutor  # here: `import gluon_trace` stays light
+                     workers: int | None = None, executor=None, progress: bool = True, **fixed) -> Sweep:
+    """Trace (and, for a GPU target, emit and assemble) ``kernel`` once per configuration.
+    ``args`` are the kernel's arguments, real or type specs (``gl.pointer(gl.float32)``);
+    ``fixed`` holds constexprs shared by all.
+
+    Where the work runs: ``executor`` (any ``concurrent.futures.Executor``: a process
+    pool, Ray's or Dask's) gets one task per configuration: the kernel by module path
+    and name (:class:`~gluon_trace.sweep_workers.KernelRef`; a kernel defined in
+    ``__main__`` goes as itself, which executors that pickle by value accept), type
+    specs of the arguments (no data), plain dicts back. Without one, GPU targets
+    compile in a pool of ``workers`` processes (default: one per CPU) kept for the whole
+    session; the interpreter target, and kernels no worker process could import
+    (defined in ``__main__`` or a notebook), are traced on threads here."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed  # here: `import gluon_trace` stays light
+    from . import sweep_workers as sw
     options = {k: fixed[k] for k in LAUNCH_OPTIONS if k in fixed}
     if target is None:
         target = options.get("target") or _default_target(args, options)
     fixed = {k: v for k, v in fixed.items() if k not in ("target", "backend")}
     named = dict(zip([p.name for p in kernel.params], args)) | fixed
     variants = [Variant(c) for c in _configs(configs, named)]
+    ref = sw.kernel_ref(kernel)
+    pool, where = executor, "the executor given"
+    if pool is None and target != "interpreter" and ref is not None and len(variants) > 1:
+        pool, where = sw.default_compile_pool(workers), "worker processes"
     bar = _progress(len(variants), f"compiling {len(variants)} variants for {target}", progress)
-    workers = workers or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=min(workers, len(variants))) as pool:
-        futures = [pool.submit(_compile_one, kernel, v, args, fixed, target) for v in variants]
-        for f in futures:
-            f.result()
-            bar.update(1)
+    todo = variants
+    if pool is not None:
+        todo = _compile_on(pool, kernel, ref, variants, args, fixed, target, bar)
+        if todo and executor is None:
+            # the processes could not start: typically a script whose top level is not under
+            # `if __name__ == "__main__":` (each worker re-imports it); threads still work
+            sw.drop_compile_pool()
+            where = ("threads (worker processes could not start; a script that starts them must "
+                     "guard its top level with `if __name__ == \"__main__\":`)")
+            for v in todo:
+                v.stage = v.error = None
+        else:
+            for v in todo:
+                v.stage, v.error = "compile", "the executor failed: its worker processes died (BrokenProcessPool)"
+            todo = []
+    if todo:
+        if pool is None:
+            where = "threads" + ("" if target == "interpreter" or ref is not None else
+                                 f" ({kernel.__name__} is not importable by name (defined in __main__, a "
+                                 "notebook or a function): worker processes could not find it)")
+        workers = workers or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as threads:
+            for f in as_completed([threads.submit(_compile_one, kernel, v, args, fixed, target) for v in todo]):
+                f.result()
+                bar.update(1)
     bar.close()
     result = Sweep(kernel, variants, target)
+    result.compiled_on = where
     if progress and result.failed:
         print(result.failures(), file=sys.stderr)
     return result
@@ -419,64 +496,157 @@ def _restore(dst, src):
         dst[...] = src
 
 
+def make_timer(backend: str, reps=None, flush_l2: bool = True):
+    return _WallTimer(reps) if backend == "interpreter" else _GpuTimer(reps, flush_l2)
+
+
+def time_one(kernel: JITFunction, be, timer, args, fixed: dict, config: dict, grid3: tuple, opts: dict,
+             loc=None, stream=None) -> list:
+    """Times (ms) of one configuration on ``args`` (live on this process's device)."""
+    bound, o = kernel._bind(args, {**fixed, **config}, loc)
+    # the device the arguments live on decides, whatever target the sweep compiled for
+    o["target"] = be.default_target(list(bound.values()))
+    graph = kernel._trace(bound, o, loc).graph
+    runtime = [val for k, val in bound.items() if k not in kernel.constexprs]
+    saved = {k: _copy(bound[k]) for k in opts.get("restore_value", ())}
+    reset = opts.get("reset_to_zero", ())
+
+    def run_once():
+        for k, val in saved.items():
+            _restore(bound[k], val)
+        for k in reset:
+            bound[k][...] = 0
+        be.run(graph, grid3, runtime, stream, loc=loc)
+
+    times = timer.measure(run_once, opts.get("warmup"))
+    for k, val in saved.items():  # leave the arguments as the caller gave them
+        _restore(bound[k], val)
+    return times
+
+
+def _visible_gpus(name: str) -> list:
+    if name == "interpreter":
+        return [None]
+    try:
+        import torch
+        return list(range(torch.cuda.device_count())) or [None]
+    except ImportError:
+        return [None]
+
+
 def benchmark(variants: Sweep, *args, grid, reps: int | None = None, warmup: int | None = None,
               flush_l2: bool = True, restore_value=(), reset_to_zero=(), progress: bool = True,
-              **fixed) -> Sweep:
+              executor=None, devices=None, **fixed) -> Sweep:
     """Time each working variant on ``args`` (which decide the backend: numpy arrays run
     on the interpreter, GPU tensors on their GPU). ``grid`` may be a function of the
     arguments and the configuration (``lambda meta: (cdiv(n, meta["BLOCK"]),)``).
     ``restore_value`` / ``reset_to_zero`` name arguments a run changes (atomics,
-    in-place updates): restored / zeroed before each run, outside the timing."""
+    in-place updates): restored / zeroed before each run, outside the timing.
+
+    Spreading: ``devices`` (default: every GPU torch sees; the interpreter has one) get
+    the variants round-robin. With more than one, or with an ``executor``, batches of
+    variants go out as tasks naming their device: the arguments travel as CPU copies and
+    are rebuilt on that device, results come back as plain data. Without an executor
+    each device gets its own worker process (:class:`~gluon_trace.sweep_workers.PerDevicePool`),
+    so no two timings share a GPU; with a cluster's executor, give each task a GPU of
+    its own. One device and no executor: timed here, in this process."""
+    from . import sweep_workers as sw
     loc = user_location()
     options = {k: fixed.pop(k) for k in ("backend", "stream") if k in fixed}
     name = options.get("backend") or backends.pick(list(args))
     be = backends.get(name)
-    try:
-        timer = _WallTimer(reps) if name == "interpreter" else _GpuTimer(reps, flush_l2)
-    except ImportError:
-        raise LaunchError(f"timing on the {name} GPU uses torch's CUDA events: install torch",
-                          loc) from None
-    bar = _progress(len(variants.succeeded), f"timing on {name}", progress)
-    n_runs = []
-    for v in variants.succeeded:
+    topts = {"reps": reps, "flush_l2": flush_l2, "warmup": warmup, "restore_value": tuple(restore_value),
+             "reset_to_zero": tuple(reset_to_zero)}
+    devices = list(devices) if devices is not None else _visible_gpus(name)
+    items = []
+    for i, v in enumerate(variants):
+        if not v.ok:
+            continue
         try:
             bound, opts = variants.kernel._bind(args, {**fixed, **v.config}, loc)
-            # the device the arguments live on decides, whatever target the sweep compiled for
-            opts["target"] = be.default_target(list(bound.values()))
-            graph = variants.kernel._trace(bound, opts, loc).graph
-            runtime = [val for k, val in bound.items() if k not in variants.kernel.constexprs]
-            meta = {**bound, **opts}
-            g3 = _grid3(grid, meta)
-            saved = {k: _copy(bound[k]) for k in restore_value}
-
-            def run_once(graph=graph, g3=g3, runtime=runtime, bound=bound, saved=saved):
-                for k, val in saved.items():
-                    _restore(bound[k], val)
-                for k in reset_to_zero:
-                    bound[k][...] = 0
-                be.run(graph, g3, runtime, options.get("stream"), loc=loc)
-
-            v.times_ms = timer.measure(run_once, warmup)
-            for k, val in saved.items():  # leave the arguments as the caller gave them
-                _restore(bound[k], val)
-            n_runs.append(len(v.times_ms))
+            items.append((i, dict(v.config), _grid3(grid, {**bound, **opts})))
         except Exception as e:
             v.fail("run", e)
-        bar.update(1)
+    bar = _progress(len(items), f"timing on {name}" + (f" ({len(devices)} devices)" if len(devices) > 1 else ""),
+                    progress)
+    n_runs, label = [], None
+    if executor is None and len(devices) <= 1:
+        try:
+            timer = make_timer(name, reps, flush_l2)
+        except ImportError:
+            raise LaunchError(f"timing on the {name} GPU uses torch's CUDA events: install torch",
+                              loc) from None
+        label = timer.label
+        here = "cpu (interpreter)" if name == "interpreter" else sw._device_name(devices[0])
+        for i, cfg, g3 in items:
+            v = variants[i]
+            try:
+                v.times_ms = time_one(variants.kernel, be, timer, args, fixed, cfg, g3, topts, loc,
+                                      options.get("stream"))
+                v.device, v.timed_in = here, os.getpid()
+                n_runs.append(len(v.times_ms))
+            except Exception as e:
+                v.fail("run", e)
+            bar.update(1)
+        variants.devices = [here]
+    else:
+        from concurrent.futures import as_completed
+        import uuid
+        ref = sw.kernel_ref(variants.kernel) or variants.kernel
+        shipped = tuple(sw.ship(a) for a in args)
+        pool = executor or sw.PerDevicePool(devices)
+        token = uuid.uuid4().hex
+        futures = {}
+        for dev, idx in sw.split_over_devices(len(items), devices):
+            batch = [items[j] for j in idx]
+            futures[pool.submit(sw.time_task, ref, batch, shipped, fixed, name, device=dev, timer_opts=topts,
+                                token=token)] = batch
+        names = []
+        try:
+            for f in as_completed(futures):
+                batch = futures[f]
+                try:
+                    out = f.result()
+                except Exception as e:  # the executor could not run the batch
+                    for i, _, _ in batch:
+                        variants[i].stage, variants[i].error = "run", f"the executor failed: {sw.describe_failure(e)}"
+                    bar.update(len(batch))
+                    continue
+                label = out["label"]
+                if out["device_name"] not in names:
+                    names.append(out["device_name"])
+                for r in out["results"]:
+                    v = variants[r["index"]]
+                    if r["error"] is not None:
+                        v.stage, v.error = "run", r["error"]
+                    else:
+                        v.times_ms, v.device = r["times_ms"], f"{out['device_name']} #{out['device']}"
+                        v.timed_in = out["pid"]
+                        n_runs.append(len(v.times_ms))
+                bar.update(len(batch))
+        finally:
+            if executor is None:
+                pool.shutdown()
+        variants.devices = names
     bar.close()
-    variants.timer = timer.label.format(n=max(n_runs) if n_runs else 0)
+    if label is None:
+        label = (_WallTimer.label if name == "interpreter" else _GpuTimer.label)
+    variants.timer = label.format(n=max(n_runs) if n_runs else 0)
     return variants
 
 
 def sweep(kernel: JITFunction, configs, *args, grid, target: str | None = None, workers=None,
           reps=None, warmup=None, flush_l2=True, restore_value=(), reset_to_zero=(),
-          progress: bool = True, **fixed) -> Sweep:
+          progress: bool = True, executor=None, devices=None, **fixed) -> Sweep:
     """:func:`compile_variants`, then :func:`benchmark` on ``args``: returns the Sweep,
-    whose ``.best`` is the fastest configuration."""
-    s = compile_variants(kernel, configs, *args, target=target, workers=workers, progress=progress, **fixed)
+    whose ``.best`` is the fastest configuration. ``executor`` (any
+    ``concurrent.futures.Executor``) runs both the compiling and the timing; ``devices``
+    lists the GPUs to time on (default: all)."""
+    s = compile_variants(kernel, configs, *args, target=target, workers=workers, executor=executor,
+                         progress=progress, **fixed)
     return benchmark(s, *args, grid=grid, reps=reps, warmup=warmup, flush_l2=flush_l2,
                      restore_value=restore_value, reset_to_zero=reset_to_zero, progress=progress,
-                     **{k: v for k, v in fixed.items() if k != "target"})
+                     executor=executor, devices=devices, **{k: v for k, v in fixed.items() if k != "target"})
 
 
 # ---------------------------------------------------------------------------- autotune
@@ -488,6 +658,18 @@ def _key_part(v):
     return repr(v)
 
 
+def _device_of(values, backend: str) -> str:
+    """The model of GPU the arguments live on (the best tile for an H100 is not an A100's)."""
+    if backend == "interpreter":
+        return "cpu"
+    for v in values:
+        dev = getattr(v, "device", None)
+        if getattr(dev, "type", None) == "cuda":
+            from .sweep_workers import _device_name
+            return _device_name(dev.index or 0)
+    return backend
+
+
 class Autotuner:
     """A ``@gt.jit`` kernel that picks its configuration by timing, once per key.
 
@@ -497,7 +679,8 @@ class Autotuner:
     configurations), so a new process does not tune again."""
 
     def __init__(self, fn: JITFunction, configs, key, *, reps=None, warmup=None, flush_l2=True,
-                 restore_value=(), reset_to_zero=(), workers=None, progress=True, cache=True):
+                 restore_value=(), reset_to_zero=(), workers=None, progress=True, cache=True,
+                 executor=None, devices=None):
         if not isinstance(fn, JITFunction):
             raise ArgumentError("@gt.autotune wraps a @gt.jit kernel: put @gt.autotune(...) above @gt.jit",
                                 user_location())
@@ -508,6 +691,7 @@ class Autotuner:
         self.bench = dict(reps=reps, warmup=warmup, flush_l2=flush_l2, restore_value=tuple(restore_value),
                           reset_to_zero=tuple(reset_to_zero))
         self.workers, self.progress, self.use_disk = workers, progress, cache
+        self.executor, self.devices = executor, devices
         self.choices: dict = {}   # key -> Config
         self.last_sweep: Sweep | None = None
         self.tuned = 0            # tunings run by this object (a disk hit does not count)
@@ -523,7 +707,7 @@ class Autotuner:
         else:
             parts = tuple(named.get(n) for n in self.key)
         dtypes = tuple(str(v.dtype) for v in named.values() if hasattr(v, "dtype") and hasattr(v, "shape"))
-        return tuple(_key_part(p) for p in parts) + (dtypes, backend)
+        return tuple(_key_part(p) for p in parts) + (dtypes, backend, _device_of(named.values(), backend))
 
     @property
     def cache_file(self) -> Path:
@@ -590,7 +774,7 @@ class Autotuner:
                 raise ArgumentError(f"{', '.join(clash)} is chosen by the autotuner (it is in the "
                                     "configurations); do not pass it", loc)
         s = sweep(self.fn, configs, *args, grid=grid, workers=self.workers, progress=self.progress,
-                  **kwargs, **options, **self.bench)
+                  executor=self.executor, devices=self.devices, **kwargs, **options, **self.bench)
         self.last_sweep = s
         self.tuned += 1
         best = s.best
@@ -628,5 +812,7 @@ def autotune(configs, key, **options):
     """Decorator: ``@gt.autotune(configs=[Config(BLOCK=128, num_warps=4), ...], key=["n_cols"])``
     above ``@gt.jit``. ``key`` is a list of argument names or a function of the named
     arguments; options: ``reps``, ``warmup``, ``flush_l2``, ``restore_value``,
-    ``reset_to_zero``, ``workers``, ``progress``, ``cache`` (keep choices on disk)."""
+    ``reset_to_zero``, ``workers``, ``progress``, ``cache`` (keep choices on disk),
+    ``executor`` and ``devices`` (where to compile and time: see :func:`benchmark`).
+    Choices are kept per key, backend and device model."""
     return lambda fn: Autotuner(fn, configs, key, **options)

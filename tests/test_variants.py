@@ -4,6 +4,7 @@ reported and skipped, timing labelled, the best chosen per key and kept on disk.
 import json
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 
 import numpy as np
@@ -140,7 +141,9 @@ def test_gpu_variants_compile_in_parallel_and_assembler_failures_are_skipped(mon
     monkeypatch.setitem(backends._loaded, "nvidia", fake)
     cfgs = [{"BLOCK": b, "SPT": s, "num_warps": 4} for b in (1024, 2048, 4096, 8192) for s in (1, 2)]
     t0 = time.perf_counter()
-    s = gv.compile_variants(softmax, cfgs, *SPECS, target="sm_90", workers=8, progress=False)
+    # threads, so that the stand-in backend (patched into this process) does the compiling
+    with ThreadPoolExecutor(8) as threads:
+        s = gv.compile_variants(softmax, cfgs, *SPECS, target="sm_90", executor=threads, progress=False)
     wall = time.perf_counter() - t0
     assert fake.peak >= 4 and wall < 8 * fake.delay * 0.6  # overlapped, not one after another
     assert [v.ok for v in s] == [True] * 4 + [False] * 4
@@ -332,3 +335,112 @@ def test_timing_gpu_arguments_without_torch_says_so(monkeypatch):
     with pytest.raises(gt.LaunchError) as e:
         gv.benchmark(s, CudaArray(), CudaArray(), 4, 4, grid=(1,), progress=False)  # no-torch
     assert "uses torch's CUDA events" in str(e.value) and f":{_line_of('# no-torch')}" in str(e.value)
+
+
+# ------------------------------------------------------------ executors and devices
+def _forkserver_pool(n=2):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    return ProcessPoolExecutor(n, mp_context=mp.get_context(method))
+
+
+def _softmax_rows_ref(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_a_process_pool_compiles_and_times_with_plain_data_crossing_the_boundary():
+    """What a Ray or Dask executor gets: kernel by module path, type specs, plain results."""
+    import os
+    from gluon_trace.examples import softmax_sweep
+    x = np.random.default_rng(3).standard_normal((4, 100)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    cfgs = [{"BLOCK": 128, "SPT": s, "num_warps": w} for s in (1, 4) for w in (1, 2)] + \
+        [{"BLOCK": 96, "SPT": 1, "num_warps": 1}]                 # no power of two: fails at trace
+    with _forkserver_pool() as pool:
+        s = gv.sweep(softmax_sweep, cfgs, out, x, 100, 100, grid=(4,), reps=2, executor=pool, progress=False)
+    assert s.compiled_on == "the executor given"
+    assert [v.ok for v in s] == [True] * 4 + [False]
+    assert s.failed[0].stage == "trace" and "power of two" in s.failed[0].error
+    assert all(v.worker not in (None, os.getpid()) for v in s)        # compiled in the pool
+    assert all(v.timed_in not in (None, os.getpid()) for v in s.succeeded)  # and timed there
+    assert [v.traced.graph.constexprs["SPT"] for v in s.succeeded] == [1, 1, 4, 4]
+    assert all(len(v.times_ms) == 2 for v in s.succeeded) and s.best in s.succeeded
+    assert np.isnan(out).all()  # timing ran on copies in the workers
+    # the graph that came back runs here and is right
+    softmax_sweep[(4,)](out, x, 100, 100, **s.best.config)
+    np.testing.assert_allclose(out, _softmax_rows_ref(x), rtol=1e-6, atol=1e-7)
+
+
+def test_timing_spreads_over_a_fake_device_list_one_process_per_device():
+    from gluon_trace import sweep_workers as sw
+    from gluon_trace.examples import softmax_sweep
+    assert sw.split_over_devices(7, ["a", "b", "c"], per_device_tasks=2) == [
+        ("a", [0, 3]), ("a", [6]), ("b", [1]), ("b", [4]), ("c", [2]), ("c", [5])]
+    x = np.random.default_rng(4).standard_normal((2, 60)).astype(np.float32)
+    cfgs = [{"BLOCK": 64, "SPT": s, "num_warps": w} for s in (1, 2) for w in (1, 2, 4)]
+    s = gv.compile_variants(softmax_sweep, cfgs, np.empty_like(x), x, 60, 60, progress=False)
+    gv.benchmark(s, np.empty_like(x), x, 60, 60, grid=(2,), reps=1, devices=["gpu-a", "gpu-b", "gpu-c"],
+                 progress=False)
+    assert all(v.ok and v.times_ms for v in s)
+    where = [v.device.split("#")[1] for v in s]
+    assert where == ["gpu-a", "gpu-b", "gpu-c"] * 2                     # round robin
+    pids = {d: {v.timed_in for v in s if v.device.endswith(d)} for d in ("gpu-a", "gpu-b", "gpu-c")}
+    assert all(len(p) == 1 for p in pids.values())                      # one process per device
+    assert len(set.union(*pids.values())) == 3                          # and a different one each
+
+
+def test_a_kernel_no_worker_can_import_is_reported_not_raised():
+    @gt.jit
+    def local_kernel(out_ptr, BLOCK: gl.constexpr):
+        offs = gl.arange(0, BLOCK, layout=gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+        gl.store(out_ptr + offs, offs.to(gl.float32))
+    with _forkserver_pool(1) as pool:
+        s = gv.compile_variants(local_kernel, [{"BLOCK": 64}, {"BLOCK": 128}], gl.pointer(gl.float32),
+                                executor=pool, progress=False)
+    assert not s.succeeded and all(v.stage == "compile" and "the executor failed" in v.error for v in s)
+    assert "local_kernel" in s.failures()
+    # without an executor the same kernel is traced on threads here, and the sweep says why
+    from gluon_trace.testing import compile_status
+    target = "sm_90" if compile_status("sm_90")[0] else "interpreter"
+    s = gv.compile_variants(local_kernel, [{"BLOCK": 64}, {"BLOCK": 128}], gl.pointer(gl.float32),
+                            target=target, progress=False)
+    assert all(v.ok for v in s) and s.compiled_on.startswith("threads")
+    if target == "sm_90":
+        assert "local_kernel is not importable by name" in s.compiled_on
+
+
+def test_descriptors_and_strided_arrays_survive_shipping():
+    from gluon_trace import sweep_workers as sw
+    from gluon_trace.nvidia.hopper import TensorDescriptor
+    buf = np.random.default_rng(5).standard_normal((16, 40)).astype(np.float32)
+    view = buf[:, :36]                       # padded rows: strides kept, not compacted
+    back = sw.land(pickle_round_trip(sw.ship(view)), None)
+    assert back.strides == view.strides and np.array_equal(back, view)
+    d = TensorDescriptor.from_tensor(view, [8, 32], gl.NVMMASharedLayout.get_default_for([8, 32], gl.float32))
+    d2 = sw.land(pickle_round_trip(sw.ship(d)), None)
+    assert d2.block_shape == d.block_shape and d2.strides == d.strides and np.array_equal(d2.base, view)
+    assert sw.spec_of(d) == d.ir_type
+
+
+def pickle_round_trip(x):
+    import pickle
+    return pickle.loads(pickle.dumps(x))
+
+
+@pytest.mark.gpu
+def test_a_sweep_uses_every_visible_gpu():
+    torch = pytest.importorskip("torch")
+    from gluon_trace.examples import softmax_sweep
+    n = torch.cuda.device_count()
+    x = torch.randn(512, 250, device="cuda")
+    out = torch.empty_like(x)
+    cfgs = [{"BLOCK": b, "SPT": s, "num_warps": w} for b in (256, 512) for s in (1, 2, 4) for w in (1, 2, 4)]
+    s = gv.sweep(softmax_sweep, cfgs, out, x, 250, 250, grid=(512,), progress=False)
+    assert all(v.ok for v in s), s.failures()
+    assert len(s.devices) >= 1 and len({v.device for v in s}) == n
+    assert len({v.timed_in for v in s}) == (n if n > 1 else 1)
+    softmax_sweep[(512,)](out, x, 250, 250, **s.best.config)
+    ref = torch.softmax(x, dim=1)
+    assert torch.allclose(out, ref, atol=1e-6)
