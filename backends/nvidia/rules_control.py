@@ -24,6 +24,9 @@ def _copy(em, dsts: list[list[str]], srcs: list[list[str]], types) -> None:
         for d, s in zip(ds, ss if len(ss) == len(ds) else ss * len(ds)):
             if d != s:
                 pending.append((d, s, cls))
+    if pending and "wgmma_inflight" in em.flags:
+        from .rules_hopper import settle_inflight
+        settle_inflight(em, {s for _, s, _ in pending})
     if any(s in dset for _, s, _ in pending):
         tmp = []
         for d, s, cls in pending:

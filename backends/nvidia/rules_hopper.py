@@ -420,11 +420,26 @@ def _wgmma(em, op):
     for key, regs in gc.items():
         for r, x in zip(regs, cur[key]):
             out[r] = x
+    if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
+        em.flags.setdefault("wgmma_inflight", set()).update(out)
     return [out]
+
+
+def settle_inflight(em, regs) -> None:
+    """Before an instruction of ours reads ``regs`` (a loop's or branch's parallel copy of a
+    carried accumulator): reading a wgmma's destination before its group retires is undefined,
+    so wait for every group if any of them may still be in flight. (Chains that carry their
+    accumulator in place never copy it and never wait here.)"""
+    live = em.flags.get("wgmma_inflight")
+    if live and not live.isdisjoint(regs):
+        em.emit("wgmma.wait_group.sync.aligned 0;")
+        live.clear()
 
 
 @rule("wgmma_wait")
 def _wgmma_wait(em, op):
     ptx.require(em.target, "warpgroup_mma_wait (wgmma.wait_group)", 90, op.loc, suffix_a=True)
     em.emit(f"wgmma.wait_group.sync.aligned {int(op.attrs['num_outstanding'])};")
+    if int(op.attrs["num_outstanding"]) == 0:
+        em.flags.pop("wgmma_inflight", None)
     return [em.vals[v] for v in op.operands]

@@ -683,3 +683,25 @@ def test_gpu_hopper_gemm_big_tiles_bf16_out(m, n, k):
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+def test_an_in_flight_accumulator_is_not_copied_before_its_group_retires():
+    """A loop that carries an async wgmma result it did not accumulate in place (attention's
+    O += P V after the rescale) must not copy those registers at the back edge while the
+    tensor cores may still write them (seen on the H100 as results wrong under memcheck's
+    timing): the copy waits for every group first. A GEMM's in-place chain waits nowhere new."""
+    from gluon_trace.kernels.attention_hopper import attention_fwd_pipelined
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
+    g = attention_fwd_pipelined.trace(spec([64, 128]), spec([64, 128]), spec([64, 128]), spec([64, 128]),
+                                      gl.int32, gl.float32, CAUSAL=False, STAGES=3, target="sm_90a").graph
+    text, _, _ = emit(g, "sm_90a")
+    loop = re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S)
+    body = max((b for _, b in loop), key=len)           # the K/V loop
+    tail = body[body.rindex("wgmma.commit_group"):]
+    assert "wgmma.wait_group.sync.aligned 1;" in tail and tail.rstrip().count("wgmma.wait_group.sync.aligned 0;") == 1
+    moves = tail[tail.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert re.search(r"mov\.f32 %f\d+, %f\d+;", moves)   # the carried O copied after the wait
+    spec2 = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, blk, NV(blk, gl.bfloat16))  # noqa: E731
+    g = matmul_hopper.trace(spec2([128, 64]), spec2([64, 128]), spec2([128, 128]), gl.int32, gl.int32, gl.int32,
+                            STAGES=3, GROUP_M=8, target="sm_90a").graph
+    assert emit(g, "sm_90a")[0].count("wgmma.wait_group.sync.aligned 0;") == 1   # only after the K loop
