@@ -148,8 +148,9 @@ class Scratch:
 
     def _pieces(self, size: int):
         """(first dword, dwords) per access: one dword at a time through the swizzled
-        private segment buffer, up to four with flat scratch."""
-        step = 1 if self.private_buffer else 4
+        private segment buffer, up to four with flat scratch (registers of more than four
+        dwords, MFMA accumulators, one at a time too)."""
+        step = 1 if self.private_buffer or size > 4 else 4  # wider (MFMA C/D): dword by dword
         return [(k, min(step, size - k)) for k in range(0, size, step)]
 
 

@@ -26,14 +26,16 @@ VERSION = {"gfx90a": 2, "gfx942": 3}
 @gt.jit
 def mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                OP: gl.constexpr, D: gl.constexpr, ACC: gl.constexpr, IM: gl.constexpr, IK: gl.constexpr,
-               KW: gl.constexpr, V: gl.constexpr, TR: gl.constexpr, WM: gl.constexpr, CONVERT: gl.constexpr):
+               KW: gl.constexpr, V: gl.constexpr, TR: gl.constexpr, WM: gl.constexpr, CONVERT: gl.constexpr,
+               TPW: gl.constexpr = None):
     W: gl.constexpr = gl.num_warps()
     T: gl.constexpr = gl.threads_per_warp()
     if OP == "mfma":
         acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=V, instr_shape=[IM, IM, IK], transposed=TR,
-                                                   warps_per_cta=[WM, W // WM])
+                                                   warps_per_cta=[WM, W // WM], tiles_per_warp=TPW)
     elif OP == "wmma":
-        acc_l: gl.constexpr = gl.amd.AMDWMMALayout(version=1, transposed=TR, warps_per_cta=[WM, W // WM])
+        acc_l: gl.constexpr = gl.amd.AMDWMMALayout(version=1, transposed=TR, warps_per_cta=[WM, W // WM],
+                                                   tiles_per_warp=TPW)
     else:
         acc_l: gl.constexpr = gl.BlockedLayout([1, 2], [T // 4, 4], [WM, W // WM], [1, 0])
     a_l: gl.constexpr = gl.DotOperandLayout(0, acc_l, k_width=KW)
@@ -81,12 +83,12 @@ def inputs(d, m, n, k, seed):
 
 
 def run(target, op, d, m, n, k, *, acc=None, bm=None, bn=None, bk=None, im=32, ik=None, kw=None,
-        tr=False, wm=2, convert=False, nw=4, seed=0, v=None):
+        tr=False, wm=2, convert=False, nw=4, seed=0, v=None, tpw=None):
     acc = acc or ("int32" if d == "int8" else "float32")
     a, b = inputs(d, m, n, k, seed)
     out_np = np.int32 if acc == "int32" else np.float32
     cx = dict(BM=bm or m, BN=bn or n, BK=bk or k, OP=op, D=d, ACC=acc, IM=im, IK=ik or 1, KW=kw or 1,
-              V=v or VERSION.get(target, 3), TR=tr, WM=wm, CONVERT=convert)
+              V=v or VERSION.get(target, 3), TR=tr, WM=wm, CONVERT=convert, TPW=tpw)
     got = np.full((m, n), POISON[out_np], out_np)
     ref = np.full((m, n), POISON[out_np], out_np)
     tk = mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=nw, target=target)
@@ -166,6 +168,46 @@ def test_wmma_k_loop_convert_masked():
 def test_dot_fma(target, d):
     run(target, "dot_fma", d, 19, 23, 13, acc=d, bm=32, bn=32, bk=8,
         seed=19, convert=target == "gfx942")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_matrix_layouts(seed):
+    """Random targets, dtypes, instruction shapes, tiles_per_warp, warp grids, transposition and
+    kpack, tile sizes a few instruction tiles large: the layouts' register numbering as Triton
+    grows it must still give each instruction the ISA's fragment."""
+    r = np.random.default_rng(100 + seed)
+    target = ["gfx90a", "gfx942", "gfx1100"][seed % 3]
+    nw = int(r.choice([1, 2, 4]))
+    wm = int(r.choice([w for w in (1, 2, 4) if w <= nw]))
+    tpw = (int(r.choice([1, 2])), int(r.choice([1, 2])))
+    tr = bool(r.integers(2))
+    if target == "gfx1100":
+        op, d, im, ik, kw = "wmma", str(r.choice(["float16", "bfloat16"])), 16, 16, 16
+        kt = 16
+    else:
+        op, d = "mfma", str(r.choice(["float16", "bfloat16", "int8", "float32"]))
+        im = int(r.choice([32, 16]))
+        ik = dict(MFMA_CASES_K[target])[(d, im)]
+        kw = ik // (64 // im) * int(r.choice([1, 2]) if d != "float32" else 1)
+        kt = kw * (64 // im)
+    bm = im * tpw[0] * wm * int(r.choice([1, 2]))
+    bn = im * tpw[1] * (nw // wm) * int(r.choice([1, 2]))
+    bk = kt * int(r.choice([1, 2]))
+    m, n, k = bm - int(r.integers(0, 5)), bn - int(r.integers(0, 5)), bk + int(r.integers(0, bk))
+    run(target, op, d, m, n, k, bm=bm, bn=bn, bk=bk, im=im, ik=ik, kw=kw, tr=tr, wm=wm, nw=nw,
+        tpw=tpw, seed=seed, convert=bool(r.integers(2)))
+
+
+def test_mfma_accumulators_spill():
+    """A 128x128 f32 accumulator in one wave (256 VGPRs of it alone): the 16-dword MFMA
+    accumulators spill to scratch a dword at a time and come back right."""
+    tk, sim = run("gfx942", "mfma", "float16", 128, 128, 16, im=32, ik=8, kw=4, wm=1, nw=1, seed=37)
+    text = [sim.text(k) for k in range(len(sim.code))]
+    assert any(t.startswith("scratch_store") for t in text)
+
+
+MFMA_CASES_K = {t: [((d, im), k90 if t == "gfx90a" else k94) for d, im, k90, k94 in MFMA_CASES]
+                for t in ("gfx90a", "gfx942")}
 
 
 # -- wait states ------------------------------------------------------------------------------------
