@@ -210,6 +210,36 @@ MFMA_CASES_K = {t: [((d, im), k90 if t == "gfx90a" else k94) for d, im, k90, k94
                 for t in ("gfx90a", "gfx942")}
 
 
+@pytest.mark.parametrize("kind,m,k", [("mfma", 32, 8), ("mfma", 16, 16), ("mfma", 32, 16), ("mfma", 16, 32),
+                                      ("wmma", 16, 16)])
+def test_simulator_tables_match_layouts(kind, m, k):
+    """amdsim_mma's fragment maps (from the ISA text) and gluon_trace's layouts (mma_layouts.py)
+    were written apart; one instruction tile, one warp: every (lane, register) agrees."""
+    import amdsim_mma as S
+    from gluon_trace.mma_layouts import AMDMFMALayout, AMDWMMALayout, DotOperandLayout
+    lanes = 64 if kind == "mfma" else 32
+    if kind == "mfma":
+        acc = AMDMFMALayout(version=3, instr_shape=[m, m, k], warps_per_cta=[1, 1])
+        rows, cols = S._d_map(m)
+        kpl = k // (64 // m)
+    else:
+        acc = AMDWMMALayout(version=1, warps_per_cta=[1, 1])
+        ln, v = np.arange(32)[:, None], np.arange(8)[None, :]
+        rows, cols = 2 * v + ln // 16, np.broadcast_to(ln % 16, (32, 8))
+        kpl = 16
+    lin = acc.to_linear((m, m), 1, lanes)
+    for lane in range(lanes):
+        for r in range(rows.shape[1]):
+            assert tuple(lin.coord(r, lane, 0)) == (rows[lane, r], cols[lane, r])
+    a = DotOperandLayout(0, acc, k_width=kpl).to_linear((m, k), 1, lanes)
+    b = DotOperandLayout(1, acc, k_width=kpl).to_linear((k, m), 1, lanes)
+    for lane in range(lanes):
+        for j in range(kpl):
+            kk = kpl * (lane // m) + j if kind == "mfma" else j
+            assert tuple(a.coord(j, lane, 0)) == (lane % m, kk)
+            assert tuple(b.coord(j, lane, 0)) == (kk, lane % m)
+
+
 # -- wait states ------------------------------------------------------------------------------------
 
 def test_mfma_hazards_needed_and_present(monkeypatch):
