@@ -30,7 +30,46 @@ def _stdout(nb) -> str:
 def test_the_stories_are_there():
     assert [p.name for p in NOTEBOOKS] == ["01_first_kernel.ipynb", "02_layouts.ipynb",
                                            "03_variants.ipynb", "04_property_testing.ipynb",
+                                           "05_matmul.ipynb", "06_attention.ipynb",
                                            "07_synchronisation.ipynb"]
+
+
+@pytest.mark.parametrize("stem, words", [
+    ("05_matmul", ("dot_fma: C[96x80] matches numpy", "mma_v2 + cp.async: C[96x80] matches numpy",
+                   "TMA + wgmma, 2 persistent programs: C[96x80] matches numpy",
+                   "warp-specialized: C[96x80] matches numpy", "ops new in this step")),
+    ("06_attention", ("attention_fwd, causal=False: matches numpy", "attention_fwd, causal=True: matches numpy",
+                      "attention_fwd_pipelined, causal=True: matches numpy", "needs STAGES >= 3")),
+])
+def test_gemm_and_attention_notebooks_check_each_step_and_say_where_gpu_cells_ran(stem, words, tmp_path):
+    path = next(p for p in NOTEBOOKS if p.stem == stem)
+    stored = _stdout(nbformat.read(path, as_version=4))
+    for text in (stored, _stdout(_executed.get(stem) or _execute(path, tmp_path))):
+        for w in words:
+            assert w in text, w
+        # a GPU cell either ran (and names the device and the date) or says why it skipped
+        assert "skipped: no NVIDIA GPU here:" in text or (" UTC]" in text and "TFLOP/s" in text)
+
+
+def test_run_cells_stores_outputs_figures_and_errors_as_jupyter_would(tmp_path):
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location("run_cells", NOTEBOOKS[0].parent / "run_cells.py")
+    run_cells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_cells)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 6 * 7\nprint('x is', x)"),
+                nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nx + 1"),
+                nbformat.v4.new_code_cell("1 / 0"), nbformat.v4.new_code_cell("print('never')")]
+    path = tmp_path / "t.ipynb"
+    nbformat.write(nb, path)
+    assert run_cells.run(str(path), store=True) is False
+    cells = json.loads(path.read_text())["cells"]
+    assert "".join(cells[0]["outputs"][0]["text"]) == "x is 42\n" and cells[0]["execution_count"] == 1
+    assert "".join(cells[1]["outputs"][0]["text"]) == "43\n" and "image/png" in cells[1]["outputs"][1]["data"]
+    assert cells[2]["outputs"][-1]["output_type"] == "error" and cells[2]["outputs"][-1]["ename"] == "ZeroDivisionError"
+    assert cells[3]["outputs"] == []
+    nbformat.validate(nbformat.read(path, as_version=4))
 
 
 def test_synchronisation_notebook_shows_each_bug_then_its_fix(tmp_path):
