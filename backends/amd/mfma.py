@@ -59,14 +59,6 @@ def passes(op: str) -> int:
     return 0
 
 
-def is_mfma(op: str) -> bool:
-    return op.startswith("v_mfma")
-
-
-def is_wmma(op: str) -> bool:
-    return op.startswith("v_wmma")
-
-
 # -- which register holds what -----------------------------------------------------------------
 
 def _by_coord(em, ty) -> tuple[dict, object]:
@@ -121,7 +113,8 @@ def _contiguous(em, words):
 
 # -- MFMA / WMMA ----------------------------------------------------------------------------------
 
-def _family(em, op, layout, d, m, k):
+def _family(em, d, m: int, k: int):
+    """The target's MFMA for the layout's instruction (mnemonic, K, passes), or a CompileError."""
     t = em.t.name
     fam = {"gfx90a": "cdna2", "gfx942": "cdna3"}.get(t)
     if fam is None:
@@ -161,11 +154,11 @@ def _mma(em, op, wmma: bool):
         if em.t.name != "gfx1100":
             raise em.error("wmma exists on RDNA3 (gfx1100); CDNA (gfx90a, gfx942) has MFMA: use "
                            "gl.amd.AMDMFMALayout and mfma")
-        name, passes_ = WMMA[d.name], 0
+        name = WMMA[d.name]
         kpl = 16                      # each lane holds its row's (column's) whole K
         nregs = 8
     else:
-        name, _, passes_ = _family(em, op, lay, d, m, k)
+        name = _family(em, d, m, k)[0]
         kpl = k // (64 // m)          # K elements per lane per instruction
         nregs = m * n // 64
     kw = a_v.type.layout.k_width

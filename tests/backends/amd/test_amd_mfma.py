@@ -284,6 +284,26 @@ def test_mfma_hazard_rules():
     assert mfma_waits(t90, mu, [mf], partial) == 8
 
 
+def test_wmma_hazard_v_nop():
+    """RDNA3: a WMMA reading the previous WMMA's D as srcA gets a v_nop between; as srcC it
+    does not (and the simulator fails the first without it)."""
+    from gluon_trace.backends.amd.hazards import fix_hazards
+    from gluon_trace.backends.amd.mir import Inst, Reg
+    from gluon_trace.backends.amd.target import TARGETS
+
+    def reg(p, n=1):
+        r = Reg("v", n)
+        r.phys = p
+        return r
+    d = reg(0, 8)
+    first = Inst("v_wmma_f32_16x16x16_f16", [d], [reg(8, 8), reg(16, 8), reg(24, 8)], kind="valu")
+    as_a = Inst("v_wmma_f32_16x16x16_f16", [reg(32, 8)], [d, reg(16, 8), reg(24, 8)], kind="valu")
+    as_c = Inst("v_wmma_f32_16x16x16_f16", [reg(32, 8)], [reg(8, 8), reg(16, 8), d], kind="valu")
+    t = TARGETS["gfx1100"]
+    assert [i.op for i in fix_hazards([first, as_a], t)] == [first.op, "v_nop", as_a.op]
+    assert [i.op for i in fix_hazards([first, as_c], t)] == [first.op, as_c.op]
+
+
 # -- refusals ---------------------------------------------------------------------------------------
 
 def _trace_error(target, op, d, **kw):
