@@ -7,16 +7,22 @@ layout outside the op is written for) and the workers' warps after them. Code sh
     @worker bra $L_ws_workers        workers skip the code before the op
     ... code before the op ...       default warps only; their barriers: bar.sync 1, N
     st.shared captures               scalars/descriptors the workers use, by thread 0
-    bar.sync 0                       the whole CTA: the captures and mbarrier inits are there
+    barrier.sync 0                   the whole CTA: the captures and mbarrier inits are there
     setmaxnreg.inc                   (sm_90a, whole warpgroups) the default takes the registers
     ... default partition ...
-    bar.sync 0                       join: every partition has finished
+    barrier.sync 0                   join: every partition has finished
     ... code after the op ...
     ret
   $L_ws_workers:
-    bar.sync 0; ld.shared captures   into the same virtual registers the worker code reads
+    barrier.sync 0; ld.shared ...    captures into the same virtual registers the worker code reads
     per worker: setmaxnreg.dec, its own thread index (tid - first thread), its code with
     bar.sync 2+i, 32*warps for its barriers; then to the join
+
+The two CTA-wide meetings are reached from different code (the default's and the workers'), so
+they are the non-aligned ``barrier.sync``: ``bar.sync`` is ``barrier.sync.aligned``, which
+requires every thread of the CTA at the same instruction (compute-sanitizer's synccheck
+reports "divergent thread(s)" otherwise). Inside a partition every participating thread runs
+the same code, so its named ``bar.sync id, n`` stays aligned.
 
 Why captures go through shared memory: the workers never ran the code before the op, so a
 scalar it computed (a loop bound, a buffer's run-time base) has no value in their registers.
@@ -153,7 +159,7 @@ def _warp_specialize(em, op):
         else:
             em.emit(f"@{owner} st.shared.{_ST[cls]} [{base}+{em.ws_capture_off + 8 * j}], {r};")
     _, _, warp = em.tid()  # the CTA-wide warp index, from the kernel prologue
-    em.emit("bar.sync 0;")
+    em.emit("barrier.sync 0;")
     if p.moves_registers and p.default_regs != p.start_regs:
         kind = "inc" if p.default_regs > p.start_regs else "dec"
         em.emit(f"setmaxnreg.{kind}.sync.aligned.u32 {p.default_regs};")
@@ -161,7 +167,7 @@ def _warp_specialize(em, op):
     with em.scope():
         outs = em.run_block(op.regions[0], [])
     em.loc = saved
-    em.emit("bar.sync 0;")
+    em.emit("barrier.sync 0;")
     _workers(em, op, regs, warp)
     return outs
 
@@ -169,7 +175,7 @@ def _warp_specialize(em, op):
 def _workers(em, op, regs, warp) -> None:
     p = em.ws
     head, join = em.ws_labels
-    tail = [(f"{head}:", None), ("bar.sync 0;", None)]
+    tail = [(f"{head}:", None), ("barrier.sync 0;", None)]
     base = em.smem_start()
     for j, r in enumerate(regs):
         cls = _reg_class(r)
@@ -198,7 +204,7 @@ def _workers(em, op, regs, warp) -> None:
         pro, lines = em.partition(i + 1, p.bases[i], p.warps[i], region)
         tail += [(x, None) for x in pro] + lines
         tail.append((f"bra.uni {join};", None))
-    tail += [(f"{join}:", None), ("bar.sync 0;", None)]
+    tail += [(f"{join}:", None), ("barrier.sync 0;", None)]
     em.ws_tail.extend(tail)
 
 
