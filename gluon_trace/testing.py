@@ -24,10 +24,15 @@ import numpy as np
 from . import backend as backends
 from . import dtypes as dt
 from .errors import ArgumentError, user_location
+from .testing_mma import (MMAInstr, Tolerance, k_widths, mma_instrs, mma_tolerance, pipeline_depths,  # noqa: F401
+                          shared_layouts, smem_limit)
 
 __all__ = ["dtypes", "shapes", "blocked_layouts", "slice_layouts", "linear_layouts", "layouts",
            "arrays", "edge_values", "warp_size", "assert_kernel_matches", "MatchReport",
-           "backend_status", "gpu_status", "compile_status", "TOLERANCES", "POISON_BYTE"]
+           "backend_status", "gpu_status", "compile_status", "TOLERANCES", "POISON_BYTE",
+           # MMA kernels (gluon_trace/testing_mma.py)
+           "MMAInstr", "mma_instrs", "k_widths", "shared_layouts", "pipeline_depths", "smem_limit",
+           "Tolerance", "mma_tolerance"]
 
 POISON_BYTE = 0x5A
 # (rtol, atol) per float dtype: |got - expected| <= atol + rtol * |expected|, as torch.testing
@@ -431,7 +436,7 @@ def _run(kernel, name, grid, args, outs, launch):
 
 def assert_kernel_matches(kernel, reference, *args, grid, outputs, backends=("interpreter", "nvidia", "amd"),
                           rtol=None, atol=None, assemble=(), check_inputs: bool = True,
-                          max_report: int = 10, **launch) -> MatchReport:
+                          max_report: int = 10, tolerance=None, **launch) -> MatchReport:
     """Run ``kernel[grid](*args, **launch)`` on each of ``backends`` that can run here and
     check the ``outputs`` (argument indices or names) against ``reference(*args)``.
 
@@ -440,6 +445,8 @@ def assert_kernel_matches(kernel, reference, *args, grid, outputs, backends=("in
     writes them in place and returns None. ``launch`` holds constexprs and launch
     options (``num_warps=``). Float outputs compare with ``rtol``/``atol`` (default from
     :data:`TOLERANCES` by dtype) and NaN matching NaN; integers compare exactly.
+    ``tolerance`` (a :class:`Tolerance`, e.g. ``mma_tolerance(a, b)`` for a GEMM's
+    accumulation) replaces rtol/atol with a per-element bound, named in the failure.
     ``assemble`` names targets (``"sm_90"``, ``"gfx942"``) to also emit and assemble
     the kernel for, where their backend loads. With ``check_inputs`` an input array the
     kernel changed is a failure too.
@@ -465,9 +472,12 @@ def assert_kernel_matches(kernel, reference, *args, grid, outputs, backends=("in
             got = after[i]
             r, a = TOLERANCES.get(dt.from_numpy(got.dtype).name, (0, 0)) if got.dtype.kind in "fc" else (0, 0)
             r, a = (rtol if rtol is not None else r), (atol if atol is not None else a)
+            if tolerance is not None:
+                r, a = tolerance.rtol, tolerance.atol
             n, lines = _diff(got, exp, r, a, max_report)
             if n:
-                tol = f", rtol={r:g}, atol={a:g}" if got.dtype.kind in "fc" else ""
+                tol = "" if got.dtype.kind not in "fc" else (f"; bound: {tolerance}" if tolerance is not None
+                                                             else f", rtol={r:g}, atol={a:g}")
                 problems.append(f"  output `{_arg_name(kernel, i)}` (argument {i}, {got.dtype}{tol}) differs "
                                 f"from the reference at {n} of {got.size} elements:")
                 problems += lines
