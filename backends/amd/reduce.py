@@ -46,7 +46,7 @@ def _order_free(body, d) -> bool:
 
 def _check_region(em, body) -> None:
     for o in body.walk():
-        if o.regions or o.name in ("load", "store", "atomic_rmw", "atomic_cas", "print"):
+        if o.regions or o.name in ("store", "atomic_rmw", "atomic_cas", "print"):
             raise em.error(f"a combine function may only compute on its arguments; "
                            f"found `{o.name}`")
 
