@@ -135,13 +135,14 @@ def shared_layouts(shape, dtype, kinds=("nvmma", "swizzled")):
     rank = len(shape)
     options = []
     if "nvmma" in kinds:
+        nvmma = []  # built here, so a falsifying example prints the layouts themselves
         for transposed in ((False, True) if rank >= 2 else (False,)):
             contig = shape[rank - 2 if transposed else rank - 1]
             rows = math.prod(shape) // contig
             nbytes = contig * t.bits // 8
             widths = [0] + [w for w in (32, 64, 128) if rows >= 8 and nbytes % w == 0]
-            options.append(st.sampled_from(widths).map(
-                lambda w, tr=transposed: gl.NVMMASharedLayout(w, t.bits, rank=rank, transposed=tr)))
+            nvmma += [gl.NVMMASharedLayout(w, t.bits, rank=rank, transposed=transposed) for w in widths]
+        options.append(st.sampled_from(nvmma))
     if "swizzled" in kinds:
         @st.composite
         def swizzled(draw):

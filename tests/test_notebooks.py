@@ -76,7 +76,10 @@ def test_synchronisation_notebook_shows_each_bug_then_its_fix(tmp_path):
     nb = _executed.get("07_synchronisation") or _execute(NOTEBOOKS[-1], tmp_path)
     out = _stdout(nb)
     for words in ("race: smem.store()", "before waiting for it", "deadlock", "reused too early",
-                  "stages=1", "k_tiles=2", "30 configurations, no race"):
+                  "stages=1", "k_tiles=2", "30 configurations, no race",
+                  # section 6: the MMA strategies of gluon_trace.testing find and shrink the early refill
+                  "early_refill_is_caught(\n    stages=2,\n    k_tiles=3,", "swizzle_byte_width=0",
+                  "25 drawn pipelines"):
         assert words in out, words
 
 
