@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["KernelRef", "kernel_ref", "Shipped", "ship", "land", "spec_of", "compile_task", "time_task",
+__all__ = ["KernelRef", "kernel_ref", "ConfigDescriptor", "per_config", "Shipped", "ship", "land", "spec_of", "compile_task", "time_task",
            "PerDevicePool", "default_compile_pool", "describe_failure"]
 
 
@@ -60,6 +60,52 @@ def _kernel(k):
 
 
 # ----------------------------------------------------------------------------- arguments
+class ConfigDescriptor:
+    """A TMA descriptor whose block shape comes from each configuration, as a Triton
+    autotuner's pre_hook sets it: ``gv.descriptor(a, ["BM", "BK"])`` becomes
+    ``TensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]], layout)`` for each
+    configuration (``layout``: NVMMASharedLayout.get_default_for the block unless given).
+    The names it uses are taken out of the configuration before the kernel sees it,
+    unless the kernel has a parameter of that name."""
+
+    def __init__(self, tensor, block_shape, layout=None, dtype=None):
+        self.tensor, self.block_shape, self.layout = tensor, list(block_shape), layout
+        self.dtype = dtype  # a gl dtype, for a spec (no tensor)
+
+    @property
+    def keys(self) -> set:
+        return {b for b in self.block_shape if isinstance(b, str)}
+
+    def block(self, config: dict) -> list:
+        return [int(config[b]) if isinstance(b, str) else int(b) for b in self.block_shape]
+
+    def _layout(self, block, dtype):
+        from . import language as gl
+        return self.layout if self.layout is not None else gl.NVMMASharedLayout.get_default_for(block, dtype)
+
+    def resolve(self, config: dict):
+        from .nvidia.hopper import TensorDescriptor, _describe_array
+        block = self.block(config)
+        if self.tensor is None:
+            return TensorDescriptor.type_spec(self.dtype, block, self._layout(block, self.dtype))
+        dtype = _describe_array(self.tensor, None)[3]
+        return TensorDescriptor.from_tensor(self.tensor, block, self._layout(block, dtype))
+
+    def __repr__(self):
+        return f"descriptor({type(self.tensor).__name__}, block_shape={self.block_shape})"
+
+
+def per_config(kernel, args, config: dict) -> tuple[tuple, dict]:
+    """``args`` with each ConfigDescriptor built for ``config``, and ``config`` without the
+    names only descriptors use."""
+    if not any(isinstance(a, ConfigDescriptor) for a in args):
+        return tuple(args), dict(config)
+    used = set().union(*(a.keys for a in args if isinstance(a, ConfigDescriptor)))
+    params = {p.name for p in kernel.params}
+    return (tuple(a.resolve(config) if isinstance(a, ConfigDescriptor) else a for a in args),
+            {k: v for k, v in config.items() if k not in used or k in params})
+
+
 @dataclass
 class Shipped:
     """A tensor in transit: contents (numpy, or a CPU torch tensor), its element strides,
@@ -93,12 +139,16 @@ def ship(a):
                        (dev or 0) if a.device.type == "cuda" else None, True)
     if type(a).__name__ == "TensorDescriptor" and hasattr(a, "block_shape"):
         return ShippedDesc(ship(a.base), list(a.block_shape), a.layout, a.padding)
+    if isinstance(a, ConfigDescriptor):
+        return ConfigDescriptor(ship(a.tensor), a.block_shape, a.layout, a.dtype)
     return a
 
 
 def land(s, device: int | None):
     """Rebuild a shipped value; GPU tensors go to ``device`` (the worker's GPU), keeping
     their strides (a padded view stays padded: TMA needs 16-byte row strides)."""
+    if isinstance(s, ConfigDescriptor):
+        return ConfigDescriptor(land(s.tensor, device), s.block_shape, s.layout, s.dtype)
     if isinstance(s, ShippedDesc):
         from .nvidia.hopper import TensorDescriptor
         return TensorDescriptor.from_tensor(land(s.base, device), s.block_shape, s.layout, s.padding)
@@ -125,6 +175,9 @@ def spec_of(a):
     from . import language as gl
     if type(a).__name__ == "TensorDescriptor" and hasattr(a, "ir_type"):
         return a.ir_type
+    if isinstance(a, ConfigDescriptor):
+        from .nvidia.hopper import _describe_array
+        return ConfigDescriptor(None, a.block_shape, a.layout, _describe_array(a.tensor, None)[3])
     if isinstance(a, np.ndarray):
         return gl.pointer(dt.from_numpy(a.dtype))
     if _is_torch(a):
@@ -151,6 +204,7 @@ def compile_task(kernel, config: dict, specs: tuple, fixed: dict, target: str) -
     out = {"graph": None, "compiled": None, "error": None, "stage": None, "pid": os.getpid()}
     try:
         kern = _kernel(kernel)
+        specs, config = per_config(kern, specs, config)
         traced = kern.trace(*specs, **{**fixed, **config}, target=target)
         out["graph"] = traced.graph
     except Exception as e:

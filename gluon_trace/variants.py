@@ -34,6 +34,7 @@ from .errors import ArgumentError, CompileError, GluonTraceError, LaunchError, u
 from .jit import LAUNCH_OPTIONS, JITFunction, TracedKernel
 
 __all__ = ["Config", "Variant", "Sweep", "compile_variants", "benchmark", "sweep", "autotune", "make_timer", "time_one",
+           "descriptor",
            "Autotuner", "L2_FLUSH_BYTES"]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -82,6 +83,15 @@ def _configs(configs, named_args: dict | None = None) -> list[Config]:
     if not out:
         raise ArgumentError("no configurations to try", user_location())
     return out
+
+
+def descriptor(tensor, block_shape, layout=None):
+    """A TMA descriptor argument whose block shape names configuration keys:
+    ``gv.sweep(matmul_hopper, configs, gv.descriptor(a, ["BM", "BK"]), ...)`` builds
+    ``TensorDescriptor.from_tensor(a, [BM, BK], layout)`` per configuration (the layout
+    defaults to NVMMASharedLayout.get_default_for the block). See ConfigDescriptor."""
+    from .sweep_workers import ConfigDescriptor
+    return ConfigDescriptor(tensor, block_shape, layout)
 
 
 # ------------------------------------------------------------------------------ variants
@@ -302,9 +312,11 @@ def _default_target(args, options) -> str:
 
 
 def _compile_one(kernel: JITFunction, v: Variant, args, fixed: dict, target: str) -> Variant:
+    from .sweep_workers import per_config
     t0 = time.perf_counter()
     try:
-        v.traced = kernel.trace(*args, **{**fixed, **v.config}, target=target)
+        args, cfg = per_config(kernel, args, v.config)
+        v.traced = kernel.trace(*args, **{**fixed, **cfg}, target=target)
     except Exception as e:
         v.fail("trace", e)
         return v
@@ -324,7 +336,9 @@ def _take_compiled(kernel: JITFunction, v: Variant, res: dict, args, fixed: dict
     if res["error"] is not None:
         v.stage, v.error = res["stage"], res["error"]
     if res["graph"] is not None:
-        bound, opts = kernel._bind(args, {**fixed, **v.config}, None)
+        from .sweep_workers import per_config
+        args, cfg = per_config(kernel, args, v.config)
+        bound, opts = kernel._bind(args, {**fixed, **cfg}, None)
         v.traced = TracedKernel(kernel, res["graph"], bound, {**opts, "target": target})
     v.compiled = res.get("compiled")
 
@@ -503,6 +517,8 @@ def make_timer(backend: str, reps=None, flush_l2: bool = True):
 def time_one(kernel: JITFunction, be, timer, args, fixed: dict, config: dict, grid3: tuple, opts: dict,
              loc=None, stream=None) -> list:
     """Times (ms) of one configuration on ``args`` (live on this process's device)."""
+    from .sweep_workers import per_config
+    args, config = per_config(kernel, args, config)
     bound, o = kernel._bind(args, {**fixed, **config}, loc)
     # the device the arguments live on decides, whatever target the sweep compiled for
     o["target"] = be.default_target(list(bound.values()))
@@ -563,8 +579,9 @@ def benchmark(variants: Sweep, *args, grid, reps: int | None = None, warmup: int
         if not v.ok:
             continue
         try:
-            bound, opts = variants.kernel._bind(args, {**fixed, **v.config}, loc)
-            items.append((i, dict(v.config), _grid3(grid, {**bound, **opts})))
+            a, cfg = sw.per_config(variants.kernel, args, v.config)
+            bound, opts = variants.kernel._bind(a, {**fixed, **cfg}, loc)
+            items.append((i, dict(v.config), _grid3(grid, {**v.config, **bound, **opts})))
         except Exception as e:
             v.fail("run", e)
     bar = _progress(len(items), f"timing on {name}" + (f" ({len(devices)} devices)" if len(devices) > 1 else ""),

@@ -444,3 +444,32 @@ def test_a_sweep_uses_every_visible_gpu():
     softmax_sweep[(512,)](out, x, 250, 250, **s.best.config)
     ref = torch.softmax(x, dim=1)
     assert torch.allclose(out, ref, atol=1e-6)
+
+
+def test_a_tma_gemm_sweeps_block_shapes_through_per_configuration_descriptors():
+    """Descriptors whose block shape follows each configuration, across a process pool; a
+    configuration that hangs (STAGES=1 waits for a load never issued) is reported."""
+    import ml_dtypes
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((128, 192)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((192, 128)).astype(ml_dtypes.bfloat16)
+    c = np.full((128, 128), np.nan, np.float32)
+    args = (gv.descriptor(a, ["BM", "BK"]), gv.descriptor(b, ["BK", "BN"]), gv.descriptor(c, ["BM", "BN"]),
+            128, 128, 192)
+    cfgs = [{"BM": 64, "BN": bn, "BK": bk, "STAGES": st_, "GROUP_M": 2} for bn in (64, 128) for bk in (32, 64)
+            for st_ in (2, 3)] + [{"BM": 64, "BN": 64, "BK": 64, "STAGES": 1, "GROUP_M": 1}]
+    with _forkserver_pool() as pool:
+        s = gv.sweep(matmul_hopper, cfgs, *args, grid=lambda meta: (128 // meta["BM"],), target="sm_90a",
+                     reps=1, executor=pool, progress=False)
+    assert [v.ok for v in s] == [True] * 8 + [False]
+    assert s.failed[0].stage == "run" and "deadlock" in s.failed[0].error
+    assert {(v.traced.graph.constexprs["STAGES"]) for v in s.succeeded} == {2, 3}
+    assert np.isnan(c).all()
+    best = s.best.config
+    from gluon_trace.sweep_workers import per_config
+    run_args, cfg = per_config(matmul_hopper, args, best)
+    assert set(cfg) == {"STAGES", "GROUP_M"} and run_args[0].block_shape == [64, best["BK"]]
+    matmul_hopper[(2,)](*run_args, **cfg, backend="interpreter", target="sm_90a")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
