@@ -3,6 +3,13 @@
 Target: <= 3 s on the 2-core development machine, cold (fresh trace cache, fresh disk
 cache). Run: ``python perf/bench_variants.py [--target sm_90] [--workers N] [--repeat 3]``.
 
+``python perf/bench_variants.py --gemm`` (on a GPU host): a sweep of 200 variants of the
+TMA + wgmma GEMM (gluon_trace/kernels/matmul_hopper.py; BM, BN, BK, STAGES, num_warps,
+GROUP_M) on bf16 4096^3, compiled in worker processes and timed with CUDA events on every
+GPU of the host (one worker process per GPU), with a progress bar; failing configurations
+(too much shared memory, warps that do not fit the tile) are reported, not raised. Budget:
+<= 5 minutes cold on one H100 (GEMM_BUDGET_S). ``--devices 0`` times on one GPU only.
+
 Without the NVIDIA backend it measures what it can and says so: tracing alone, and the
 assembler's floor (ptxas on a small hand-written kernel, 64 times through the same pool).
 """
@@ -22,8 +29,10 @@ import gluon_trace as gt
 from gluon_trace import testing as gtt
 from gluon_trace import variants as gv
 from gluon_trace.examples import SOFTMAX_SPECS, softmax_sweep
+from gluon_trace.sweep_workers import per_config
 
 BUDGET_S = 3.0
+GEMM_BUDGET_S = 300.0
 
 
 CONFIGS = [gt.Config(BLOCK=b, SPT=s, num_warps=w)
@@ -97,13 +106,71 @@ def ptxas_floor(workers: int) -> float | None:
     return time.perf_counter() - t0
 
 
+def gemm_configs(n: int = 200) -> list:
+    """``n`` of the 240 combinations below (a fixed sample, so runs compare); some fail on
+    purpose: BM=64 with 8 warps (wgmma's M tile would be 128) and rings too big for 227 KB."""
+    import random
+    every = [gt.Config(BM=bm, BN=bn, BK=bk, STAGES=s, GROUP_M=g, num_warps=w)
+             for bm in (64, 128) for bn in (64, 128, 256) for bk in (32, 64) for s in (2, 3, 4, 5, 6)
+             for w in (4, 8) for g in (1, 8)]
+    return random.Random(0).sample(every, n)
+
+
+def gemm_sweep(workers: int, devices, size: int = 4096, n: int = 200) -> int:
+    import datetime
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    ok, why = gtt.backend_status("nvidia")
+    if not ok:
+        print(f"--gemm needs an NVIDIA GPU with torch: {why}")
+        return 2
+    import torch
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    ndev = torch.cuda.device_count() if devices is None else len(devices)
+    print(f"[{torch.cuda.get_device_name()} x{ndev}, {when}] {n} variants of matmul_hopper, bf16 {size}^3, "
+          f"{workers} compile workers")
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    args = (gv.descriptor(a, ["BM", "BK"]), gv.descriptor(b, ["BK", "BN"]), gv.descriptor(c, ["BM", "BN"]),
+            size, size, size)
+    grid = lambda meta: (min(sms, (size // meta["BM"]) * (size // meta["BN"])),)  # noqa: E731  persistent
+    t0 = time.perf_counter()
+    s = gv.sweep(matmul_hopper, gemm_configs(n), *args, grid=grid, target="sm_90a", workers=workers,
+                 devices=devices)
+    wall = time.perf_counter() - t0
+    compile_s = sum(v.compile_s for v in s)
+    print(f"{len(s.succeeded)} ran, {len(s.failed)} failed (reported below); compiled on {s.compiled_on}; "
+          f"timed on {', '.join(s.devices)}")
+    best = s.best
+    if best is not None:
+        tflops = 2.0 * size ** 3 / best.time_ms / 1e9
+        print(f"best: {best.config.label}: {best.time_ms:.3f} ms = {tflops:.0f} TFLOP/s")
+        run_args, cfg = per_config(matmul_hopper, args, best.config)
+        matmul_hopper[grid({**best.config})](*run_args, **cfg, backend="nvidia")
+        err = ((c.float() - (a @ b).float()).abs().max() / (a @ b).float().abs().max()).item()
+        print(f"best configuration re-run against torch.matmul: max relative error {err:.1e}")
+    fails = s.failures()
+    if fails:
+        print("\n".join(fails.splitlines()[:25]) + ("\n  ..." if len(fails.splitlines()) > 25 else ""))
+    print(f"wall time {wall:.1f} s (compile {compile_s:.0f} CPU-s over the workers); budget {GEMM_BUDGET_S:.0f} s: "
+          f"{'PASS' if wall <= GEMM_BUDGET_S else 'FAIL'}")
+    return 0 if wall <= GEMM_BUDGET_S and best is not None else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target", default="sm_90")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--gemm", action="store_true", help="the 200-variant GEMM sweep on the GPU(s)")
+    ap.add_argument("--devices", type=lambda t: [int(x) for x in t.split(",")], default=None,
+                    help="GPU indices to time on (default: all)")
+    ap.add_argument("--variants", type=int, default=200)
     a = ap.parse_args()
+    if a.gemm:
+        return gemm_sweep(a.workers, a.devices, n=a.variants)
     if a.single:
         single(a.target, a.workers)
         return 0
