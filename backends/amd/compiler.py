@@ -12,6 +12,7 @@ from gluon_trace.errors import CompileError
 
 from . import metadata as md
 from . import printing
+from .agpr import use_agprs
 from .emitter import Emitter, prologue
 from .hazards import fix_hazards
 from .mir import Inst, Label, render_inst
@@ -35,6 +36,7 @@ class Emitted:
     loops: list
     kernel: "KernelText"
     prints: list       # gl.device_print sites: (prefix, dtype name, shape), by site id
+    agprs: int = 0     # MFMA accumulators in AGPRs (gfx90a, gfx942: agpr.py)
 
 
 def lower(graph, target: str) -> Emitted:
@@ -59,18 +61,42 @@ def lower(graph, target: str) -> Emitted:
     em.emit("s_endpgm", kind="end")
     code = prologue(em, lay.hidden_start, lay.hidden) + em.code
     t = em.t
-    alloc = allocate(code, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
-                     sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,
-                     scratch=Scratch(t, em.kernarg, em.wgid))
+    alloc = None
+    with_agprs = use_agprs(code, t)
+    if with_agprs is not code:  # MFMA accumulators in AGPRs, unless VGPRs + AGPRs do not fit
+        try:
+            alloc = allocate(with_agprs, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
+                             sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,
+                             scratch=Scratch(t, em.kernarg, em.wgid))
+        except CompileError:
+            alloc = None
+        if alloc is not None and not fits_unified(graph, alloc):
+            alloc = None
+    if alloc is None:  # all in VGPRs (spilling where they do not fit)
+        alloc = allocate(code, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
+                         sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,
+                         scratch=Scratch(t, em.kernarg, em.wgid))
     code = alloc.code  # with spill code, when the kernel did not fit
     check_assigned(code)
     code = insert_waits(code, t)
     code = fix_hazards(code, t)
     vgprs = _shift64_bump(code, alloc.vgprs) if t.name == "gfx90a" else alloc.vgprs
-    kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs, scratch=alloc.scratch)
+    kt = render_kernel(graph, em, code, lay, vgprs=vgprs, sgprs=alloc.sgprs, scratch=alloc.scratch,
+                       agprs=alloc.agprs)
     text = module_text(t.name, [kt])
     return Emitted(text, graph.name, t.name, vgprs, alloc.sgprs, em.lds_size, lay, code, em.loops,
-                   kt, list(getattr(em, "print_sites", [])))
+                   kt, list(getattr(em, "print_sites", [])), alloc.agprs)
+
+
+def fits_unified(graph, alloc) -> bool:
+    """VGPRs (rounded up to accum_offset's granule of 4) and AGPRs share each lane's 512 registers
+    (fewer when several waves share a SIMD), at most 256 of them AGPRs, which are not spilled; an
+    allocation that spilled VGPRs is no better than one without AGPRs either."""
+    from .agpr import AGPR_MAX
+    pool = 512 // -(-graph.num_warps // 4)  # the workgroup's waves per SIMD share its file
+    need = -(-max(alloc.vgprs, 1) // 4) * 4 + alloc.agprs
+    spilled = alloc.scratch is not None and alloc.scratch.bytes
+    return alloc.agprs <= AGPR_MAX and need <= pool and not spilled
 
 
 def _shift64_bump(code, vgprs: int) -> int:
@@ -126,7 +152,7 @@ def _long_jump(target: str, pc_label: str, base: int) -> list[str]:
             f"  s_setpc_b64 s[{base}:{base + 1}]"]
 
 
-def render_kernel(graph, em, code, lay, *, vgprs, sgprs, scratch=None) -> KernelText:
+def render_kernel(graph, em, code, lay, *, vgprs, sgprs, scratch=None, agprs=0) -> KernelText:
     t = em.t
     name = graph.name
     out = [f".globl {name}", ".p2align 8", f".type {name},@function", f"{name}:"]
@@ -157,10 +183,11 @@ def render_kernel(graph, em, code, lay, *, vgprs, sgprs, scratch=None) -> Kernel
     out += [f".Lfunc_end_{name}:", f".size {name}, .Lfunc_end_{name}-{name}"]
     spills = md.Spills.of(scratch)
     desc = md.descriptor(name=name, lds=em.lds_size, kernarg_size=lay.size, vgprs=vgprs,
-                         sgprs=sgprs, gfx9=t.gfx9, wave=t.wave, spills=spills)
+                         sgprs=sgprs, gfx9=t.gfx9, wave=t.wave, spills=spills, agprs=agprs)
     meta = md.metadata_kernel(name=name, lay=lay, lds=em.lds_size, vgprs=max(vgprs, 1),
                               sgprs=max(sgprs, 5) + 2, wave=t.wave,
-                              workgroup=graph.num_warps * t.wave, gfx9=t.gfx9, spills=spills)
+                              workgroup=graph.num_warps * t.wave, gfx9=t.gfx9, spills=spills,
+                              agprs=agprs)
     return KernelText("\n".join(out), desc, meta)
 
 

@@ -171,7 +171,8 @@ def fix_hazards(code: list, target) -> list:
 # -- matrix instructions --------------------------------------------------------------------------
 
 def _v(xs) -> set:
-    return {u for u in units(xs) if u[0] == "v"}
+    """The VGPRs and AGPRs (MFMA accumulators) named."""
+    return {u for u in units(xs) if u[0] in ("v", "a")}
 
 
 def _is_mfma(i) -> bool:

@@ -96,7 +96,7 @@ class Spills:
 
 
 def metadata_kernel(*, name, lay: KernargLayout, lds: int, vgprs: int, sgprs: int, wave: int,
-                    workgroup: int, gfx9: bool, spills: Spills = Spills()) -> list:
+                    workgroup: int, gfx9: bool, spills: Spills = Spills(), agprs: int = 0) -> list:
     """The lines of one kernel's entry in ``amdhsa.kernels``."""
     lines = [f"  - .name: {_q(name)}",
              f"    .symbol: {_q(name + '.kd')}",
@@ -112,7 +112,7 @@ def metadata_kernel(*, name, lay: KernargLayout, lds: int, vgprs: int, sgprs: in
              f"    .vgpr_spill_count: {spills.vgprs}",
              f"    .sgpr_spill_count: {spills.sgprs}"]
     if gfx9:
-        lines.append("    .agpr_count: 0")
+        lines.append(f"    .agpr_count: {agprs}")
     lines.append("    .args:")
     for a in lay.args + ([lay.print_slot] if lay.print_slot else []):
         lines += [f"      - .name: {_q(a.name)}", f"        .offset: {a.offset}",
@@ -136,8 +136,13 @@ def metadata_document(target: str, kernels: list) -> str:
 
 
 def descriptor(*, name, lds: int, kernarg_size: int, vgprs: int, sgprs: int, gfx9: bool,
-               wave: int, spills: Spills = Spills()) -> str:
+               wave: int, spills: Spills = Spills(), agprs: int = 0) -> str:
     v = max(vgprs, 1)
+    # CDNA: AGPRs (MFMA accumulators) follow the VGPRs from accum_offset (a multiple of 4) on,
+    # and next_free_vgpr counts both
+    acc_off = min(256, _align(v, 4))
+    if agprs:
+        v = acc_off + agprs
     lines = [f".amdhsa_kernel {name}",
              f"  .amdhsa_group_segment_fixed_size {lds}",
              f"  .amdhsa_private_segment_fixed_size {spills.scratch_bytes}",
@@ -161,7 +166,7 @@ def descriptor(*, name, lds: int, kernarg_size: int, vgprs: int, sgprs: int, gfx
         lines.append("  .amdhsa_system_sgpr_private_segment_wavefront_offset 1"
                      if spills.private_buffer else "  .amdhsa_enable_private_segment 1")
     if gfx9:
-        lines.append(f"  .amdhsa_accum_offset {min(256, _align(v, 4))}")
+        lines.append(f"  .amdhsa_accum_offset {acc_off}")
     if wave == 32:
         lines.append("  .amdhsa_wavefront_size32 1")
     lines.append(".end_amdhsa_kernel")

@@ -49,7 +49,8 @@ class Allocation:
     def __init__(self):
         self.vgprs = 0
         self.sgprs = 0
-        self.peak_at = {"v": None, "s": None}
+        self.agprs = 0                     # MFMA accumulators (agpr.py), CDNA only
+        self.peak_at = {"v": None, "s": None, "a": None}
         self.code: list = []               # the program, with spill code when it spilled
         self.scratch: Scratch | None = None
 
@@ -112,9 +113,9 @@ class _File:
 def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
     iv = live_intervals(code, loops)
     order = sorted(iv.items(), key=lambda kv: (kv[1][0], -kv[0].size, kv[0].id))
-    files = {"v": _File(), "s": _File()}
+    files = {"v": _File(), "s": _File(), "a": _File()}
     result = Allocation()
-    peak = {"v": 0, "s": 0}
+    peak = {"v": 0, "s": 0, "a": 0}
     for reg, (start, end) in order:
         cls = reg.cls
         f = files[cls]
@@ -130,7 +131,7 @@ def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
         if top > peak[cls]:
             peak[cls] = top
             result.peak_at[cls] = start
-    result.vgprs, result.sgprs = peak["v"], peak["s"]
+    result.vgprs, result.sgprs, result.agprs = peak["v"], peak["s"], peak["a"]
     return result
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gluon_trace.backends.amd.mir import Inst, Reg, Sub
+from gluon_trace.backends.amd.mir import Imm, Inst, Reg, Sub
 
 # mnemonic -> (M, K, operand kind, passes) per target family
 _SHAPES = {
@@ -65,11 +65,21 @@ def _st(w) -> _State:
 
 
 def _vunits(x) -> list:
-    if isinstance(x, Reg) and x.cls == "v":
-        return [x.phys + k for k in range(x.size)]
-    if isinstance(x, Sub) and x.reg.cls == "v":
-        return [x.reg.phys + x.index]
+    """[(file, index)] of the VGPRs / AGPRs an operand names."""
+    if isinstance(x, Reg) and x.cls in ("v", "a"):
+        return [(x.cls, x.phys + k) for k in range(x.size)]
+    if isinstance(x, Sub) and x.reg.cls in ("v", "a"):
+        return [(x.reg.cls, x.reg.phys + x.index)]
     return []
+
+
+def _file(w, cls):
+    if cls == "v":
+        return w.v
+    a = w.__dict__.get("_agprs")
+    if a is None:
+        a = w._agprs = np.full((256, w.W), 0xDEADBEEF, np.uint32)  # AGPRs start as garbage
+    return a
 
 
 def step(sim, w, i: Inst) -> bool:
@@ -79,6 +89,7 @@ def step(sim, w, i: Inst) -> bool:
     s = _st(w)
     t = s.clock
     mma = i.op.startswith(("v_mfma", "v_wmma"))
+    acc = i.op.startswith("v_accvgpr_")
     uses = [u for x in i.uses for u in _vunits(x)]
     defs = [u for x in i.defs for u in _vunits(x)]
     where = f"`{sim.text(w.pc - 1)}` (pc {w.pc - 1})"
@@ -87,7 +98,7 @@ def step(sim, w, i: Inst) -> bool:
         src_c = _vunits(i.uses[2])
         for u in src_ab + src_c:
             if u in s.valu_w and t - s.valu_w[u] - 1 < 2:
-                raise SimError(f"v{u} written by a VALU {t - s.valu_w[u] - 1} wait states before the "
+                raise SimError(f"{u[0]}{u[1]} written by a VALU {t - s.valu_w[u] - 1} wait states before the "
                                f"MFMA {where} reads it (2 needed)")
         for u in set(src_ab + src_c):
             r = s.ready.get(u)
@@ -101,7 +112,7 @@ def step(sim, w, i: Inst) -> bool:
             else:
                 need = p + (1 if sim.t.gfx940 else 0)
             if t - prod - 1 < need:
-                raise SimError(f"v{u}, the result of the MFMA at clock {prod}, is read by {where} after "
+                raise SimError(f"{u[0]}{u[1]}, the result of the MFMA at clock {prod}, is read by {where} after "
                                f"{t - prod - 1} wait states ({need} needed)")
     elif i.op.startswith("v_wmma"):
         prod, d = s.wmma_d
@@ -111,12 +122,18 @@ def step(sim, w, i: Inst) -> bool:
         for u in uses + defs:
             r = s.ready.get(u)
             if r is not None and t < r[0]:
-                raise SimError(f"v{u}, the result of the MFMA at clock {r[1]}, is touched by {where} after "
+                raise SimError(f"{u[0]}{u[1]}, the result of the MFMA at clock {r[1]}, is touched by {where} after "
                                f"{t - r[1] - 1} wait states ({r[0] - r[1] - 1} needed)")
     for u in defs if not mma else ():  # the matrix pipe runs in order: MFMA after MFMA is safe
         if t < s.srcc.get(u, -1):
             raise SimError(f"{where} overwrites v{u} while the MFMA that reads it as srcC may still read it")
     ran = i.op == "v_nop"
+    if not (mma or acc) and any(u[0] == "a" for u in uses + defs):
+        raise SimError(f"{where} names an AGPR (only MFMA, v_accvgpr_* and memory instructions may)")
+    if acc:
+        w.check(i.uses + i.defs)
+        _accvgpr(w, i)
+        ran = True
     if mma:
         w.check(i.uses + i.defs)
         if w.exec != (1 << w.W) - 1:
@@ -127,7 +144,7 @@ def step(sim, w, i: Inst) -> bool:
             _wmma(w, i)
             s.wmma_d = (t, tuple(defs))
         ran = True
-    if i.kind == "valu" and not mma:
+    if i.kind == "valu" and not i.op.startswith("v_mfma"):
         for u in defs:
             s.valu_w[u] = t
     for u in defs:
@@ -140,9 +157,8 @@ def step(sim, w, i: Inst) -> bool:
 # -- operand access -------------------------------------------------------------------------------
 
 def _dwords(w, x) -> np.ndarray:
-    """(lanes, dwords) uint32 of a VGPR range."""
-    u = _vunits(x)
-    return np.stack([w.v[k] for k in u], axis=1)
+    """(lanes, dwords) uint32 of a VGPR/AGPR range."""
+    return np.stack([_file(w, c)[k] for c, k in _vunits(x)], axis=1)
 
 
 def _elements(words: np.ndarray, kind: str) -> np.ndarray:
@@ -157,9 +173,34 @@ def _elements(words: np.ndarray, kind: str) -> np.ndarray:
     return (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # bf16
 
 
-def _write(w, x, vals: np.ndarray) -> None:
-    for j, k in enumerate(_vunits(x)):
-        w.v[k] = vals[:, j]
+def _write(w, x, vals: np.ndarray, lanes=None) -> None:
+    for j, (c, k) in enumerate(_vunits(x)):
+        f = _file(w, c)
+        f[k] = vals[:, j] if lanes is None else np.where(lanes, vals[:, j], f[k])
+
+
+def _accvgpr(w, i) -> None:
+    """v_accvgpr_read_b32 (AGPR -> VGPR), _write_b32 (VGPR or inline constant -> AGPR), _mov_b32
+    (AGPR -> AGPR), under EXEC like any VALU."""
+    from amdsim import SimError
+    want = {"v_accvgpr_read_b32": ("v", "a"), "v_accvgpr_write_b32": ("a", "v"),
+            "v_accvgpr_mov_b32": ("a", "a")}.get(i.op)
+    d, s = i.defs[0], i.uses[0]
+    if want is None:
+        raise SimError(f"unknown {i.op}")
+    du = _vunits(d)
+    if len(du) != 1 or du[0][0] != want[0]:
+        raise SimError(f"{i.op}: its destination must be one {'VGPR' if want[0] == 'v' else 'AGPR'}")
+    if isinstance(s, Imm):
+        if want[1] != "v" or not s.is_inline:
+            raise SimError(f"{i.op}: a constant source must be inline, into an AGPR")
+        vals = np.full((w.W, 1), s.bits & 0xFFFFFFFF, np.uint32)
+    else:
+        su = _vunits(s)
+        if len(su) != 1 or su[0][0] != want[1]:
+            raise SimError(f"{i.op}: its source must be one {'VGPR' if want[1] == 'v' else 'AGPR'}")
+        vals = _dwords(w, s)
+    _write(w, d, vals, w.mask_lanes(w.exec))
 
 
 def _mfma(sim, w, i, s: _State, t: int) -> None:
@@ -184,6 +225,8 @@ def _mfma(sim, w, i, s: _State, t: int) -> None:
         A[row, kpl * g:kpl * (g + 1)] = a[lane]
         B[kpl * g:kpl * (g + 1), row] = b[lane]
     nreg = M * N // 64
+    if {c for c, _ in _vunits(i.defs[0])} != {c for c, _ in _vunits(i.uses[2])}:
+        raise SimError(f"{i.op}: C and D must both be VGPRs or both AGPRs (one acc_cd bit)")
     cw = _dwords(w, i.uses[2])
     if cw.shape[1] != nreg or len(_vunits(i.defs[0])) != nreg:
         raise SimError(f"{i.op}: C/D are {nreg} dwords")

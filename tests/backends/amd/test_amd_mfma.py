@@ -409,3 +409,55 @@ def test_wmma_on_tinygrads_rdna3_emulator(name, case):
     emulator.run(tk, (1,), [got, a, b, m, n, k])
     mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=4, backend="interpreter", target=target)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+# -- accumulators in AGPRs (gfx90a, gfx942) ------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+def test_gemm_accumulators_in_agprs(target):
+    """The MFMA GEMM keeps its accumulator in AGPRs (the loop-carried homes too): the descriptor's
+    accum_offset sits above the VGPRs and next_free_vgpr counts both; the metadata reports the
+    AGPRs; far fewer VGPRs than with the accumulator in VGPRs."""
+    import re
+    from gluon_trace.backends.amd.compiler import lower
+    from gluon_trace.kernels.matmul_amd import matmul_mfma
+    a = np.zeros((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    tk = matmul_mfma.trace(a, a, c, 64, 64, 64, 64, 64, 64, BM=64, BN=64, BK=32, num_warps=4, target=target)
+    e = lower(tk.for_target(target).graph, target)
+    assert e.agprs >= 32
+    mf = [ln for ln in e.text.splitlines() if "v_mfma" in ln]
+    assert mf and all(re.search(r"v_mfma\S* a\[\d+:\d+\], v\[\d+:\d+\], v\[\d+:\d+\], a\[\d+:\d+\]", ln) for ln in mf)
+    acc_off = -(-e.vgprs // 4) * 4
+    assert f".amdhsa_accum_offset {acc_off}" in e.text
+    assert f".amdhsa_next_free_vgpr {acc_off + e.agprs}" in e.text
+    assert f".agpr_count: {e.agprs}" in e.text
+    from gluon_trace.backends.amd import compiler
+    orig = compiler.use_agprs
+    try:
+        compiler.use_agprs = lambda code, t: code
+        plain = lower(tk.for_target(target).graph, target)
+    finally:
+        compiler.use_agprs = orig
+    assert plain.agprs == 0 and plain.vgprs >= e.vgprs + 32
+
+
+def test_agpr_hazards():
+    """v_accvgpr_read of an MFMA's AGPR result waits P + 3; v_accvgpr_write feeding srcC 2."""
+    from gluon_trace.backends.amd.hazards import MfmaUnits, mfma_waits
+    from gluon_trace.backends.amd.mir import Inst, Reg
+    from gluon_trace.backends.amd.target import TARGETS
+
+    def reg(cls, p, n=1):
+        r = Reg(cls, n)
+        r.phys = p
+        return r
+    d, c = reg("a", 0, 16), reg("a", 16, 16)
+    mf = Inst("v_mfma_f32_16x16x16_f16", [d], [reg("v", 0, 2), reg("v", 2, 2), c], kind="valu")
+    rd = Inst("v_accvgpr_read_b32", [reg("v", 9)], [reg("a", 3)], kind="valu")
+    wr = Inst("v_accvgpr_write_b32", [reg("a", 20)], [reg("v", 9)], kind="valu")
+    mu = MfmaUnits([mf])
+    t = TARGETS["gfx942"]
+    assert mfma_waits(t, mu, [mf], rd) == 4 + 3
+    assert mfma_waits(t, mu, [wr], mf) == 2
+    assert mfma_waits(t, mu, [mf], wr) == 4 - 1  # over srcC the MFMA may still read

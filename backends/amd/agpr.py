@@ -1,0 +1,158 @@
+"""MFMA accumulators in AGPRs (gfx90a, gfx942), a rewrite of the machine IR before register
+allocation.
+
+CDNA's unified register file gives each lane up to 512 registers, but VALU instructions address
+only the 256 below ``accum_offset`` (VGPRs); the ones above (AGPRs) are read and written by MFMA
+(srcC and vdst, both in one file), by ``v_accvgpr_read/write/mov_b32`` and by memory instructions.
+Keeping the accumulators there frees the VGPRs for operands and addresses, which is what lets a
+kernel hold a large accumulator tile (AMD "CDNA3 ISA", 3.6.4 "Accumulation VGPRs (AccVGPRs)").
+
+Which virtual registers move: every MFMA's C and D, and the registers joined to them only by
+copies (the loop-carried homes of an accumulator and the gathers into an MFMA's srcC). Copies
+between two moved registers become ``v_accvgpr_mov_b32``, into one ``v_accvgpr_write_b32``, out
+of one ``v_accvgpr_read_b32``; any other instruction that reads a moved register reads a VGPR
+copy made just before it (an accumulator stored after the loop, cast, reduced ...).
+"""
+from __future__ import annotations
+
+from .mir import Imm, Inst, Neg, Reg, Sub, strip
+
+AGPR_MAX = 256  # a[0:255]
+
+
+def _reg(x):
+    x = strip(x)
+    if isinstance(x, Reg):
+        return x
+    if isinstance(x, Sub):
+        return x.reg
+    return None
+
+
+def _is_copy(i) -> bool:
+    return isinstance(i, Inst) and i.op == "v_mov_b32" and len(i.defs) == 1 and len(i.uses) == 1
+
+
+def _moved(code) -> set:
+    """Ids of the registers that go to AGPRs."""
+    mf = [i for i in code if isinstance(i, Inst) and i.op.startswith("v_mfma")]
+    if not mf:
+        return set()
+    defs: dict = {}
+    for i in code:
+        if isinstance(i, Inst):
+            for r in i.regs("defs"):
+                defs.setdefault(r.id, []).append(i)
+
+    def copy_only(r) -> bool:
+        return r.fixed is None and r.cls == "v" and all(_is_copy(d) for d in defs.get(r.id, []))
+    moved = set()
+    for i in mf:
+        moved.add(_reg(i.defs[0]).id)
+        c = _reg(i.uses[2])
+        if c is not None and copy_only(c):
+            moved.add(c.id)
+    copies = [i for i in code if _is_copy(i)]
+    grew = True
+    while grew:
+        grew = False
+        for i in copies:
+            d, s = _reg(i.defs[0]), _reg(i.uses[0])
+            if s is None or s.cls != "v":
+                continue
+            for a, b in ((d, s), (s, d)):
+                if a.id in moved and b.id not in moved and copy_only(b):
+                    moved.add(b.id)
+                    grew = True
+    return moved
+
+
+def _as_agpr(x, regs: dict):
+    """The operand with its register swapped for the AGPR one."""
+    neg = isinstance(x, Neg)
+    x = strip(x)
+    if isinstance(x, Reg):
+        y = regs[x.id]
+    else:
+        y = Sub(regs[x.reg.id], x.index)
+    return Neg(y) if neg else y
+
+
+def use_agprs(code: list, target) -> list:
+    """The program with MFMA accumulators (and their copies) in AGPRs; unchanged off CDNA."""
+    if not target.gfx9:
+        return code
+    moved = _moved(code)
+    if not moved:
+        return code
+    regs: dict = {}
+    for i in code:
+        if isinstance(i, Inst):
+            for r in i.mentioned():
+                if r.id in moved and r.id not in regs:
+                    regs[r.id] = Reg("a", r.size)
+
+    def hit(x) -> bool:
+        r = _reg(x)
+        return r is not None and r.id in moved
+
+    out = []
+    for i in code:
+        if not isinstance(i, Inst) or not any(hit(x) for x in (*i.defs, *i.uses)):
+            out.append(i)
+            continue
+        if i.op.startswith("v_mfma"):
+            pre = []
+            c = i.uses[2]
+            if not hit(c):  # srcC from a register that also has other writers: copy it over
+                tmp = Reg("a", c.size)
+                for k in range(c.size):
+                    src = c if c.size == 1 else Sub(_reg(c), k) if isinstance(strip(c), Reg) else c
+                    pre.append(Inst("v_accvgpr_write_b32", [tmp if c.size == 1 else tmp[k]], [src],
+                                    kind="valu", loc=i.loc))
+                c = tmp
+            else:
+                c = _as_agpr(c, regs)
+            out += pre
+            out.append(Inst(i.op, [_as_agpr(i.defs[0], regs)], [i.uses[0], i.uses[1], c], i.suffix,
+                            i.kind, i.loc))
+            continue
+        if _is_copy(i):
+            d, s = i.defs[0], i.uses[0]
+            if hit(d) and hit(s):
+                out.append(Inst("v_accvgpr_mov_b32", [_as_agpr(d, regs)], [_as_agpr(s, regs)],
+                                kind="valu", loc=i.loc))
+            elif hit(d):
+                if not (getattr(strip(s), "cls", None) == "v" or (isinstance(s, Imm) and s.is_inline)):
+                    t = Reg("v")  # an SGPR or a literal: through a VGPR
+                    out.append(Inst("v_mov_b32", [t], [s], kind="valu", loc=i.loc))
+                    s = t
+                out.append(Inst("v_accvgpr_write_b32", [_as_agpr(d, regs)], [s], kind="valu", loc=i.loc))
+            else:
+                out.append(Inst("v_accvgpr_read_b32", [d], [_as_agpr(s, regs)], kind="valu", loc=i.loc))
+            continue
+        # any other instruction reads VGPR copies, and writes through VGPRs
+        uses, pre = [], []
+        for x in i.uses:
+            if hit(x):
+                neg = isinstance(x, Neg)
+                a = _as_agpr(strip(x), regs)
+                t = Reg("v", a.size)
+                for k in range(a.size):
+                    pre.append(Inst("v_accvgpr_read_b32", [t if a.size == 1 else t[k]],
+                                    [a if a.size == 1 else Sub(a, k)], kind="valu", loc=i.loc))
+                x = Neg(t) if neg else t
+            uses.append(x)
+        defs, post = [], []
+        for x in i.defs:
+            if hit(x):
+                a = _as_agpr(x, regs)
+                t = Reg("v", a.size)
+                for k in range(a.size):
+                    post.append(Inst("v_accvgpr_write_b32", [a if a.size == 1 else Sub(a, k)],
+                                     [t if a.size == 1 else t[k]], kind="valu", loc=i.loc))
+                x = t
+            defs.append(x)
+        j = Inst(i.op, defs, uses, i.suffix, i.kind, i.loc, i.target, i.imp)
+        out += pre + [j] + post
+    return out
