@@ -64,7 +64,8 @@ class ConfigDescriptor:
     """A TMA descriptor whose block shape comes from each configuration, as a Triton
     autotuner's pre_hook sets it: ``gv.descriptor(a, ["BM", "BK"])`` becomes
     ``TensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]], layout)`` for each
-    configuration (``layout``: NVMMASharedLayout.get_default_for the block unless given).
+    configuration (``layout``: NVMMASharedLayout.get_default_for the block, leading 1s
+    dropped, unless given).
     The names it uses are taken out of the configuration before the kernel sees it,
     unless the kernel has a parameter of that name."""
 
@@ -81,7 +82,12 @@ class ConfigDescriptor:
 
     def _layout(self, block, dtype):
         from . import language as gl
-        return self.layout if self.layout is not None else gl.NVMMASharedLayout.get_default_for(block, dtype)
+        if self.layout is not None:
+            return self.layout
+        core = list(block)
+        while len(core) > 2 and core[0] == 1:  # [1, BM, D] boxes take the 2-D tile's layout, as kernels expect
+            core = core[1:]
+        return gl.NVMMASharedLayout.get_default_for(core, dtype)
 
     def resolve(self, config: dict):
         from .nvidia.hopper import TensorDescriptor, _describe_array

@@ -158,6 +158,31 @@ def gemm_sweep(workers: int, devices, size: int = 4096, n: int = 200) -> int:
     return 0 if wall <= GEMM_BUDGET_S and best is not None else 1
 
 
+def attention_sweep(devices, b: int = 4, h: int = 32, seq: int = 4096, d: int = 128, causal: bool = True) -> int:
+    """The pipelined attention forward over BM, BN, STAGES and num_warps (bf16)."""
+    from gluon_trace.kernels.attention_hopper import attention_fwd_pipelined
+    ok, why = gtt.backend_status("nvidia")
+    if not ok:
+        print(f"--attention needs an NVIDIA GPU with torch: {why}")
+        return 2
+    import torch
+    q, k, v = (torch.randn(b * h, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.empty_like(q)
+    cfgs = [gt.Config(BM=bm, BN=bn, STAGES=s, num_warps=w) for bm in (64, 128) for bn in (64, 128)
+            for s in (3, 4) for w in (4, 8)]
+    args = (gv.descriptor(q, [1, "BM", d]), gv.descriptor(k, [1, "BN", d]), gv.descriptor(v, [1, "BN", d]),
+            gv.descriptor(o, [1, "BM", d]), seq, d ** -0.5)
+    t0 = time.perf_counter()
+    s = gv.sweep(attention_fwd_pipelined, cfgs, *args, grid=lambda meta: (seq // meta["BM"], b * h),
+                 target="sm_90a", devices=devices, CAUSAL=causal)
+    flop = 4.0 * b * h * seq * seq * d / (2 if causal else 1)
+    print(s.table())
+    if s.best is not None:
+        print(f"best: {s.best.config.label}: {flop / s.best.time_ms / 1e9:.0f} TFLOP/s "
+              f"({time.perf_counter() - t0:.0f} s for the sweep)")
+    return 0 if s.best is not None else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target", default="sm_90")
@@ -168,7 +193,10 @@ def main() -> int:
     ap.add_argument("--devices", type=lambda t: [int(x) for x in t.split(",")], default=None,
                     help="GPU indices to time on (default: all)")
     ap.add_argument("--variants", type=int, default=200)
+    ap.add_argument("--attention", action="store_true", help="sweep the pipelined attention forward on the GPU(s)")
     a = ap.parse_args()
+    if a.attention:
+        return attention_sweep(a.devices)
     if a.gemm:
         return gemm_sweep(a.workers, a.devices, n=a.variants)
     if a.single:

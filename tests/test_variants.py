@@ -473,3 +473,26 @@ def test_a_tma_gemm_sweeps_block_shapes_through_per_configuration_descriptors():
     matmul_hopper[(2,)](*run_args, **cfg, backend="interpreter", target="sm_90a")
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_an_attention_sweep_with_3d_per_configuration_descriptors_runs_in_the_interpreter():
+    import ml_dtypes
+    from gluon_trace.kernels.attention_hopper import attention_fwd_pipelined
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((1, 96, 64)).astype(np.float32).astype(ml_dtypes.bfloat16) for _ in range(3))
+    o = np.full_like(q, np.nan)
+    args = (gv.descriptor(q, [1, "BM", 64]), gv.descriptor(k, [1, "BN", 64]), gv.descriptor(v, [1, "BN", 64]),
+            gv.descriptor(o, [1, "BM", 64]), 96, 0.125)
+    cfgs = [{"BM": 64, "BN": bn, "STAGES": 3} for bn in (32, 64)] + [{"BM": 64, "BN": 64, "STAGES": 2}]
+    s = gv.sweep(attention_fwd_pipelined, cfgs, *args, grid=lambda meta: (-(-96 // meta["BM"]), 1),
+                 target="sm_90a", reps=1, progress=False, CAUSAL=True)
+    assert [v_.ok for v_ in s] == [True, True, False]
+    assert s.failed[0].stage == "trace" and "STAGES >= 3" in s.failed[0].error
+    from gluon_trace.sweep_workers import per_config
+    run_args, cfg = per_config(attention_fwd_pipelined, args, s.best.config)
+    attention_fwd_pipelined[(2, 1)](*run_args, **cfg, CAUSAL=True, backend="interpreter", target="sm_90a")
+    x = np.einsum("bqd,bkd->bqk", q.astype(np.float64), k.astype(np.float64)) * 0.125
+    x = np.where(np.tril(np.ones((96, 96), bool)), x, -np.inf)
+    p = np.exp(x - x.max(-1, keepdims=True))
+    ref = np.einsum("bqk,bkd->bqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(o.astype(np.float32), ref, atol=2e-2, rtol=2e-2)
