@@ -523,7 +523,7 @@ class Emitter:
         decls = self.params()
         self.loc = None
         if self.ws is not None:
-            self.ws_labels = (self.label("ws_workers"), self.label("ws_join"))
+            self.ws_labels = (self.label("ws_workers"), self.label("ws_join"), self.label("ws_meet"))
         self.run_block(self.g.body, [])
         if self.ws is not None:
             from .warpspec import worker_branch

@@ -4,25 +4,27 @@ The CTA runs the default partition's warps first (warps ``0 .. num_warps-1``, th
 layout outside the op is written for) and the workers' warps after them. Code shape::
 
     prologue (every thread)
-    @worker bra $L_ws_workers        workers skip the code before the op
+    @worker bra $L_ws_meet           workers skip the code before the op
     ... code before the op ...       default warps only; their barriers: bar.sync 1, N
     st.shared captures               scalars/descriptors the workers use, by thread 0
-    barrier.sync 0                   the whole CTA: the captures and mbarrier inits are there
+  $L_ws_meet:
+    bar.sync 0                       the whole CTA: the captures and mbarrier inits are there
+    @worker bra $L_ws_workers
     setmaxnreg.inc                   (sm_90a, whole warpgroups) the default takes the registers
     ... default partition ...
     barrier.sync 0                   join: every partition has finished
     ... code after the op ...
     ret
   $L_ws_workers:
-    barrier.sync 0; ld.shared ...    captures into the same virtual registers the worker code reads
+    ld.shared ...                    captures into the same virtual registers the worker code reads
     per worker: setmaxnreg.dec, its own thread index (tid - first thread), its code with
     bar.sync 2+i, 32*warps for its barriers; then to the join
 
-The two CTA-wide meetings are reached from different code (the default's and the workers'), so
-they are the non-aligned ``barrier.sync``: ``bar.sync`` is ``barrier.sync.aligned``, which
-requires every thread of the CTA at the same instruction (compute-sanitizer's synccheck
-reports "divergent thread(s)" otherwise). Inside a partition every participating thread runs
-the same code, so its named ``bar.sync id, n`` stays aligned.
+``bar.sync`` is ``barrier.sync.aligned``: every thread of the CTA must reach the same
+instruction (compute-sanitizer's synccheck reports "divergent thread(s)" otherwise). The first
+meeting is one such instruction, which the workers jump to; the join is reached from each
+partition's own code, so it is the non-aligned ``barrier.sync``. Inside a partition every
+participating thread runs the same code, so its named ``bar.sync id, n`` stays aligned.
 
 Why captures go through shared memory: the workers never ran the code before the op, so a
 scalar it computed (a loop bound, a buffer's run-time base) has no value in their registers.
@@ -131,11 +133,14 @@ def _reg_class(name: str) -> str:
 
 
 def _capture_regs(em, values) -> list[str]:
+    """The registers of ``values`` that the code before the op computed: not those the kernel
+    prologue sets (parameters, buffer bases, thread indices), which every warp ran."""
+    every = {ln.split(None, 2)[1].rstrip(",;") for ln in em.prologue if len(ln.split(None, 2)) > 2}
     regs = []
     for v in values:
         for r in em.vals[v]:
             r = getattr(r, "base", r)  # a shared view: its run-time base register
-            if isinstance(r, str) and r.startswith("%") and r not in regs:
+            if isinstance(r, str) and r.startswith("%") and r not in regs and r not in every:
                 regs.append(r)
     return regs
 
@@ -159,7 +164,10 @@ def _warp_specialize(em, op):
         else:
             em.emit(f"@{owner} st.shared.{_ST[cls]} [{base}+{em.ws_capture_off + 8 * j}], {r};")
     _, _, warp = em.tid()  # the CTA-wide warp index, from the kernel prologue
-    em.emit("barrier.sync 0;")
+    # the workers jumped here from the kernel's start: one barrier instruction for the whole CTA
+    em.emit(f"{em.ws_labels[2]}:")
+    em.emit("bar.sync 0;")
+    em.emit(f"@{worker_pred(em)} bra {em.ws_labels[0]};")
     if p.moves_registers and p.default_regs != p.start_regs:
         kind = "inc" if p.default_regs > p.start_regs else "dec"
         em.emit(f"setmaxnreg.{kind}.sync.aligned.u32 {p.default_regs};")
@@ -174,8 +182,8 @@ def _warp_specialize(em, op):
 
 def _workers(em, op, regs, warp) -> None:
     p = em.ws
-    head, join = em.ws_labels
-    tail = [(f"{head}:", None), ("barrier.sync 0;", None)]
+    head, join, _ = em.ws_labels
+    tail = [(f"{head}:", None)]
     base = em.smem_start()
     for j, r in enumerate(regs):
         cls = _reg_class(r)
@@ -208,8 +216,16 @@ def _workers(em, op, regs, warp) -> None:
     em.ws_tail.extend(tail)
 
 
+def worker_pred(em) -> str:
+    """The predicate 'this thread is a worker's', set at the start of the kernel body."""
+    q = getattr(em, "ws_pred", None)
+    if q is None:
+        q = em.ws_pred = em.reg("pred")
+    return q
+
+
 def worker_branch(em) -> list[tuple[str, object]]:
-    """The first lines of the kernel body: worker warps jump to their dispatch."""
+    """The first lines of the kernel body: worker warps skip to the CTA's first meeting."""
     t, _, _ = em.tid()
-    q = em.reg("pred")
-    return [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None), (f"@{q} bra {em.ws_labels[0]};", None)]
+    q = worker_pred(em)
+    return [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None), (f"@{q} bra {em.ws_labels[2]};", None)]

@@ -29,11 +29,11 @@ from gluon_trace.backends.nvidia.warpspec import plan  # noqa: E402
 NV = gl.NVMMASharedLayout.get_default_for
 
 
-def _produce(buf, bar, x_ptr, out_ptr, N):
+def _produce(buf, bar, x_ptr, out_ptr, N, shift):
     lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
     x = gl.load(x_ptr + gl.arange(0, N, layout=lay))
     buf.store(x * 2.0)
-    gl.store(out_ptr + N, gl.sum(x, axis=0))   # a reduction in the worker: scratch of its own
+    gl.store(out_ptr + N, gl.sum(x, axis=0) + shift)   # a reduction in the worker: scratch of its own
     mbarrier.arrive(bar)
 
 
@@ -47,13 +47,14 @@ def _consume(buf, bar, out_ptr, N, bias):
 
 @gt.jit
 def handoff(x_ptr, out_ptr, n, N: gl.constexpr, WORKER_WARPS: gl.constexpr):
-    """out[:N] = 2x + (n - 1), out[N] = sum(x) (worker), out[N+1] = max(2x) (default)."""
+    """out[:N] = 2x + (n - 1), out[N] = sum(x) + 2n (worker), out[N+1] = max(2x) (default)."""
     buf = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     bar = mbarrier.allocate_mbarrier()
     mbarrier.init(bar, count=1)
-    bias = (n - 1).to(gl.float32)   # computed before the op: the default's, used by the default
+    bias = (n - 1).to(gl.float32)    # computed before the op, used by the default partition
+    shift = (n * 2).to(gl.float32)   # computed before the op, used by the worker: crosses over
     gl.warp_specialize([(_consume, (buf, bar, out_ptr, N, bias)),
-                        (_produce, (buf, bar, x_ptr, out_ptr, N))], [WORKER_WARPS], [48])
+                        (_produce, (buf, bar, x_ptr, out_ptr, N, shift))], [WORKER_WARPS], [48])
 
 
 def _handoff_graph(target, worker_warps=2, num_warps=4):
@@ -74,7 +75,7 @@ def test_handoff_runs_in_the_interpreter():
     out = np.full(258, np.nan, np.float32)
     handoff[(1,)](x, out, 5, N=256, WORKER_WARPS=2, num_warps=4, backend="interpreter", target="sm_90")
     np.testing.assert_allclose(out[:256], 2 * x + 4, rtol=1e-6)
-    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64), rtol=1e-5)
+    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64) + 10, rtol=1e-5)
     assert out[257] == (2 * x).max()
 
 
@@ -83,22 +84,26 @@ def test_partitions_branch_meet_and_use_their_own_barriers():
     assert ".maxntid 192, 1, 1" in text          # 4 default warps + 2 worker warps, no padding
     assert "setmaxnreg" not in text and ".maxnreg" not in text   # sm_90: no register moves
     body = text[text.index("{"):]
-    first = re.search(r"setp\.ge\.u32 (%p\d+), (%r\d+), 128;\n\t@\1 bra (\$L_ws_workers_\d+);", body)
+    first = re.search(r"setp\.ge\.u32 (%p\d+), (%r\d+), 128;\n\t@\1 bra (\$L_ws_meet_\d+);", body)
     assert first, "workers (threads >= 128) jump away before any code of the default partition"
-    # CTA-wide barriers: the start and the join, on each side (reached from different code, so
-    # the non-aligned barrier.sync; synccheck flags bar.sync there); nothing else waits for everybody
-    assert body.count("barrier.sync 0;") == 4 and "bar.sync 0;" not in body
-    head = body.index(first.group(3) + ":")
+    # the first meeting: one aligned bar.sync for the whole CTA, after which the workers leave
+    meet = re.search(re.escape(first.group(3)) + r":\n\tbar\.sync 0;\n\t@" + re.escape(first.group(1)) +
+                     r" bra (\$L_ws_workers_\d+);", body)
+    assert meet and body.count("bar.sync 0;") == 1
+    # the join is reached from each partition's code: the non-aligned barrier.sync, on each side
+    assert body.count("barrier.sync 0;") == 2
+    head = body.index(meet.group(1) + ":")
     default, workers = body[:head], body[head:]
     assert set(re.findall(r"bar\.sync 1, (\d+);", default)) == {"128"}
     assert "bar.sync 2," not in default and "bar.sync 1," not in workers
     assert set(re.findall(r"bar\.sync 2, (\d+);", workers)) == {"64"}   # the worker's reduction and arrive
     # the worker's thread index counts from its first thread
     assert re.search(r"mov\.u32 (%r\d+), %tid\.x;\n\tsub\.u32 \1, \1, 128;", workers)
-    # the default's scalars the worker reads (its pointers) cross in shared memory, into the same registers
-    stored = dict((r, off) for off, r in re.findall(r"st\.shared\.b\d+ \[%r\d+\+(\d+)\], (%r\w*\d+);", default))
-    loaded = dict((r, off) for r, off in re.findall(r"ld\.shared\.b\d+ (%r\w*\d+), \[%r\d+\+(\d+)\];", workers))
-    assert stored and stored == loaded
+    # a scalar the default computed before the op and the worker reads (shift) crosses in shared
+    # memory into the same register; the pointers, set by the prologue every warp ran, do not
+    stored = dict((r, off) for off, r in re.findall(r"st\.shared\.b\d+ \[%r\d+\+(\d+)\], (%\w+);", default))
+    loaded = dict((r, off) for r, off in re.findall(r"ld\.shared\.b\d+ (%\w+), \[%r\d+\+(\d+)\];", workers))
+    assert len(stored) == 1 and stored == loaded and list(stored)[0].startswith("%f")
     assert "__GT_SCRATCH" not in text
     _assemble(text, locs, "handoff", "sm_90")
 
@@ -208,7 +213,7 @@ def test_gpu_handoff(worker_warps, num_warps):
     handoff[(3,)](x, out, 7, N=256, WORKER_WARPS=worker_warps, num_warps=num_warps, backend="nvidia")
     torch.cuda.synchronize()
     torch.testing.assert_close(out[:256], 2 * x + 6)
-    torch.testing.assert_close(out[256], x.sum(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out[256], x.sum() + 14, rtol=1e-5, atol=1e-5)
     assert out[257].item() == (2 * x).max().item()
 
 
