@@ -78,6 +78,11 @@ class ConfigDescriptor:
         return {b for b in self.block_shape if isinstance(b, str)}
 
     def block(self, config: dict) -> list:
+        missing = [b for b in self.block_shape if isinstance(b, str) and b not in config]
+        if missing:
+            from .errors import ArgumentError
+            raise ArgumentError(f"a descriptor's block_shape {self.block_shape} names {', '.join(missing)}, "
+                                f"which this configuration does not set ({dict(config)})", None)
         return [int(config[b]) if isinstance(b, str) else int(b) for b in self.block_shape]
 
     def _layout(self, block, dtype):

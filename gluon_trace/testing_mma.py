@@ -211,6 +211,14 @@ def mma_tolerance(a, b, acc: str = "float32", out: str | None = None, acc_bits: 
     """
     a64 = np.abs(np.asarray(a, dtype=np.float64))
     b64 = np.abs(np.asarray(b, dtype=np.float64))
+    if a64.ndim < 2 or b64.ndim < 2 or a64.shape[-1] != b64.shape[-2]:
+        from .errors import ArgumentError, user_location
+        raise ArgumentError(f"mma_tolerance(a, b) takes A [M, K] and B [K, N]; got shapes {a64.shape} and "
+                            f"{b64.shape}", user_location())
+    if acc not in UNIT_ROUNDOFF or (out is not None and out not in UNIT_ROUNDOFF):
+        from .errors import ArgumentError, user_location
+        raise ArgumentError(f"mma_tolerance: acc and out are dtype names among {', '.join(UNIT_ROUNDOFF)}; "
+                            f"got acc={acc!r}, out={out!r}", user_location())
     k = a64.shape[-1]
     u = 2.0 ** -acc_bits if acc_bits else UNIT_ROUNDOFF[acc]
     n = max(k - 1, 1)

@@ -223,3 +223,19 @@ def test_a_kernel_dropping_the_last_k_step_fails_with_the_bound_named():
                                   outputs=["c_ptr"], backends=("interpreter",), tolerance=gtt.mma_tolerance(a, b),
                                   M=instr.tile[0], N=instr.tile[1], K=64, target="sm_80")
     assert "bound: float32 accumulation of K=64" in str(e.value)
+
+
+def test_mma_tolerance_misuse_names_the_calling_line():
+    from gluon_trace.errors import ArgumentError
+    a = np.ones((4, 8), np.float16)
+    with pytest.raises(ArgumentError) as e:
+        gtt.mma_tolerance(a, a)  # shapes-do-not-chain
+    assert "[M, K] and B [K, N]" in str(e.value) and f"test_testing_mma.py:{_line('# shapes-do-not-chain')}" in str(e.value)
+    with pytest.raises(ArgumentError) as e:
+        gtt.mma_tolerance(a, a.T, acc="f32")
+    assert "acc='f32'" in str(e.value)
+
+
+def _line(text):
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line and "_line(" not in line)

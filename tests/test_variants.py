@@ -496,3 +496,14 @@ def test_an_attention_sweep_with_3d_per_configuration_descriptors_runs_in_the_in
     p = np.exp(x - x.max(-1, keepdims=True))
     ref = np.einsum("bqk,bkd->bqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
     np.testing.assert_allclose(o.astype(np.float32), ref, atol=2e-2, rtol=2e-2)
+
+
+def test_a_descriptor_naming_a_key_the_configuration_lacks_is_reported():
+    import ml_dtypes
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    a = np.zeros((64, 64), ml_dtypes.bfloat16)
+    c = np.zeros((64, 64), np.float32)
+    args = (gv.descriptor(a, ["BM", "BK"]), gv.descriptor(a, ["BK", "BN"]), gv.descriptor(c, ["BM", "BN"]), 64, 64, 64)
+    s = gv.compile_variants(matmul_hopper, [{"BM": 64, "BN": 64, "STAGES": 2, "GROUP_M": 1}], *args,
+                            target="interpreter", progress=False)
+    assert s.failed and "names BK, which this configuration does not set" in s.failed[0].error
