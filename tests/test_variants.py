@@ -507,3 +507,29 @@ def test_a_descriptor_naming_a_key_the_configuration_lacks_is_reported():
     s = gv.compile_variants(matmul_hopper, [{"BM": 64, "BN": 64, "STAGES": 2, "GROUP_M": 1}], *args,
                             target="interpreter", progress=False)
     assert s.failed and "names BK, which this configuration does not set" in s.failed[0].error
+
+
+def test_gpu_targets_compile_in_worker_processes_by_default_and_fall_back_to_threads(tmp_path):
+    import os
+    import subprocess
+    from gluon_trace.examples import SOFTMAX_SPECS, softmax_sweep
+    from gluon_trace.testing import compile_status
+    ok, why = compile_status("sm_90")
+    if not ok:
+        pytest.skip(f"no NVIDIA backend: {why}")
+    cfgs = [{"BLOCK": b, "SPT": 2, "num_warps": 4} for b in (256, 512, 1024)]
+    s = gv.compile_variants(softmax_sweep, cfgs, *SOFTMAX_SPECS, target="sm_90", workers=2, progress=False)
+    assert s.compiled_on == "worker processes" and all(v.ok and v.compiled.registers > 0 for v in s)
+    assert all(v.worker not in (None, os.getpid()) for v in s)
+    assert [v.traced.graph.constexprs["BLOCK"] for v in s] == [256, 512, 1024]
+    # a script without `if __name__ == "__main__":` re-runs itself in every worker: threads take over
+    script = tmp_path / "unguarded.py"
+    script.write_text("from gluon_trace import variants as gv\n"
+                      "from gluon_trace.examples import SOFTMAX_SPECS, softmax_sweep\n"
+                      "s = gv.compile_variants(softmax_sweep, [{'BLOCK': 256, 'SPT': 1}, {'BLOCK': 512, 'SPT': 1}],\n"
+                      "                        *SOFTMAX_SPECS, target='sm_90', workers=1, progress=False)\n"
+                      "print('RESULT', len(s.succeeded), s.compiled_on)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GLUON_TRACE_CACHE_DIR": str(tmp_path / "cache")})
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT")][-1]
+    assert line.startswith("RESULT 2 threads (worker processes could not start") and "__main__" in line
