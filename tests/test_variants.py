@@ -533,3 +533,16 @@ def test_gpu_targets_compile_in_worker_processes_by_default_and_fall_back_to_thr
                          env={**os.environ, "GLUON_TRACE_CACHE_DIR": str(tmp_path / "cache")})
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT")][-1]
     assert line.startswith("RESULT 2 threads (worker processes could not start") and "__main__" in line
+
+
+def test_autotune_choices_are_kept_per_device_model(cache, monkeypatch):
+    """The same shape on another model of GPU tunes again (a tile best on one is not on another)."""
+    k = _tuned()
+    out, x = _data(cols=100)
+    k[(4,)](out, x, 100, 100)
+    assert k.tuned == 1 and all(key[-1] == "cpu" for key in k.choices)
+    saved = json.loads(k.cache_file.read_text())["choices"]
+    assert all(key.endswith("'interpreter', 'cpu')") for key in saved)
+    monkeypatch.setattr(gv, "_device_of", lambda values, backend: "NVIDIA H200")  # a different device
+    k[(4,)](out, x, 100, 100)
+    assert k.tuned == 2 and {key[-1] for key in k.choices} == {"cpu", "NVIDIA H200"}
