@@ -53,6 +53,7 @@ class Allocation:
         self.peak_at = {"v": None, "s": None, "a": None}
         self.code: list = []               # the program, with spill code when it spilled
         self.scratch: Scratch | None = None
+        self.intervals: dict = {}          # the scan's live intervals (the spiller reuses them)
 
 
 class _File:
@@ -132,6 +133,7 @@ def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
             peak[cls] = top
             result.peak_at[cls] = start
     result.vgprs, result.sgprs, result.agprs = peak["v"], peak["s"], peak["a"]
+    result.intervals = iv
     return result
 
 
@@ -146,6 +148,7 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
     pairs) still leaves the scan over the limit, the next sweep aims lower."""
     budget = {"v": vgpr_limit, "s": sgpr_limit}
     limit = {"v": vgpr_limit, "s": sgpr_limit}
+    spilled: set = set()
     for _ in range(MAX_ROUNDS):
         result = _scan(code, loops, vgpr_align2)
         have = {"v": result.vgprs, "s": result.sgprs}
@@ -158,10 +161,18 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
         if scratch is None:
             break
         cls = over[0]  # SGPRs first: their spills take VGPR lanes
-        victims = choose_victims(code, live_intervals(code, loops), loops, cls, budget[cls],
-                                 scratch.frozen)
+        if cls in spilled:
+            # still over after spilling to the budget: the excess is fragmentation and spill
+            # temporaries, which the same budget would find again a victim at a time (each
+            # round a scan, a sweep and a rewrite of the whole program): aim lower now
+            budget[cls] -= have[cls] - limit[cls]
+            spilled.discard(cls)
+            if budget[cls] < 4:
+                break
+        victims = choose_victims(code, result.intervals, loops, cls, budget[cls], scratch.frozen)
         if victims:
             code = (spill_sgprs if cls == "s" else spill_vgprs)(code, victims, scratch)
+            spilled.add(cls)
         else:
             budget[cls] -= max(2, have[cls] - limit[cls])
             if budget[cls] < 4:
