@@ -66,11 +66,22 @@ def _accesses(op: Op, roots) -> tuple[set, set]:
     return reads, writes
 
 
+def _pending(state: frozenset) -> frozenset:
+    """What a barrier leaves of the state: the cp.async copies still in flight ('p'), whose
+    bytes land at a later wait_group, after any barrier placed before it."""
+    return frozenset(x for x in state if x[1] == "p")
+
+
 def _block(block: Block, state: frozenset, roots, out: set, overlap) -> frozenset:
-    """``state``: (allocation, 'r' | 'w') accessed since the last barrier."""
+    """``state``: (allocation, 'r' | 'w') accessed since the last barrier, and (allocation, 'p')
+    for cp.async copies issued but not yet waited for."""
     for op in block.ops:
         if op.name == "thread_barrier":
-            state = frozenset()
+            state = _pending(state)
+            continue
+        if op.name == "async_copy_wait_group":
+            # each thread's copies land for it here; other threads read them only after a barrier
+            state = frozenset((a, "w" if k == "p" else k) for a, k in state)
             continue
         if op.name == "for":
             body = op.regions[0]
@@ -90,7 +101,7 @@ def _block(block: Block, state: frozenset, roots, out: set, overlap) -> frozense
         if op.name == "warp_specialize":
             for r in op.regions:
                 _block(r, state, roots, out, overlap)
-            state = frozenset()  # partitions join: the op ends with every warp
+            state = _pending(state)  # partitions join: the op ends with every warp
             continue
         reads, writes = _accesses(op, roots)
         if not reads and not writes:
@@ -99,10 +110,11 @@ def _block(block: Block, state: frozenset, roots, out: set, overlap) -> frozense
                        or kind == "r" and any(overlap(x, a) for a in writes) for x, kind in state)
         if conflict:
             out.add(op)
-            state = frozenset()
+            state = _pending(state)
         if op.name == "tma_load":
             # its bytes become visible through the mbarrier each reader waits on itself; a bar.sync
             # would order nothing here (only the WAR/WAW hazard before the copy is issued needs one)
             writes = set()
-        state = state | {(a, "r") for a in reads} | {(a, "w") for a in writes}
+        kind = "p" if op.name == "async_copy_load" else "w"  # a cp.async writes at its wait_group
+        state = state | {(a, "r") for a in reads} | {(a, kind) for a in writes}
     return state

@@ -367,3 +367,46 @@ def test_a_missing_backend_barrier_would_be_caught(rng, monkeypatch):
     monkeypatch.setattr(membar, "barriers", lambda graph, plan=None: set())
     raises_at(lambda: make_transpose(False)[(1,)](out, x), "bar_load", "bar_store", "missed this hazard")
     make_transpose(True)[(1,)](out, x)    # a user barrier covers it even then
+
+
+@gt.jit
+def crossing_copy(out_ptr, x_ptr, M: gl.constexpr, N: gl.constexpr):
+    """A cp.async into `a`, then an unrelated store/load round trip through `b` (membar puts a
+    barrier there), then the wait and a read of `a` by other threads than copied it."""
+    L = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    LT = gl.BlockedLayout([4, 1], [8, 4], [1, 4], [0, 1])
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    offs = r[:, None] * N + c[None, :]
+    sl = gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0])
+    a = gl.allocate_shared_memory(gl.float32, [M, N], sl)
+    b = gl.allocate_shared_memory(gl.float32, [M, N], sl)
+    async_copy.async_load(a, x_ptr + offs)
+    async_copy.commit_group()
+    b.store(gl.load(x_ptr + M * N + offs))
+    y = b.load(LT)
+    async_copy.wait_group(0)
+    z = a.load(LT)
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], y - z)
+
+
+def test_a_copy_lands_at_its_wait_so_its_readers_get_a_barrier_after_it(rng):
+    """membar took a cp.async as written when issued, so the barrier it placed for `b` seemed
+    to order the copy too and the read of `a` after the wait got none: other threads' copies
+    were read with no barrier after their wait (seen by the AMD simulator). The copy is now
+    pending until its wait_group."""
+    import gluon_trace.membar as membar
+    x = rng.standard_normal((2, 16, 64)).astype(np.float32)
+    out = np.full((16, 64), np.nan, np.float32)
+    crossing_copy[(1,)](out, x, M=16, N=64, backend="interpreter", target="sm_80")
+    assert np.array_equal(out, x[1] - x[0])
+    g = crossing_copy.trace(out, x, M=16, N=64, target="sm_80").graph
+    need = membar.barriers(g)
+    loads = [op for op in g.body.walk() if op.name == "smem_load"]
+    assert set(loads) <= need                      # b's read, and a's after the wait
+    pytest.importorskip("gluon_trace.backends.nvidia")
+    text = crossing_copy.trace(out, x, M=16, N=64, target="sm_80").ptx("sm_80")
+    after = text[text.index("cp.async.wait_group 0;"):]
+    assert after.index("bar.sync") < after.index("ld.shared")
