@@ -64,10 +64,9 @@ def lower(graph, target: str) -> Emitted:
     alloc = None
     with_agprs = use_agprs(code, t)
     if with_agprs is not code:  # MFMA accumulators in AGPRs, unless VGPRs + AGPRs do not fit
-        try:
+        try:  # without spilling: spill code rewrites instructions both programs share
             alloc = allocate(with_agprs, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
-                             sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,
-                             scratch=Scratch(t, em.kernarg, em.wgid))
+                             sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps)
         except CompileError:
             alloc = None
         if alloc is not None and not fits_unified(graph, alloc):
@@ -90,13 +89,11 @@ def lower(graph, target: str) -> Emitted:
 
 def fits_unified(graph, alloc) -> bool:
     """VGPRs (rounded up to accum_offset's granule of 4) and AGPRs share each lane's 512 registers
-    (fewer when several waves share a SIMD), at most 256 of them AGPRs, which are not spilled; an
-    allocation that spilled VGPRs is no better than one without AGPRs either."""
+    (fewer when several waves share a SIMD), at most 256 of them AGPRs, which are not spilled."""
     from .agpr import AGPR_MAX
     pool = 512 // -(-graph.num_warps // 4)  # the workgroup's waves per SIMD share its file
     need = -(-max(alloc.vgprs, 1) // 4) * 4 + alloc.agprs
-    spilled = alloc.scratch is not None and alloc.scratch.bytes
-    return alloc.agprs <= AGPR_MAX and need <= pool and not spilled
+    return alloc.agprs <= AGPR_MAX and need <= pool
 
 
 def _shift64_bump(code, vgprs: int) -> int:

@@ -170,7 +170,7 @@ def test_dot_fma(target, d):
         seed=19, convert=target == "gfx942")
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5, 24, 70])  # 24, 70: the AGPR attempt does not fit; VGPRs spill
 def test_random_matrix_layouts(seed):
     """Random targets, dtypes, instruction shapes, tiles_per_warp, warp grids, transposition and
     kpack, tile sizes a few instruction tiles large: the layouts' register numbering as Triton
