@@ -259,6 +259,7 @@ def from_hsaco(graph, target, asm: str, hsaco: bytes, assembler="", cached=False
         extra={"sgprs": k[".sgpr_count"], "scratch_bytes": k[".private_segment_fixed_size"],
                "spilled_vgprs": k.get(".vgpr_spill_count", 0),
                "spilled_sgprs": k.get(".sgpr_spill_count", 0),
+               "agprs": k.get(".agpr_count", 0),  # MFMA accumulators (registers: the VGPRs)
                "kernarg_bytes": k[".kernarg_segment_size"], "assembler": assembler,
                "cached": cached, "hsaco_bytes": len(hsaco),
                **_print_extra(prints)},

@@ -440,6 +440,8 @@ def test_gemm_accumulators_in_agprs(target):
     finally:
         compiler.use_agprs = orig
     assert plain.agprs == 0 and plain.vgprs >= e.vgprs + 32
+    ck = tk.for_target(target).compile(target)
+    assert ck.extra["agprs"] == e.agprs and ck.registers == e.vgprs
 
 
 def test_agpr_hazards():
