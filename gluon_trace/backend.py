@@ -98,6 +98,8 @@ def pick(args) -> str:
     for a in args:
         if type(a).__name__ == "TensorDescriptor" and hasattr(a, "base"):
             a = a.base
+        elif type(a).__name__ == "ConfigDescriptor":  # gv.descriptor(t, [...]): built per configuration
+            a = a.tensor
         mod = type(a).__module__
         if mod.startswith("torch") and hasattr(a, "device"):
             if a.device.type == "cuda":

@@ -125,3 +125,11 @@ def test_a_tma_descriptor_counts_as_its_tensor():
     f = FakeDesc()
     f.base = gpu_array(__dlpack_device__=lambda self: (2, 0))
     assert backend.pick([f]) == "nvidia"
+
+
+def test_a_per_configuration_descriptor_counts_as_its_tensor(machine):
+    """gv.descriptor(t, ["BM", "BK"]) in a sweep: the GPU tensor decides the backend (it was taken
+    for the interpreter, which then refused the CUDA tensor: the H100 sweep's every variant)."""
+    from gluon_trace import variants as gv
+    machine(nvidia=True)
+    assert backend.pick([gv.descriptor(gpu_array(), ["BM", "BK"]), 5]) == "nvidia"
