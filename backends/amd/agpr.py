@@ -15,7 +15,7 @@ copy made just before it (an accumulator stored after the loop, cast, reduced ..
 """
 from __future__ import annotations
 
-from .mir import Imm, Inst, Neg, Reg, Sub, strip
+from .mir import Imm, Inst, Label, Neg, Reg, Sub, strip
 
 AGPR_MAX = 256  # a[0:255]
 
@@ -155,4 +155,114 @@ def use_agprs(code: list, target) -> list:
             defs.append(x)
         j = Inst(i.op, defs, uses, i.suffix, i.kind, i.loc, i.target, i.imp)
         out += pre + [j] + post
+    return coalesce(out)
+
+
+# -- the loop-carried accumulator as the MFMA's own srcC/vdst -------------------------------------
+
+def _defs_uses(code):
+    defs, uses = {}, {}
+    for k, i in enumerate(code):
+        if isinstance(i, Inst):
+            for r in i.regs("defs"):
+                defs.setdefault(r.id, []).append(k)
+            for r in i.regs("uses"):
+                uses.setdefault(r.id, []).append(k)
+    return defs, uses
+
+
+def _rename(code, old: Reg, new, drop: set) -> list:
+    """Every mention of ``old`` (a 1-dword register or a whole one) replaced by ``new``; the
+    instructions at indices in ``drop`` removed."""
+    def sub(x):
+        neg = isinstance(x, Neg)
+        y = strip(x)
+        if isinstance(y, Reg) and y is old:
+            y = new
+        elif isinstance(y, Sub) and y.reg is old:
+            y = Sub(new, y.index) if isinstance(new, Reg) else new
+        return Neg(y) if neg else y
+    out = []
+    for k, i in enumerate(code):
+        if k in drop:
+            continue
+        if isinstance(i, Inst) and any(r is old for r in i.mentioned()):
+            i = Inst(i.op, [sub(x) for x in i.defs], [sub(x) for x in i.uses], i.suffix, i.kind, i.loc,
+                     i.target, i.imp)
+        out.append(i)
     return out
+
+
+def _copy_src(i):
+    return strip(i.uses[0]) if isinstance(i, Inst) and i.op in ("v_accvgpr_mov_b32", "v_accvgpr_write_b32") else None
+
+
+def coalesce(code: list) -> list:
+    """A loop-carried accumulator held in n one-dword AGPR homes, gathered into an MFMA's srcC
+    tuple each iteration and copied back from the last MFMA's D: the tuple becomes the home and
+    the last MFMA writes it in place, so neither copy is left (2n v_accvgpr_mov per tile and
+    iteration). Applied only where nothing else reads or writes those registers in between."""
+    changed = True
+    while changed:
+        changed = False
+        defs, uses = _defs_uses(code)
+        for k, m in enumerate(code):
+            if not (isinstance(m, Inst) and m.op.startswith("v_mfma")):
+                continue
+            c = strip(m.uses[2])
+            if not isinstance(c, Reg) or c.cls != "a" or c.size < 2:
+                continue
+            gather = defs.get(c.id, [])
+            homes = [None] * c.size
+            ok = len(gather) == c.size and all(p < k for p in gather)
+            for p in gather if ok else ():
+                i, src = code[p], _copy_src(code[p])
+                d = i.defs[0] if isinstance(i, Inst) else None
+                if not (i.op == "v_accvgpr_mov_b32" and isinstance(d, Sub) and isinstance(src, Reg)
+                        and src.size == 1 and src.cls == "a" and homes[d.index] is None):
+                    ok = False
+                    break
+                homes[d.index] = src
+            if not ok or len({h.id for h in homes}) != c.size or any(h.id == c.id for h in homes):
+                continue
+            start = min(gather)
+            # the homes: copies define them, nothing redefines them between the gather and the MFMA,
+            # and the gather is their only use in that stretch
+            if any(not all(_copy_src(code[p]) is not None for p in defs.get(h.id, [])) for h in homes):
+                continue
+            if any(start <= p <= k for h in homes for p in defs.get(h.id, [])):
+                continue
+            for h in homes:
+                code = _rename(code, h, Sub(c, homes.index(h)), set())
+            code = _rename(code, c, c, set(gather))  # the gather copies c[k] <- c[k] go
+            code = _merge_last_d(code, c)
+            changed = True
+            break
+    return code
+
+
+def _merge_last_d(code: list, c: Reg) -> list:
+    """c[k] <- D[k] for every k, D an MFMA's result read only there, and c untouched between that
+    MFMA and the copies: the MFMA writes c itself."""
+    defs, uses = _defs_uses(code)
+    copies = [p for p in defs.get(c.id, []) if isinstance(strip(code[p].uses[0]), Sub)
+              and code[p].op == "v_accvgpr_mov_b32"]
+    groups: dict = {}
+    for p in copies:
+        s, d = strip(code[p].uses[0]), code[p].defs[0]
+        if isinstance(d, Sub) and s.index == d.index:
+            groups.setdefault(s.reg.id, (s.reg, []))[1].append(p)
+    for rid, (dreg, ps) in groups.items():
+        if dreg.size != c.size or len(ps) != c.size or len(defs.get(rid, [])) != 1:
+            continue
+        k = defs[rid][0]
+        if not code[k].op.startswith("v_mfma") or sorted(uses.get(rid, [])) != sorted(ps):
+            continue
+        hi = max(ps)
+        if any(k < p < hi and p not in ps and any(r is c for r in code[p].mentioned())
+               for p in range(k + 1, hi)):
+            continue
+        if any(isinstance(code[p], Label) for p in range(k + 1, hi)):
+            continue
+        return _rename(code, dreg, c, set(ps))
+    return code

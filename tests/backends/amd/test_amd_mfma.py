@@ -432,6 +432,9 @@ def test_gemm_accumulators_in_agprs(target):
     assert f".amdhsa_accum_offset {acc_off}" in e.text
     assert f".amdhsa_next_free_vgpr {acc_off + e.agprs}" in e.text
     assert f".agpr_count: {e.agprs}" in e.text
+    # the K loop keeps the accumulator in place: MFMAs chain srcC -> vdst, no copies in or out
+    body = e.text.split(".Lfor_matmul_mfma_1:")[1].split("s_branch .Lfor_matmul_mfma_1")[0]
+    assert body.count("v_mfma") == 4 and "v_accvgpr" not in body
     from gluon_trace.backends.amd import compiler
     orig = compiler.use_agprs
     try:
