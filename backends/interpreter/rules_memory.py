@@ -294,6 +294,21 @@ def _box(desc, coords):
     return tuple(g), tuple(b)
 
 
+def _store_row_ends(desc, arr, cut, coords, raw) -> None:
+    """What the H100 does with a box that ends past a row's end: it writes the whole 16-byte
+    piece holding the row's last element (the piece lies within the row's pitch, a multiple of
+    16 bytes: the tensor's own memory or its padding). Modelled so CPU and GPU agree."""
+    item = arr.itemsize
+    w, c, size = desc.shape[-1], coords[-1], desc.block_shape[-1]
+    per = 16 // item if item < 16 else 1
+    edge = -(-w // per) * per
+    stop = min(c + size, edge)
+    if arr.ndim < 2 or stop <= w or arr.strides[-1] != item or arr.strides[-2] < edge * item:
+        return
+    wide = np.lib.stride_tricks.as_strided(arr, shape=arr.shape[:-1] + (edge,), strides=arr.strides)
+    wide[cut[0][:-1] + (slice(w, stop),)] = raw[cut[1][:-1] + (slice(w - c, stop - c),)]
+
+
 def global_array(p, desc, op):
     arr = p.tma_arrays.get(id(desc)) if p.tma_arrays else None
     if arr is None:
@@ -333,12 +348,17 @@ def _tma_store(p, op, desc, *rest):
     s = state(p)
     ev = s.event("TMA store", op.loc)
     data = s.read(v, op, "tma.async_store", reader=ev)
+    why = desc.store_error() if hasattr(desc, "store_error") else None
+    if why:  # what the GPU would do (write past the row) is refused, identically on every backend
+        raise InterpreterError(why, op.loc)
     arr = global_array(p, desc, op)
     if not arr.flags.writeable:
         raise InterpreterError("tma.async_store into a read-only tensor", op.loc)
     cut = _box(desc, coords)
     if cut is not None:
-        arr[cut[0]] = to_storage(np.asarray(data), v.dtype)[cut[1]]
+        raw = to_storage(np.asarray(data), v.dtype)
+        arr[cut[0]] = raw[cut[1]]
+        _store_row_ends(desc, arr, cut, coords, raw)
     s.store_groups.setdefault(s.current, []).append(ev)
 
 

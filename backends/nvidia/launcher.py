@@ -176,6 +176,8 @@ class KernelLauncher:
         # one u32 per dim of the global shape; offs has one entry per PTX parameter)
         from gluon_trace.ir import TensorDescType
         self.descs = [isinstance(v.type, TensorDescType) for v in graph.args]
+        stored = {op.operands[0] for op in graph.body.walk() if op.name == "tma_store"}
+        self.stored = {i for i, v in enumerate(graph.args) if v in stored}  # TMA-store descriptors
         fmt, off, offs = "<", 0, []
         for t, v in zip(self.types, graph.args):
             pts = ["map"] + ["u32"] * v.type.rank if isinstance(v.type, TensorDescType) else [param_type(t)]
@@ -306,6 +308,10 @@ class KernelLauncher:
     def launch(self, grid, args, stream=None, loc=None) -> None:
         if len(args) != len(self.types):
             raise LaunchTypeError(f"kernel {self.graph.name} takes {len(self.types)} run-time arguments, got {len(args)}", loc)
+        for i in self.stored:  # before anything is encoded or cached for these descriptors
+            why = args[i].store_error() if hasattr(args[i], "store_error") else None
+            if why:
+                raise LaunchValueError(f"argument `{self.names[i]}`: {why}", loc)
         values, dev, first, used_torch = [], None, None, False
         for i, (a, t) in enumerate(zip(args, self.types)):
             if self.descs[i]:
@@ -373,7 +379,10 @@ class KernelLauncher:
                 # refuses a moved tensor; here the same facts are only re-checked
                 g["TDC"], g[f"TY{i}"] = TensorDescriptor, self.graph.args[i].type
                 rank = self.graph.args[i].type.rank
-                body += [f"    if a{i}.__class__ is not TDC or a{i}.ir_type != TY{i}: return False",
+                body += [f"    if a{i}.__class__ is not TDC or a{i}.ir_type != TY{i}: return False"]
+                if i in self.stored:  # the checked path says why
+                    body.append(f"    if a{i}.store_error(): return False")
+                body += [
                          f"    b{i} = a{i}.base",
                          f"    if b{i}.__class__ is not Tensor and not isinstance(b{i}, Tensor): return False",
                          f"    m{i} = a{i}.__dict__.get('_tmap')",

@@ -93,6 +93,20 @@ class TensorDescriptor:
         _, shape, strides, _, _ = _describe_array(tensor, loc)
         return cls(tensor, shape, strides, block_shape, layout, padding, _loc=loc)
 
+    def store_error(self) -> str | None:
+        """Why a TMA store through this descriptor would write outside its memory, or None.
+        On an H100 a box that ends past a row's end also writes the rest of the 16-byte piece
+        holding the row's last element (seen: a 131-float row got its 132nd float written).
+        With two or more dims that piece lies in the row's pitch (a multiple of 16 bytes),
+        inside the allocation: the interpreter writes it too. A 1-D tensor has no pitch after
+        its end, so a store through one whose length is not whole 16-byte pieces is refused."""
+        item = max(self.dtype.bits // 8, 1)
+        if len(self.shape) > 1 or (self.shape[-1] * item) % 16 == 0:
+            return None
+        return (f"a TMA store through this descriptor could write past the end of its 1-D tensor: "
+                f"{self.shape[-1]} x {self.dtype} is {self.shape[-1] * item} bytes, and TMA stores write "
+                f"whole 16-byte pieces; pad the tensor to a multiple of {16 // item} elements")
+
     @staticmethod
     def type_spec(dtype, block_shape, layout, rank=None) -> TensorDescType:
         """What ``kernel.trace(...)`` takes in place of a descriptor, to trace without data."""

@@ -130,10 +130,19 @@ def test_the_kernels_on_the_interpreter():
     src, s = _desc2((100, 130), [64, 64])
     src[...] = np.random.default_rng(0).standard_normal(src.shape)
     big = np.full((128, 196), 7.0, np.float32)
-    d = TensorDescriptor.from_tensor(big[:101, :131], [64, 64], NV([64, 64], gl.float32))
+    d = TensorDescriptor.from_tensor(big[:101, :132], [64, 64], NV([64, 64], gl.float32))
     copy2d[(2, 3)](s, d, backend="interpreter", target="sm_90a")
     exp = np.full(big.shape, 7.0, np.float32)
-    exp[:101, :131] = 0.0
+    exp[:101, :132] = 0.0
+    exp[:100, :130] = src
+    np.testing.assert_array_equal(big, exp)
+    # rows that end inside a 16-byte piece: the box's store also writes the rest of that piece
+    # (the H100 does: its 132nd float here), within the row's pitch
+    big[...] = 7.0
+    odd = TensorDescriptor.from_tensor(big[:101, :131], [64, 64], NV([64, 64], gl.float32))
+    copy2d[(2, 3)](s, odd, backend="interpreter", target="sm_90a")
+    exp = np.full(big.shape, 7.0, np.float32)
+    exp[:101, :132] = 0.0
     exp[:100, :130] = src
     np.testing.assert_array_equal(big, exp)
     x, xd = _desc2((32, 256), [32, 32])
@@ -269,6 +278,7 @@ def test_launcher_refuses_bad_descriptor_arguments(monkeypatch):
         k.launch((1, 1, 1), [other, s])
     with pytest.raises(LaunchError, match="describes a cpu tensor; the NVIDIA backend needs CUDA"):
         k.launch((1, 1, 1), [s, s])
+
 
 
 # -- wgmma: descriptors ---------------------------------------------------------------------------
@@ -514,7 +524,8 @@ def test_gpu_tma_copy_zero_fills_and_clips(shape, block, dtype):
     got = big.float().cpu().numpy()
     h, w = dst.shape
     exp = np.full(got.shape, 7.0, np.float32)
-    exp[:h, :w] = 0.0
+    per = 16 // item   # the store writes whole 16-byte pieces of a row (the interpreter models it)
+    exp[:h, :-(-w // per) * per] = 0.0
     exp[:m, :n] = src.float().cpu().numpy()
     np.testing.assert_array_equal(got, exp)
 
@@ -705,3 +716,35 @@ def test_an_in_flight_accumulator_is_not_copied_before_its_group_retires():
     g = matmul_hopper.trace(spec2([128, 64]), spec2([64, 128]), spec2([128, 128]), gl.int32, gl.int32, gl.int32,
                             STAGES=3, GROUP_M=8, target="sm_90a").graph
     assert emit(g, "sm_90a")[0].count("wgmma.wait_group.sync.aligned 0;") == 1   # only after the K loop
+
+
+@gt.jit
+def copy1d(src, dst):
+    B: gl.constexpr = src.block_type.shape[0]
+    buf = gl.allocate_shared_memory(src.dtype, [B], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, src.block_type.nbytes)
+    tma.async_load(src, [gl.program_id(0) * B], bar, buf)
+    mbarrier.wait(bar, 0)
+    tma.async_store(dst, [gl.program_id(0) * B], buf)
+    tma.store_wait(0)
+
+
+def test_a_tma_store_past_the_end_of_a_1d_tensor_is_refused(monkeypatch):
+    """A 1-D tensor has no row pitch after its end: the 16-byte piece a TMA store writes whole
+    would lie outside it, so such a store is refused (interpreter at the op, NVIDIA at launch)."""
+    from gluon_trace.errors import InterpreterError, LaunchError
+    lay = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)
+    src = np.arange(64, dtype=np.float32)
+    ds = TensorDescriptor.from_tensor(src, [32], lay)
+    out = np.zeros(64, np.float32)
+    copy1d[(2,)](ds, TensorDescriptor.from_tensor(out[:60], [32], lay), backend="interpreter", target="sm_90a")
+    np.testing.assert_array_equal(out[:60], src[:60])           # 240 bytes: whole pieces, fine
+    bad = TensorDescriptor.from_tensor(out[:30], [32], lay)     # 120 bytes
+    with pytest.raises(InterpreterError, match="past the end of its 1-D tensor") as e:
+        copy1d[(1,)](ds, bad, backend="interpreter", target="sm_90a")
+    assert "test_hopper.py" in str(e.value)
+    k = _launcher(monkeypatch, copy1d.trace(ds, bad, target="sm_90a").graph)
+    with pytest.raises(LaunchError, match="argument `dst`: a TMA store through this descriptor could write past"):
+        k.launch((1, 1, 1), [ds, bad])
