@@ -8,7 +8,8 @@ took minutes). Storing each tile as soon as it and everything before it allows l
 die there.
 
 A store moves up past pure computation only (ops without side effects that read no
-memory, and ``for``/``if`` whose bodies are such), never past a load, another store, an
+memory, in themselves or in their regions: ``for``/``if`` bodies, combine functions), never
+past a load, another store, an
 atomic, a barrier or any shared-memory op, so every memory access keeps its order
 relative to every other one and the result is the same program. Backends apply this to
 their own copy; the traced graph (and the interpreter's order) is unchanged.
@@ -22,10 +23,12 @@ from .ops import OPS
 
 
 def _pure(op: Op) -> bool:
-    if op.name in ("for", "if"):
-        return all(_pure(o) for r in op.regions for o in r.ops)
-    d = OPS.get(op.name)
-    return d is not None and not d.has_side_effects and op.name != "load"
+    """No effect and no memory read, in the op or in its regions (a combine may load)."""
+    if op.name not in ("for", "if"):  # these two are as pure as their bodies
+        d = OPS.get(op.name)
+        if d is None or d.has_side_effects or op.name == "load":
+            return False
+    return all(_pure(o) for r in op.regions for o in r.ops)
 
 
 def _schedule(block: Block) -> tuple[Block, bool]:

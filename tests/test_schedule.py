@@ -36,6 +36,16 @@ def store_then_reload(x, y, out, n):
     gl.store(out + offs, c + t)
 
 
+@gt.jit
+def combine_reads(x, y, out, n):
+    offs = gl.arange(0, 64, layout=L)
+    a = gl.load(x + offs)
+    t = a * 3.0
+    r = gl.reduce(a, 0, lambda p, q: p + q * gl.load(y + 5))  # reads y[5]: y may be x
+    gl.store(x + offs, t)
+    gl.store(out + offs, t + r)
+
+
 def _names(block):
     return [op.name for op in block.ops]
 
@@ -85,3 +95,17 @@ def test_a_graph_whose_stores_are_in_place_is_returned_as_is():
     g = _trace(store_then_reload, 3)
     h = hoist_stores(g)
     assert hoist_stores(h) is h
+
+
+def test_a_store_never_passes_a_combine_that_loads(rng):
+    g = _trace(combine_reads, 3)
+    h = hoist_stores(g)
+    names = _names(h.body)
+    assert names.index("reduce") < names.index("store")
+    x = rng.standard_normal(64).astype(np.float32)
+    buf, out = x.copy(), np.full(64, np.nan, np.float32)
+    get("interpreter").run(g, (1, 1, 1), [buf, buf, out, 0])
+    buf2, out2 = x.copy(), np.full(64, np.nan, np.float32)
+    get("interpreter").run(h, (1, 1, 1), [buf2, buf2, out2, 0])
+    np.testing.assert_array_equal(out2, out)
+    assert np.isfinite(out).all()
