@@ -17,7 +17,9 @@ import ptxsim  # noqa: E402
 import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
+from gluon_trace.backends.nvidia import ptxas  # noqa: E402
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
 
 L2 = gl.BlockedLayout([4, 2], [4, 8], [2, 1], [1, 0])
 
@@ -41,6 +43,13 @@ def carried_pointer(x, out, n):
         p = p + 64
         acc += gl.load(p)
     gl.store(out + offs, acc)
+
+
+@gt.jit
+def shifted_window(x, out, n):
+    offs = gl.arange(0, 128, layout=gl.BlockedLayout([2], [32], [2], [0]))
+    v = gl.load(x + (offs - 8), mask=offs >= 8, other=0.0)  # negative immediates: [base+-32]
+    gl.store(out + (127 - offs), v + 1.0, mask=offs < n)
 
 
 def _graph(fn, nints):
@@ -84,3 +93,22 @@ def test_a_pointer_carried_through_a_loop(rng):
     want = ((chunks[0] + chunks[1]) + chunks[2]) + chunks[3]
     np.testing.assert_array_equal(ref[1], want)
     np.testing.assert_array_equal(sim[1], want)
+
+
+def test_negative_immediates_assemble_and_run(rng):
+    g = _graph(shifted_window, 1)
+    x = rng.standard_normal(128).astype(np.float32)
+    text, ref, sim = _both(g, [x, np.full(128, np.nan, np.float32), 100])
+    assert re.search(r"\[%rd\d+\+-\d+\]", text)
+    want = np.full(128, np.nan, np.float32)
+    i = np.arange(100)
+    want[127 - i] = np.where(i >= 8, x[np.maximum(i - 8, 0)], np.float32(0.0)) + np.float32(1.0)
+    np.testing.assert_array_equal(ref[1], want)
+    np.testing.assert_array_equal(sim[1], want)
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(f"ptxas not found: {e}")
+    traced = shifted_window.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32,
+                                  num_warps=2, target="sm_90a")
+    assert traced.compile("sm_90a").registers > 0  # ptxas takes [base+-imm]
