@@ -99,6 +99,11 @@ def _neg(em, b: str) -> str:
     return r
 
 
+def neg(em, a: str) -> str:
+    base, c = split(em, a)
+    return make(em, None if base is None else _neg(em, base), -c)
+
+
 def mul(em, a: str, b: str) -> str | None:
     """a * b when one side is a constant; None otherwise (the caller multiplies)."""
     (ba, ca), (bb, cb) = split(em, a), split(em, b)
@@ -121,7 +126,9 @@ def mul(em, a: str, b: str) -> str | None:
 
 
 def address(em, p: str, off: str, signed: bool, size: int) -> str:
-    """The address p + off*size written as ``reg+imm`` for a load or store."""
+    """The address p + off*size written as ``reg+imm`` for a load or store (``p`` may be
+    such an address itself: ``x + offs - 8`` is two ptr_adds)."""
+    p, imm0 = p.split("+", 1) if "+" in p else (p, "0")
     base, c = split(em, off)
     q = p
     if base is not None:
@@ -131,22 +138,34 @@ def address(em, p: str, off: str, signed: bool, size: int) -> str:
             w = em.ins("b64", f"mul.wide.{'s' if signed else 'u'}32 {{d}}, {base}, {size};")
             q = em.ins("b64", f"add.s64 {{d}}, {p}, {w};")
             em.memo_put(key, q)
-    imm = c * size
+    imm = int(imm0) + c * size
     if not imm:
         return q
     if -_IMM <= imm < _IMM:
         return f"{q}+{imm}"
-    w = em.ins("b64", f"mul.wide.s32 {{d}}, {make(em, None, c)}, {size};")
-    return em.ins("b64", f"add.s64 {{d}}, {q}, {w};")
+    return em.ins("b64", f"add.s64 {{d}}, {q}, {imm};")
 
 
 def only_addressed(em, v) -> bool:
-    """Whether every reader of ``v`` uses it as the pointer of a load or store (so its
-    registers may be ``reg+imm`` address expressions)."""
+    """Whether every reader of ``v`` uses it as the pointer of a load or store, or of a
+    ptr_add with a 32-bit offset whose result is only addressed (so its registers may be
+    ``reg+imm`` address expressions)."""
     uses = em.flags.get("affine_uses")
     if uses is None:
         uses = em.flags["affine_uses"] = {}
         for op in em.g.body.walk():
             for i, x in enumerate(op.operands):
-                uses[x] = uses.get(x, True) and op.name in ("load", "store") and i == 0
-    return uses.get(v, False)
+                uses.setdefault(x, []).append((op, i))
+    known = em.flags.setdefault("affine_addressed", {})
+
+    def ok(x) -> bool:
+        r = known.get(x)
+        if r is None:
+            rs = uses.get(x)
+            r = bool(rs) and all(
+                i == 0 and (op.name in ("load", "store") or (
+                    op.name == "ptr_add" and applies(op.operands[1].type.dtype) and ok(op.results[0])))
+                for op, i in rs)
+            known[x] = r
+        return r
+    return ok(v)

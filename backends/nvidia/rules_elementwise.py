@@ -204,6 +204,8 @@ def _unary(em, op, name, a):
     if not t.is_floating:
         it = ptx.ity(t)
         bt = "b64" if cls == "b64" else "b32"
+        if name == "neg" and affine.applies(t):
+            return affine.neg(em, a)
         if name == "neg":
             r = em.ins(cls, f"neg.s{it[1:]} {{d}}, {a};")
         elif name == "not":

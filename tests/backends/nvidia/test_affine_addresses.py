@@ -49,7 +49,8 @@ def carried_pointer(x, out, n):
 def shifted_window(x, out, n):
     offs = gl.arange(0, 128, layout=gl.BlockedLayout([2], [32], [2], [0]))
     v = gl.load(x + (offs - 8), mask=offs >= 8, other=0.0)  # negative immediates: [base+-32]
-    gl.store(out + (127 - offs), v + 1.0, mask=offs < n)
+    w = gl.load(x + offs - 4, mask=offs >= 4, other=0.0)    # two ptr_adds: one address too
+    gl.store(out + (127 - offs), v + w, mask=offs < n)
 
 
 def _graph(fn, nints):
@@ -100,9 +101,11 @@ def test_negative_immediates_assemble_and_run(rng):
     x = rng.standard_normal(128).astype(np.float32)
     text, ref, sim = _both(g, [x, np.full(128, np.nan, np.float32), 100])
     assert re.search(r"\[%rd\d+\+-\d+\]", text)
+    assert text.count("mul.wide") <= 2  # x's base (shared by both loads) and out's
     want = np.full(128, np.nan, np.float32)
     i = np.arange(100)
-    want[127 - i] = np.where(i >= 8, x[np.maximum(i - 8, 0)], np.float32(0.0)) + np.float32(1.0)
+    want[127 - i] = (np.where(i >= 8, x[np.maximum(i - 8, 0)], np.float32(0.0))
+                     + np.where(i >= 4, x[np.maximum(i - 4, 0)], np.float32(0.0)))
     np.testing.assert_array_equal(ref[1], want)
     np.testing.assert_array_equal(sim[1], want)
     try:
