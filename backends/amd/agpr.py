@@ -79,9 +79,10 @@ def _as_agpr(x, regs: dict):
 
 
 def use_agprs(code: list, target) -> list:
-    """The program with MFMA accumulators (and their copies) in AGPRs; unchanged off CDNA."""
+    """The program with MFMA accumulators (and their copies) in AGPRs; on RDNA3 the WMMA
+    accumulators stay in VGPRs and only their loop copies go (``coalesce``)."""
     if not target.gfx9:
-        return code
+        return coalesce(code)
     moved = _moved(code)
     if not moved:
         return code
@@ -193,12 +194,20 @@ def _rename(code, old: Reg, new, drop: set) -> list:
     return out
 
 
+_COPIES = ("v_accvgpr_mov_b32", "v_accvgpr_write_b32", "v_mov_b32")
+_MOV = {"a": "v_accvgpr_mov_b32", "v": "v_mov_b32"}  # a register-to-register copy within a file
+
+
 def _copy_src(i):
-    return strip(i.uses[0]) if isinstance(i, Inst) and i.op in ("v_accvgpr_mov_b32", "v_accvgpr_write_b32") else None
+    return strip(i.uses[0]) if isinstance(i, Inst) and i.op in _COPIES and len(i.uses) == 1 else None
+
+
+def _is_mma(i) -> bool:
+    return isinstance(i, Inst) and i.op.startswith(("v_mfma", "v_wmma"))
 
 
 def coalesce(code: list) -> list:
-    """A loop-carried accumulator held in n one-dword AGPR homes, gathered into an MFMA's srcC
+    """A loop-carried accumulator held in n one-dword homes (AGPRs, or VGPRs for WMMA), gathered into an MFMA's srcC
     tuple each iteration and copied back from the last MFMA's D: the tuple becomes the home and
     the last MFMA writes it in place, so neither copy is left (2n v_accvgpr_mov per tile and
     iteration). Applied only where nothing else reads or writes those registers in between."""
@@ -207,10 +216,10 @@ def coalesce(code: list) -> list:
         changed = False
         defs, uses = _defs_uses(code)
         for k, m in enumerate(code):
-            if not (isinstance(m, Inst) and m.op.startswith("v_mfma")):
+            if not _is_mma(m):
                 continue
             c = strip(m.uses[2])
-            if not isinstance(c, Reg) or c.cls != "a" or c.size < 2:
+            if not isinstance(c, Reg) or c.cls not in _MOV or c.size < 2 or c.fixed is not None:
                 continue
             gather = defs.get(c.id, [])
             homes = [None] * c.size
@@ -218,8 +227,8 @@ def coalesce(code: list) -> list:
             for p in gather if ok else ():
                 i, src = code[p], _copy_src(code[p])
                 d = i.defs[0] if isinstance(i, Inst) else None
-                if not (i.op == "v_accvgpr_mov_b32" and isinstance(d, Sub) and isinstance(src, Reg)
-                        and src.size == 1 and src.cls == "a" and homes[d.index] is None):
+                if not (i.op == _MOV[c.cls] and isinstance(d, Sub) and isinstance(src, Reg) and src.fixed is None
+                        and src.size == 1 and src.cls == c.cls and homes[d.index] is None):
                     ok = False
                     break
                 homes[d.index] = src
@@ -246,7 +255,7 @@ def _merge_last_d(code: list, c: Reg) -> list:
     MFMA and the copies: the MFMA writes c itself."""
     defs, uses = _defs_uses(code)
     copies = [p for p in defs.get(c.id, []) if isinstance(strip(code[p].uses[0]), Sub)
-              and code[p].op == "v_accvgpr_mov_b32"]
+              and code[p].op == _MOV[c.cls]]
     groups: dict = {}
     for p in copies:
         s, d = strip(code[p].uses[0]), code[p].defs[0]
@@ -256,7 +265,7 @@ def _merge_last_d(code: list, c: Reg) -> list:
         if dreg.size != c.size or len(ps) != c.size or len(defs.get(rid, [])) != 1:
             continue
         k = defs[rid][0]
-        if not code[k].op.startswith("v_mfma") or sorted(uses.get(rid, [])) != sorted(ps):
+        if not _is_mma(code[k]) or sorted(uses.get(rid, [])) != sorted(ps):
             continue
         hi = max(ps)
         if any(k < p < hi and p not in ps and any(r is c for r in code[p].mentioned())

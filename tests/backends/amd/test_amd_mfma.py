@@ -466,3 +466,25 @@ def test_agpr_hazards():
     assert mfma_waits(t, mu, [mf], rd) == 4 + 3
     assert mfma_waits(t, mu, [wr], mf) == 2
     assert mfma_waits(t, mu, [mf], wr) == 4 - 1  # over srcC the MFMA may still read
+
+
+def test_wmma_gemm_accumulates_in_place():
+    """gfx1100: the WMMA GEMM's loop-carried accumulator is the WMMA's own srcC/vdst (no copies
+    in and out of the accumulator registers per K step)."""
+    import re
+    from gluon_trace.backends.amd import compiler
+    from gluon_trace.kernels.matmul_amd import matmul_wmma
+    a = np.zeros((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    tk = matmul_wmma.trace(a, a, c, 64, 64, 64, 64, 64, 64, BM=64, BN=64, BK=32, num_warps=4, target="gfx1100")
+    e = compiler.lower(tk.for_target("gfx1100").graph, "gfx1100")
+    ops = re.findall(r"v_wmma\S* (v\[\d+:\d+\]), v\[\d+:\d+\], v\[\d+:\d+\], (v\[\d+:\d+\])", e.text)
+    dsts = {d for d, _ in ops}
+    assert len(ops) == 8 and all(c_ in dsts for _, c_ in ops)  # each srcC is a WMMA's vdst
+    orig = compiler.use_agprs
+    try:
+        compiler.use_agprs = lambda code, t: code
+        plain = compiler.lower(tk.for_target("gfx1100").graph, "gfx1100")
+    finally:
+        compiler.use_agprs = orig
+    assert plain.text.count("v_mov_b32") >= e.text.count("v_mov_b32") + 64
