@@ -217,8 +217,10 @@ def mfma_waits(t, mu: MfmaUnits, hist, i: Inst) -> int:
         if h is UNKNOWN:  # after a label: the worst any MFMA of the kernel could ask
             if mf:
                 need = max(need, 2 - n)
-                if (src_ab | src_c) & mu.d:
+                if src_ab & mu.d:
                     need = max(need, mu.p + 3 - n)
+                if src_c & mu.d:  # srcC after D: the same registers 0, overlapping ones at most this
+                    need = max(need, mu.p + (1 if t.gfx940 else 0) - n)
             else:
                 if (uses | defs) & mu.d:
                     need = max(need, mu.p + 3 - n)
