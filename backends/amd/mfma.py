@@ -27,9 +27,9 @@ from .lds import packed
 from .mir import Imm, Reg, Sub, strip
 
 # (family, operand dtype, M) -> (mnemonic, K, passes). A pass is 4 cycles; the pass count sets
-# the wait states of the MFMA hazards (hazards.py) and is the issue time of the instruction
-# (CDNA3 ISA "MFMA ... number of passes"; CDNA2 MFMAs take twice the passes of CDNA3's
-# 16/8-bit ones: MI250X's matrix rate per CU is half of MI300X's).
+# the wait states of the MFMA hazards (hazards.py). Cycles as AMD's Matrix Instruction Calculator
+# lists them (ROCm/amd_matrix_instruction_calculator): CDNA2 64 (32x32) / 32 (16x16) for all of
+# these; CDNA3 half that for 16/8-bit inputs, the same for f32.
 MFMA = {
     ("cdna2", "float16", 32): ("v_mfma_f32_32x32x8f16", 8, 16),
     ("cdna2", "float16", 16): ("v_mfma_f32_16x16x16f16", 16, 8),

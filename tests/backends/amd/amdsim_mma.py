@@ -40,8 +40,8 @@ _SHAPES = {
     "32x32x16_i8": (32, 16, "i8"), "16x16x32_i8": (16, 32, "i8"),
     "32x32x2_f32": (32, 2, "f32"), "16x16x4_f32": (16, 4, "f32"),
 }
-# cycles / 4: CDNA3 runs 16/8-bit MFMAs twice as fast as CDNA2 (MI300X 1307 vs MI250X 383
-# dense f16 TFLOP/s over 304 vs 220 CUs); f32 MFMAs take 64 (32x32) or 32 (16x16) cycles on both
+# passes = cycles / 4, the cycles of AMD's Matrix Instruction Calculator (CDNA2: 64 for 32x32,
+# 32 for 16x16; CDNA3: half that for 16/8-bit inputs, the same for f32)
 _GFX90A = {"32x32x8f16": 16, "16x16x16f16": 8, "32x32x8bf16_1k": 16, "16x16x16bf16_1k": 8,
            "32x32x8i8": 16, "16x16x16i8": 8, "32x32x2f32": 16, "16x16x4f32": 8}
 _GFX942 = {"32x32x8_f16": 8, "16x16x16_f16": 4, "32x32x8_bf16": 8, "16x16x16_bf16": 4,
