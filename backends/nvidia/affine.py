@@ -49,20 +49,30 @@ def record(em, r: str, base: str | None, c: int) -> str:
 
 
 def make(em, base: str | None, c: int) -> str:
-    """The register holding base + c (one add, shared with every other use of that sum)."""
+    """The register holding base + c: one add, shared within the op that asks (see
+    ``elementwise``), made again by a later op rather than kept alive until it."""
     c = _wrap(c)
-    if base is None:
-        key = ("aff_const", c)
-    elif c == 0:
+    if base is not None and c == 0:
         return base
-    else:
-        key = ("aff", base, c)
-    r = em.memo_get(key)
+    local = em.flags.setdefault("affine_op", {})
+    key = (base, c)
+    r = local.get(key)
     if r is None:
         r = em.ins("b32", f"mov.b32 {{d}}, {c};" if base is None else f"add.s32 {{d}}, {base}, {c};")
-        em.memo_put(key, r)
+        local[key] = r
         record(em, r, base, c)
     return r
+
+
+def elementwise(em, op, fn) -> list:
+    """``em.map`` for an op on the pairs, without the emitter's CSE across ops: the offsets
+    of a tile computed again for a later store (``o = ...`` repeated) used to be the same
+    registers as the first time, alive for the whole kernel between (1023 of the 4232 live
+    at once in the slowest random program); an add per element is cheaper than that."""
+    em.flags["affine_op"] = {}
+    out = em.map(op, fn, cse=False)
+    em.flags["affine_op"] = {}
+    return out
 
 
 def _base_op(em, op: str, a: str, b: str) -> str:
@@ -169,3 +179,43 @@ def only_addressed(em, v) -> bool:
             known[x] = r
         return r
     return ok(v)
+
+
+# -- masks made where they are used ---------------------------------------------------------
+#
+# ``o < n`` over a tile made every predicate in one run before the first access: a
+# thousand predicates live at once per tile (ptxas keeps them in registers, 7 predicate
+# registers being all there are). A comparison of 32-bit integers read only as the mask
+# of loads and stores is instead made right before each access that reads it, from the
+# operands' base + constant, and dies there.
+
+def _masks_only(em, v) -> bool:
+    only_addressed(em, v)  # builds the use lists
+    rs = em.flags["affine_uses"].get(v)
+    return bool(rs) and all(
+        op.name in ("load", "store") and op.attrs.get("mask")
+        and i == (1 if op.name == "load" else 2) for op, i in rs)
+
+
+def deferrable(em, op) -> bool:
+    return all(applies(v.type.dtype) for v in op.operands) and _masks_only(em, op.results[0])
+
+
+def defer(em, cmp: str, a: str, b: str) -> str:
+    """A stand-in for the predicate ``a <cmp> b``; ``pred`` makes it (never in the PTX)."""
+    table = em.flags.setdefault("affine_deferred", {})
+    name = f"deferred#{len(table)}"
+    table[name] = (cmp, split(em, a), split(em, b))
+    return name
+
+
+def pred(em, m: str | None) -> str | None:
+    """The predicate register for mask register ``m`` here (a deferred one is made now)."""
+    d = em.flags.get("affine_deferred", {}).get(m) if m is not None else None
+    if d is None:
+        return m
+    cmp, (ba, ca), (bb, cb) = d
+    a = em.ins("b32", f"mov.b32 {{d}}, {_wrap(ca)};" if ba is None else f"add.s32 {{d}}, {ba}, {_wrap(ca)};") \
+        if ba is None or ca else ba
+    b = str(_wrap(cb)) if bb is None else (em.ins("b32", f"add.s32 {{d}}, {bb}, {_wrap(cb)};") if cb else bb)
+    return em.ins("pred", f"setp.{cmp} {{d}}, {a}, {b};")

@@ -165,7 +165,7 @@ for _n in ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum",
     def _make(name):
         def fn(em, op):
             if name in ("add", "sub", "mul") and affine.applies(op.results[0].type.dtype):
-                return em.map(op, lambda a, b: _affine_arith(em, op, name, a, b))
+                return affine.elementwise(em, op, lambda a, b: _affine_arith(em, op, name, a, b))
             return em.map(op, lambda a, b: arith(em, op, name, a, b))
         return fn
     rule(_n)(_make(_n))
@@ -187,6 +187,9 @@ def _compare(em, op, name, a, b):
 for _n in _CMP:
     def _make_cmp(name):
         def fn(em, op):
+            if affine.deferrable(em, op):  # made at each load/store that reads it
+                ty = ptx.ity(op.operands[0].type.dtype)
+                return em.map(op, lambda a, b: affine.defer(em, f"{_CMP[name]}.{ty}", a, b))
             return em.map(op, lambda a, b: _compare(em, op, name, a, b))
         return fn
     rule(_n)(_make_cmp(_n))
@@ -204,8 +207,6 @@ def _unary(em, op, name, a):
     if not t.is_floating:
         it = ptx.ity(t)
         bt = "b64" if cls == "b64" else "b32"
-        if name == "neg" and affine.applies(t):
-            return affine.neg(em, a)
         if name == "neg":
             r = em.ins(cls, f"neg.s{it[1:]} {{d}}, {a};")
         elif name == "not":
@@ -299,6 +300,8 @@ for _n in ("neg", "not", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "
            "erf", "floor", "ceil"):
     def _make_un(name):
         def fn(em, op):
+            if name == "neg" and affine.applies(op.results[0].type.dtype):
+                return affine.elementwise(em, op, lambda a: affine.neg(em, a))
             return em.map(op, lambda a: _unary(em, op, name, a))
         return fn
     rule(_n)(_make_un(_n))

@@ -136,19 +136,17 @@ def _arange(em, op):
     key = lambda b: b[0]  # noqa: E731
     tp, tmask = em.thread_part(lin, key)
     out = []
+    em.flags["affine_op"] = {}  # registers shared within this arange, not kept for later ones
     for r in range(lin.num_regs):
         rp = em.reg_part(lin, r, key)
         if rp & tmask == 0:
-            k = ("arange", tp, rp + start)
-            v = em.memo_get(k)
-            if v is None:
-                v = affine.make(em, tp, rp + start)
-                em.memo_put(k, v)
+            v = affine.make(em, tp, rp + start)
         else:
             v = em.ins("b32", f"xor.b32 {{d}}, {tp}, {rp};")
             if start:
                 v = em.ins("b32", f"add.s32 {{d}}, {v}, {start};")
         out.append(v)
+    em.flags["affine_op"] = {}
     return [out]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 
-from . import fp8, ptx
+from . import affine, fp8, ptx
 from .emitter import rule, select
 
 
@@ -196,7 +196,7 @@ def _load(em, op):
     out = []
     for g in range(0, n, V):
         p = ptrs[g] if len(ptrs) > 1 else ptrs[0]
-        m = (masks[g] if len(masks) > 1 else masks[0]) if masks else None
+        m = affine.pred(em, (masks[g] if len(masks) > 1 else masks[0]) if masks else None)
         o = None
         if others:
             o = [others[g + i] if len(others) > 1 else others[0] for i in range(V)]
@@ -273,7 +273,7 @@ def _store(em, op):
     V = vec_width(em, ptr_v, mask_v)
     for g in range(0, n, V):
         p = ptrs[g] if len(ptrs) > 1 else ptrs[0]
-        m = (masks[g] if len(masks) > 1 else masks[0]) if masks else None
+        m = affine.pred(em, (masks[g] if len(masks) > 1 else masks[0]) if masks else None)
         vs = [vals[g + i] if len(vals) > 1 else vals[0] for i in range(V)]
         _store_group(em, t, p, vs, _and_pred(em, owner, m))
     return []
