@@ -4,13 +4,13 @@
 Offsets are built per element (``arange``, ``* stride``, ``+``), so a tile of N elements
 used to cost N multiplies, N adds and N 64-bit pointers (``mul.wide`` + ``add.s64``)
 before its N loads: with thousands of values per thread ptxas spent minutes allocating
-those pointers. Here each 32-bit integer register the arange/add/sub/mul/const rules
+those pointers. Here each 32-bit integer register the arange/add/sub/mul/neg/const rules
 produce is remembered as (base, c) -- base a register or None for a constant -- and
 the algebra works on the pairs: the offsets of a tile share one base register and
-differ by constants, an element's register is one ``add.s32 base, c`` (made only where
-something reads it), and a pointer whose only readers are loads and stores becomes the
-address ``[p + base*size + c*size]`` -- one 64-bit base per tile, an immediate per
-element.
+differ by constants, an element's register is one ``add.s32 base, c`` (dead, and
+dropped by ptxas, where only addresses read it), and a pointer whose only readers are
+loads, stores and further ptr_adds becomes the address ``[p + base*size + c*size]`` --
+one 64-bit base per tile, an immediate per element.
 
 Exact in 32-bit two's complement (add/sub/mul distribute over wrap-around). The one
 assumption is the address: ``p + sext(base + c)*size`` is taken as ``p + sext(base)*size +
