@@ -189,8 +189,7 @@ def run(traced, grid, args, target: str = "gfx1100"):
     if launcher.print_arg(km) is not None:
         raise NotImplementedError("kernels that print are not run on the emulator")
     desc = read_descriptor(ck.binary, g.name)
-    if not desc["wavefront_size32"]:
-        raise NotImplementedError(f"the emulator runs RDNA3 (wave32) code, {target} is wave64")
+    wave, arch = (32, "rdna3") if desc["wavefront_size32"] else (64, "cdna")  # cdna: gfx942 (MFMA tests)
     if desc["private_segment_fixed_size"] and g.num_warps > 1:
         # it addresses scratch as lane * size + offset in one buffer for the whole workgroup
         raise EmulatorCannot("the emulator gives all waves of a workgroup one scratch area, so "
@@ -199,7 +198,7 @@ def run(traced, grid, args, target: str = "gfx1100"):
     grid = tuple(grid) + (1,) * (3 - len(grid))
     kernarg = bytearray(launcher.pack_args(km, g, dev))
     kernarg += bytes(km[".kernarg_segment_size"] - len(kernarg))
-    block = g.num_warps * 32
+    block = g.num_warps * wave
     hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1],
               "hidden_block_count_z": grid[2], "hidden_group_size_x": block,
               "hidden_group_size_y": 1, "hidden_group_size_z": 1, "hidden_grid_dims": 1}
@@ -216,7 +215,7 @@ def run(traced, grid, args, target: str = "gfx1100"):
         with _lds_window(emu), _compiler_env():
             err = emu.run_asm(ctypes.addressof(code) + entry, len(text) - entry, *grid, block, 1,
                               1, ctypes.addressof(kbuf), rsrc2, desc["private_segment_fixed_size"],
-                              "rdna3")
+                              arch)
     except RuntimeError as e:
         for op, why in UNSUPPORTED.items():
             if f"Failed to compile {op}" in str(e):
