@@ -183,18 +183,19 @@ def only_addressed(em, v) -> bool:
 
 # -- masks made where they are used ---------------------------------------------------------
 #
-# ``o < n`` over a tile made every predicate in one run before the first access: a
+# ``o < n`` over a tile made every predicate in one run before the first store: a
 # thousand predicates live at once per tile (ptxas keeps them in registers, 7 predicate
 # registers being all there are). A comparison of 32-bit integers read only as the mask
-# of loads and stores is instead made right before each access that reads it, from the
-# operands' base + constant, and dies there.
+# of stores is instead made right before each store that reads it, from the operands'
+# base + constant, and dies there. Load masks stay as they were: ptxas issues a tile's
+# loads together, and interleaving a compare with each made it slower (seed 111 of
+# bench_compile_fuzz: 20 s with masks up front, 21 s deferring store masks, 31 s
+# deferring load masks too; seed 3: 10, 4.8 and 6.3 s).
 
 def _masks_only(em, v) -> bool:
     only_addressed(em, v)  # builds the use lists
     rs = em.flags["affine_uses"].get(v)
-    return bool(rs) and all(
-        op.name in ("load", "store") and op.attrs.get("mask")
-        and i == (1 if op.name == "load" else 2) for op, i in rs)
+    return bool(rs) and all(op.name == "store" and op.attrs.get("mask") and i == 2 for op, i in rs)
 
 
 def deferrable(em, op) -> bool:

@@ -187,7 +187,7 @@ def _compare(em, op, name, a, b):
 for _n in _CMP:
     def _make_cmp(name):
         def fn(em, op):
-            if affine.deferrable(em, op):  # made at each load/store that reads it
+            if affine.deferrable(em, op):  # made at each store that reads it
                 ty = ptx.ity(op.operands[0].type.dtype)
                 return em.map(op, lambda a, b: affine.defer(em, f"{_CMP[name]}.{ty}", a, b))
             return em.map(op, lambda a, b: _compare(em, op, name, a, b))
