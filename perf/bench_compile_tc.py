@@ -1,0 +1,119 @@
+"""Compile time of the tensor-core kernels: trace + emit (PTX text), and trace + emit + ptxas,
+for the Hopper GEMM (128x256x64, 3 stages, 8 warps) and attention (D128, causal, 8 warps), beside
+Triton's compile of its tutorial matmul (the one perf/bench_gemm.py times) in the same run when
+Triton is installed. Fresh traces each time (caches cleared), medians of several runs.
+
+    python perf/bench_compile_tc.py        # prints a table, writes perf/results/compile-tc.json
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.kernels.attention_hopper import attention_fwd  # noqa: E402
+from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
+from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def _spec(blk, lead=()):
+    return TensorDescriptor.type_spec(gl.bfloat16, list(lead) + list(blk), NV(list(blk), gl.bfloat16))
+
+
+def gemm():
+    matmul_hopper.cache.clear()
+    return matmul_hopper.trace(_spec([128, 64]), _spec([64, 256]), _spec([128, 256]), gl.int32, gl.int32,
+                               gl.int32, STAGES=3, GROUP_M=8, num_warps=8, target="sm_90a")
+
+
+def attention():
+    attention_fwd.cache.clear()
+    return attention_fwd.trace(_spec([128, 128], [1]), _spec([64, 128], [1]), _spec([64, 128], [1]),
+                               _spec([128, 128], [1]), gl.int32, gl.float32, CAUSAL=True, num_warps=8,
+                               target="sm_90a")
+
+
+def _median(fn, n=7) -> float:
+    fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def _full(make):
+    """trace + emit + ptxas, with a fresh binary cache each time."""
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            os.environ["GLUON_TRACE_CACHE_DIR"] = d
+            from gluon_trace.backends.nvidia import compiler
+            compiler._memory.clear()
+            make().compile("sm_90a")
+    return run
+
+
+def triton_compile_s():
+    """Seconds of Triton's first call of its tutorial matmul (perf/bench_gemm.py) with an empty
+    cache, less a warm call: its JIT compile for this GPU, which needs the GPU (torch tensors)."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None, "no GPU: Triton's compile is timed through its first launch"
+        from bench_gemm import triton_matmul
+    except Exception as e:  # noqa: BLE001  (an anchor that cannot run is reported)
+        return None, f"no torch/Triton ({type(e).__name__}: {e})"
+    times = []
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as d:
+            os.environ["TRITON_CACHE_DIR"] = d
+            run = triton_matmul()  # a fresh @triton.jit function: no in-memory cache either
+            if run is None:
+                return None, "Triton is not installed"
+            a = torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)
+            c = torch.empty_like(a)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            run(a, a, c)
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            run(a, a, c)
+            torch.cuda.synchronize()
+            times.append(first - (time.perf_counter() - t0))
+    return statistics.median(times), None
+
+
+def main() -> int:
+    rows = {"gemm_trace_emit_ms": 1e3 * _median(lambda: gemm().ptx("sm_90a")),
+            "attention_trace_emit_ms": 1e3 * _median(lambda: attention().ptx("sm_90a")),
+            "gemm_full_s": _median(_full(gemm), 3), "attention_full_s": _median(_full(attention), 3)}
+    t_tri, why = triton_compile_s()
+    rows["triton_matmul_compile_s"] = t_tri
+    if why:
+        rows["triton_note"] = why
+    print(f"trace + emit: Hopper GEMM {rows['gemm_trace_emit_ms']:.1f} ms (target <= 20), "
+          f"attention {rows['attention_trace_emit_ms']:.1f} ms (target <= 40)")
+    print(f"trace + emit + ptxas: Hopper GEMM {rows['gemm_full_s']:.3f} s, attention {rows['attention_full_s']:.3f} s")
+    if t_tri:
+        print(f"Triton's tutorial matmul compile: {t_tri:.3f} s -> ratio {rows['gemm_full_s'] / t_tri:.3f} "
+              "(target <= 0.25)")
+    else:
+        print(f"Triton anchor: {why}")
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    with open(os.path.join(os.path.dirname(__file__), "results", "compile-tc.json"), "w") as f:
+        json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
