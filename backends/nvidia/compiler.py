@@ -82,6 +82,15 @@ def ctas_per_sm(regs: int, warps: int, smem: int, target: str) -> int:
     return min(by_regs, SM_WARPS // warps, by_smem, 32)
 
 
+def occupancy(regs: int, warps: int, smem: int, target: str) -> tuple[int, str]:
+    """(resident CTAs per SM, what stops one more: registers, warps or shared memory)."""
+    by = {"registers": SM_REGS // (max(8, -(-regs // 8) * 8) * 32 * warps),
+          "warps": SM_WARPS // warps,
+          "shared memory": SM_SMEM.get(target, 100 << 10) // (smem + 1024) if smem else 32}
+    low = min(by.values())
+    return min(low, 32), " and ".join(r for r, n in by.items() if n == low)
+
+
 def register_cap(regs: int, warps: int, smem: int, target: str) -> int | None:
     """A register limit that fits one more CTA per SM, when registers are what stops it
     and the limit is within 1/8 of what ptxas used; else None."""
@@ -119,6 +128,8 @@ def build(graph: Graph, target: str) -> CompiledKernel:
             extra["registers_uncapped"] = info["registers"]
             text, cubin, info = capped, cubin2, info2
             extra.update(stack_bytes=info["stack"], spill_loads=info["spill_loads"])
+    ctas, limit = occupancy(info["registers"], warps, smem + info["static_smem"], target)
+    extra["occupancy"] = f"{ctas} CTA(s), {ctas * warps} of {SM_WARPS} warps per SM (limited by {limit})"
     return CompiledKernel(name=name, target=target, asm=text, binary=cubin,
                           registers=info["registers"], shared_bytes=smem + info["static_smem"],
                           spill_bytes=info["spill_stores"], num_warps=warps,
