@@ -20,7 +20,7 @@ def test_ctas_per_sm_and_the_cap():
     assert compiler.register_cap(136, 8, 120 << 10, "sm_90a") is None  # shared memory stops it
     # what compile()'s summary reports as the occupancy
     assert compiler.occupancy(168, 12, 213136, "sm_90a") == (1, "registers and shared memory")
-    assert compiler.occupancy(32, 8, 0, "sm_90a") == (8, "warps")
+    assert compiler.occupancy(24, 8, 0, "sm_90a") == (8, "warps")
     assert compiler.occupancy(32, 4, 100 << 10, "sm_90a") == (2, "shared memory")
 
 
