@@ -33,6 +33,33 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
             it += 1
 
 
+def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES):
+    """acc += A B over one tile's K steps, from ring step ``it`` on: one wgmma group in flight,
+    each stage released once the wgmma after the one that read it is issued. Returns (acc, the
+    next ring step, the step whose wgmma may still be running)."""
+    prev = it
+    for k in gl.range(0, k_tiles):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+        acc = warpgroup_mma_wait(1, deps=[acc])
+        with gl.if_(k > 0):
+            mbarrier.arrive(empty.index(prev % STAGES))
+        prev = it
+        it += 1
+    return acc, it, prev
+
+
+def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n):
+    """Retire the last wgmma, release its stage, and store the tile through c_smem by TMA."""
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    mbarrier.arrive(empty.index(prev % STAGES))
+    tma.store_wait(0)  # the previous tile's store has read c_smem
+    c_smem.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+
+
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
     BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
     acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
@@ -41,22 +68,8 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        prev = it  # the stage the wgmma before this one read (released once it retires)
-        for k in gl.range(0, k_tiles):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            with gl.if_(k > 0):
-                mbarrier.arrive(empty.index(prev % STAGES))
-            prev = it
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(empty.index(prev % STAGES))
-        tma.store_wait(0)
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        acc, it, prev = _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES)
+        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN)
     tma.store_wait(0)
 
 
@@ -101,23 +114,9 @@ def _pingpong_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, em
         else:
             mbarrier.wait(turn.index(1), (n // 2) & 1)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        prev = it
-        for k in gl.range(0, k_tiles):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            acc = warpgroup_mma_wait(1, deps=[acc])
-            with gl.if_(k > 0):
-                mbarrier.arrive(empty.index(prev % STAGES))
-            prev = it
-            it += 1
+        acc, it, prev = _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES)
         mbarrier.arrive(turn.index(1 - WHICH))  # every MMA of this tile is issued: the other's turn
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(empty.index(prev % STAGES))
-        tma.store_wait(0)
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN)
     tma.store_wait(0)
 
 
