@@ -1,0 +1,301 @@
+"""Static performance model of the AMD matrix-core GEMMs, read from the emitted AMDGCN.
+
+    python perf/amd_model.py            # table + perf/results/amd-model.json
+
+For each kernel and tile config: the instruction mix of the steady-state K loop (the
+innermost loop holding the MFMAs: the span from a label to the last branch back to it),
+the cycles one wave spends per K step on each shared resource, occupancy from the
+unified VGPR+AGPR file, and from these the fraction of the MFMA peak the kernel could
+reach on MI300X (gfx942) and MI250X (gfx90a), and which resource bounds it. Beside ours,
+the same figures for the kernel Triton's AMD backend generates for the same GEMM, when
+``triton`` imports here (its AMD path compiles to amdgcn without a GPU).
+
+Figures and where they come from (per CU unless said):
+- MFMA rate: dense f16/bf16 peak / (CUs * 4 SIMDs * clock). MI300X: 1307.4 TFLOP/s,
+  304 CUs, 2.1 GHz -> 512 FLOP/clk/SIMD, so v_mfma_f32_32x32x8 (16384 FLOP) takes 32
+  cycles (8 passes of 4 clocks). MI250X: 383 TFLOP/s, 220 CUs, 1.7 GHz -> 256 FLOP/clk/SIMD,
+  the 32x32x8 takes 64 cycles (16 passes), as the CDNA2 ISA guide's MFMA table lists
+  (AMD CDNA3 / CDNA2 whitepapers for the peaks, CU counts and clocks).
+- VALU: a SIMD is 16 lanes wide; a wave64 VALU op occupies it 4 clocks (CDNA3 ISA guide,
+  ch. 1). SALU/branch/waitcnt: 1 issue clock; s_nop k: k+1 clocks.
+- LDS: 128 B/clk per CU (CDNA3 whitepaper, LDS section); a ds op moves 64 lanes x
+  max(width, 4 B) (narrower accesses still take a bank slot each).
+- Global: the loads of a K step come from the cache hierarchy, not HBM, when tiles are
+  reused across workgroups: MI300X Infinity Cache 17.2 TB/s peak (CDNA3 whitepaper);
+  MI250X L2 2 KB/clk per GCD (CDNA2 whitepaper: 16 channels x 128 B). The HBM figure
+  (5.3 / 3.2 TB/s) with no reuse is given as the worst case.
+- Occupancy: CDNA3/CDNA2 have 512 unified registers per lane per SIMD; a wave takes
+  roundup(accum_offset + AGPRs, 8) of them (accum_offset = VGPRs rounded up to 4), at most
+  8 waves per SIMD, 800 SGPRs per SIMD, 64 KiB LDS per CU.
+- Latency: a K step waits on the global loads issued at its start (one stage of
+  prefetch); ~700 clocks for a load served by the cache (an assumption, not a datasheet
+  figure). With W waves per SIMD the SIMD has W steps of work to hide it.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GPUS = {
+    # name: target, CUs, clock (Hz), dense f16/bf16 peak, cache B/s (tile reuse), HBM B/s
+    "MI300X": dict(target="gfx942", cus=304, clock=2.1e9, peak=1307.4e12, cache=17.2e12, hbm=5.3e12),
+    "MI250X": dict(target="gfx90a", cus=220, clock=1.7e9, peak=383.0e12,
+                   cache=2 * 2048 * 1.7e9, hbm=3.2e12),
+}
+LDS_BYTES_PER_CLK = 128
+LDS_PER_CU = 65536
+REGS_PER_LANE = 512
+MAX_WAVES_PER_SIMD = 8
+SGPRS_PER_SIMD = 800
+LATENCY_CLK = 700
+CONFIGS = [  # BM, BN, BK, num_warps
+    (64, 64, 32, 4), (128, 128, 32, 4), (128, 128, 64, 4), (256, 128, 32, 8),
+]
+
+
+@dataclass
+class Mix:
+    mfma: dict = field(default_factory=dict)       # shape -> count
+    ds_read: dict = field(default_factory=dict)    # width in bytes -> count
+    ds_write: dict = field(default_factory=dict)
+    global_load: dict = field(default_factory=dict)
+    valu: int = 0
+    salu: int = 0
+    waitcnt: int = 0
+    barrier: int = 0
+    nop_clk: int = 0
+    branch: int = 0
+
+
+_WIDTH = {"u8": 1, "i8": 1, "ubyte": 1, "sbyte": 1, "u16": 2, "i16": 2, "ushort": 2, "sshort": 2,
+          "short_d16": 2, "b16": 2, "b32": 4, "dword": 4, "b64": 8, "dwordx2": 8, "b96": 12,
+          "dwordx3": 12, "b128": 16, "dwordx4": 16}
+
+
+def _width(op: str) -> int:
+    if op.startswith("ds_read2") or op.startswith("ds_write2"):  # two accesses of the width
+        return 2 * _width(op.replace("read2st64", "read").replace("write2st64", "write")
+                          .replace("read2", "read").replace("write2", "write"))
+    for suffix, w in sorted(_WIDTH.items(), key=lambda kv: -len(kv[0])):
+        if op.endswith("_" + suffix):
+            return w
+    raise ValueError(f"unknown access width in {op}")
+
+
+def steady_loop(asm: str) -> list[str]:
+    """The instructions of the innermost loop that holds MFMAs: a label and the last branch
+    back to it; the smallest such span with a v_mfma/v_wmma in it."""
+    lines = [ln.split(";")[0].strip() for ln in asm.splitlines()]
+    labels = {ln[:-1]: i for i, ln in enumerate(lines) if re.match(r"^\.?\w+:$", ln)}
+    best = None
+    for i, ln in enumerate(lines):
+        m = re.match(r"^s_(?:c)?branch\S*\s+(\S+)$", ln)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            body = lines[labels[m.group(1)] + 1:i + 1]
+            if any(x.startswith(("v_mfma", "v_wmma")) for x in body):
+                if best is None or len(body) < len(best):
+                    best = body
+    if best is None:
+        raise ValueError("no loop with an MFMA/WMMA in this kernel")
+    return [x for x in best if x and not x.endswith(":") and not x.startswith(".")]
+
+
+def mix_of(body: list[str]) -> Mix:
+    m = Mix()
+    for ins in body:
+        op = ins.split()[0]
+        if op.startswith(("v_mfma", "v_wmma")):
+            m.mfma[op] = m.mfma.get(op, 0) + 1
+        elif op.startswith("ds_read") or op.startswith("ds_load"):
+            w = _width(op)
+            m.ds_read[w] = m.ds_read.get(w, 0) + 1
+        elif op.startswith("ds_write") or op.startswith("ds_store"):
+            w = _width(op)
+            m.ds_write[w] = m.ds_write.get(w, 0) + 1
+        elif op.startswith(("global_load", "buffer_load")):
+            w = _width(op.replace("_lds", ""))
+            m.global_load[w] = m.global_load.get(w, 0) + 1
+        elif op == "s_waitcnt" or op.startswith("s_waitcnt_"):
+            m.waitcnt += 1
+        elif op == "s_barrier":
+            m.barrier += 1
+        elif op == "s_nop":
+            m.nop_clk += int(ins.split()[1], 0) + 1
+        elif op.startswith(("s_branch", "s_cbranch", "s_setpc", "s_setprio", "s_sleep")):
+            m.branch += 1
+        elif op.startswith("v_"):
+            m.valu += 1
+        elif op.startswith("s_"):
+            m.salu += 1
+    return m
+
+
+def mfma_flop(op: str) -> int:
+    m = re.search(r"_(\d+)x(\d+)x(\d+)", op)
+    if not m:
+        raise ValueError(f"unknown MFMA shape in {op}")
+    a, b, c = map(int, m.groups())
+    return 2 * a * b * c
+
+
+def resources(asm: str) -> dict:
+    def field_(name):
+        m = re.search(rf"\.{name}:\s+(\d+)", asm)
+        return int(m.group(1)) if m else 0
+    acc = re.search(r"\.amdhsa_accum_offset\s+(\d+)", asm)
+    vg = field_("vgpr_count")
+    ag = field_("agpr_count")
+    return dict(vgprs=vg, agprs=ag, sgprs=field_("sgpr_count"), lds=field_("group_segment_fixed_size"),
+                scratch=field_("private_segment_fixed_size"),
+                accum_offset=int(acc.group(1)) if acc else -(-vg // 4) * 4)
+
+
+def model(asm: str, gpu: str, num_warps: int, lds: int | None = None) -> dict:
+    g = GPUS[gpu]
+    mix = mix_of(steady_loop(asm))
+    res = resources(asm)
+    if lds is not None:
+        res["lds"] = lds
+    flop_clk_simd = g["peak"] / (g["cus"] * 4 * g["clock"])
+    flop = sum(mfma_flop(op) * n for op, n in mix.mfma.items())
+    mfma_clk = flop / flop_clk_simd
+    issue_clk = 4 * mix.valu + mix.salu + mix.waitcnt + mix.barrier + mix.branch + mix.nop_clk \
+        + sum(mix.ds_read.values()) + sum(mix.ds_write.values()) + sum(mix.global_load.values())
+    lds_bytes = sum(64 * max(w, 4) * n for d in (mix.ds_read, mix.ds_write) for w, n in d.items())
+    glob_bytes = sum(64 * w * n for w, n in mix.global_load.items())
+    # per wave step, measured in clocks of one SIMD: the 4 SIMDs of a CU share LDS and the
+    # cache port, so a CU-wide resource serves 4 wave-steps in the time a SIMD does one
+    lds_clk = 4 * lds_bytes / LDS_BYTES_PER_CLK
+    cache_clk = 4 * glob_bytes / (g["cache"] / (g["cus"] * g["clock"]))
+    hbm_clk = 4 * glob_bytes / (g["hbm"] / (g["cus"] * g["clock"]))
+    regs = -(-(res["accum_offset"] + res["agprs"]) // 8) * 8
+    waves_per_wg_simd = -(-num_warps // 4)
+    limits = {"registers": REGS_PER_LANE // max(regs, 1), "hardware": MAX_WAVES_PER_SIMD,
+              "sgprs": SGPRS_PER_SIMD // max(res["sgprs"], 1),
+              "lds": (LDS_PER_CU // res["lds"]) * waves_per_wg_simd if res["lds"] else 99}
+    waves = min(limits.values())
+    waves = waves // waves_per_wg_simd * waves_per_wg_simd
+    occ_limit = min(limits, key=limits.get)
+    # one SIMD with `waves` resident: MFMA runs beside the other waves' issue when waves >= 2
+    simd_clk = max(mfma_clk, issue_clk) if waves >= 2 else mfma_clk + issue_clk
+    bounds = {"MFMA issue": mfma_clk, "VALU/issue": issue_clk if waves >= 2 else simd_clk,
+              "LDS bandwidth": lds_clk, "global bandwidth (cache)": cache_clk,
+              "latency (too few waves)": LATENCY_CLK / max(waves, 1)}
+    step = max(bounds.values())
+    bound = max(bounds, key=bounds.get)
+    if bound == "VALU/issue" and waves < 2:
+        bound = "VALU/issue (one wave: no overlap with MFMA)"
+    frac = mfma_clk / step if waves else 0.0
+    return dict(gpu=gpu, mix=_jsonable(asdict(mix)), resources=res, unified_regs=regs,
+                waves_per_simd=waves, occupancy_limit=occ_limit, mfma_flop_per_wave_step=flop,
+                clk_per_wave_step={k: round(v, 1) for k, v in bounds.items()},
+                hbm_no_reuse_clk=round(hbm_clk, 1),
+                mfma_bytes={"lds_per_mfma": lds_bytes / max(sum(mix.mfma.values()), 1),
+                            "global_per_mfma": glob_bytes / max(sum(mix.mfma.values()), 1)},
+                bound=bound, fraction_of_peak=round(frac, 3),
+                tflops=round(frac * g["peak"] / 1e12, 1))
+
+
+def _jsonable(d):
+    return {k: ({str(a): b for a, b in v.items()} if isinstance(v, dict) else v) for k, v in d.items()}
+
+
+def ours(cfg, gpu: str, dtype="bfloat16") -> tuple[str, int]:
+    from gluon_trace import language as gl
+    from gluon_trace.kernels.matmul_amd import matmul_mfma
+    bm, bn, bk, nw = cfg
+    target = GPUS[gpu]["target"]
+    p = gl.pointer(getattr(gl, dtype))
+    tk = matmul_mfma.trace(p, p, gl.pointer(gl.float32), 4096, 4096, 4096, 4096, 4096, 4096,
+                           BM=bm, BN=bn, BK=bk, num_warps=nw, target=target)
+    return tk.for_target(target).compile(target).asm, None
+
+
+TRITON_SRC = '''
+import triton, triton.language as tl
+@triton.jit
+def matmul(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        x = tl.load(a + rm[:, None] * sam + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        y = tl.load(b + kk[:, None] * sbk + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, y, acc)
+    tl.store(c + rm[:, None] * scm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+'''
+
+
+def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
+    """The same GEMM (same masks, same tile, same warps) through Triton's AMD backend:
+    (asm, LDS bytes) or raises with the reason it cannot be built here."""
+    import importlib.util
+    import tempfile
+    import triton
+    from triton.backends.compiler import GPUTarget
+    bm, bn, bk, nw = cfg
+    path = Path(tempfile.gettempdir()) / "gt_amd_model_triton_matmul.py"
+    path.write_text(TRITON_SRC)  # triton.jit reads the source of a real file
+    spec = importlib.util.spec_from_file_location("gt_amd_model_triton_matmul", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t = {"bfloat16": "*bf16", "float16": "*fp16"}[dtype]
+    sig = {"a": t, "b": t, "c": "*fp32", **{n: "i32" for n in ("M", "N", "K", "sam", "sbk", "scm")}}
+    src = triton.compiler.ASTSource(mod.matmul, sig, constexprs={"BM": bm, "BN": bn, "BK": bk})
+    k = triton.compile(src, target=GPUTarget("hip", GPUS[gpu]["target"], 64), options={"num_warps": nw})
+    return k.asm["amdgcn"], int(k.metadata.shared)
+
+
+def run(configs=CONFIGS, gpus=("MI300X", "MI250X"), with_triton=True) -> dict:
+    rows, triton_note = [], None
+    for gpu in gpus:
+        for cfg in configs:
+            asm, _ = ours(cfg, gpu)
+            rows.append(dict(kernel="gluon_trace matmul_mfma", config=list(cfg), **model(asm, gpu, cfg[3])))
+            if with_triton and triton_note is None:
+                try:
+                    tasm, tlds = triton_kernel(cfg, gpu)
+                except Exception as e:  # noqa: BLE001 -- the reason goes into the output
+                    triton_note = f"Triton's AMD kernel could not be built here: {type(e).__name__}: {e}"
+                    continue
+                rows.append(dict(kernel="triton tl.dot", config=list(cfg), **model(tasm, gpu, cfg[3], tlds)))
+    return dict(rows=rows, triton=triton_note or "built with Triton's AMD backend on this machine (no GPU)",
+                assumptions={"latency_clk": LATENCY_CLK, "lds_bytes_per_clk": LDS_BYTES_PER_CLK,
+                             "gpus": GPUS})
+
+
+def table(result: dict) -> str:
+    out = [f"{'kernel':26} {'gpu':6} {'BMxBNxBK/w':14} {'mfma':>4} {'valu':>5} {'ds r/w':>7} "
+           f"{'gld':>4} {'v+a regs':>9} {'w/SIMD':>6} {'mfma clk':>8} {'issue':>6} {'lds':>6} "
+           f"{'glob':>6} {'%peak':>6}  bound"]
+    for r in result["rows"]:
+        m, c, b = r["mix"], r["config"], r["clk_per_wave_step"]
+        out.append(
+            f"{r['kernel']:26} {r['gpu']:6} {'%dx%dx%d/%d' % tuple(c):14} {sum(m['mfma'].values()):4d} "
+            f"{m['valu']:5d} {sum(m['ds_read'].values()):3d}/{sum(m['ds_write'].values()):<3d} "
+            f"{sum(m['global_load'].values()):4d} {r['resources']['vgprs']:4d}+{r['resources']['agprs']:<4d} "
+            f"{r['waves_per_simd']:6d} {b['MFMA issue']:8.0f} {b['VALU/issue']:6.0f} "
+            f"{b['LDS bandwidth']:6.0f} {b['global bandwidth (cache)']:6.0f} "
+            f"{100 * r['fraction_of_peak']:5.1f}%  {r['bound']}")
+    out.append("clk = clocks of one SIMD per wave per K step; " + result["triton"])
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    result = run()
+    print(table(result))
+    dest = Path(__file__).parent / "results" / "amd-model.json"
+    dest.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
