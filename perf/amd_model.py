@@ -237,7 +237,9 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
     """The same GEMM (same masks, same tile, same warps) through Triton's AMD backend:
     (asm, LDS bytes) or raises with the reason it cannot be built here."""
     import importlib.util
+    import os
     import tempfile
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9's default; silences its warning
     import triton
     from triton.backends.compiler import GPUTarget
     bm, bn, bk, nw = cfg

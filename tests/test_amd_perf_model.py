@@ -1,0 +1,138 @@
+"""perf/amd_model.py (the static MI300X/MI250X model) and perf/run_mi300x.py --dry-run, on the CPU."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+PERF = Path(__file__).resolve().parents[1] / "perf"
+sys.path.insert(0, str(PERF))
+
+pytest.importorskip("gluon_trace.backends.amd")
+import amd_model  # noqa: E402
+import run_mi300x  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "amd-perf-cache"))
+
+
+def _toolchain():
+    from gluon_trace import CompileError
+    from gluon_trace.backends.amd.assembler import find_toolchain
+    try:
+        find_toolchain()
+    except CompileError as e:
+        pytest.skip(str(e))
+
+
+SYNTH = """
+outer:
+  v_add_u32 v0, v1, v2
+.Lloop:
+  global_load_dwordx4 v[4:7], v[0:1], off
+  global_load_ushort v8, v[0:1], off
+  ds_read_b128 v[10:13], v20
+  ds_read2st64_b64 v[14:17], v20 offset1:1
+  ds_write_b16 v20, v8
+  s_waitcnt vmcnt(0) lgkmcnt(0)
+  s_barrier
+  v_mfma_f32_32x32x8_bf16 a[0:15], v[10:11], v[12:13], a[0:15]
+  v_mfma_f32_32x32x8_bf16 a[0:15], v[14:15], v[16:17], a[0:15]
+  s_nop 3
+  v_cndmask_b32 v1, v2, v3, vcc
+  s_add_u32 s0, s0, 1
+  s_cmp_lt_u32 s0, s1
+  s_cbranch_scc1 .Lloop
+  s_branch outer
+"""
+
+
+def test_loop_and_mix_of_a_written_kernel():
+    body = amd_model.steady_loop(SYNTH)
+    assert body[0].startswith("global_load_dwordx4") and body[-1] == "s_cbranch_scc1 .Lloop"
+    m = amd_model.mix_of(body)
+    assert m.mfma == {"v_mfma_f32_32x32x8_bf16": 2}
+    assert m.global_load == {16: 1, 2: 1}
+    assert m.ds_read == {16: 2} and m.ds_write == {2: 1}  # read2st64_b64: two 8-byte accesses
+    assert (m.waitcnt, m.barrier, m.nop_clk, m.valu, m.salu, m.branch) == (1, 1, 4, 1, 2, 1)
+
+
+def test_no_mfma_loop_is_a_clear_error():
+    with pytest.raises(ValueError, match="no loop with an MFMA"):
+        amd_model.steady_loop(".L1:\n v_add_u32 v0, v1, v2\n s_branch .L1\n")
+    with pytest.raises(ValueError, match="unknown access width"):
+        amd_model.mix_of(["ds_read_weird v0, v1"])
+
+
+def _asm(n_mfma, n_valu, vgprs, agprs):
+    body = "\n".join(["  v_mfma_f32_32x32x8_f16 a[0:15], v[0:1], v[2:3], a[0:15]"] * n_mfma
+                     + ["  v_add_u32 v0, v1, v2"] * n_valu)
+    return (f".L0:\n{body}\n  s_cbranch_scc1 .L0\n .amdhsa_accum_offset {-(-vgprs // 4) * 4}\n"
+            f"    .vgpr_count: {vgprs}\n    .agpr_count: {agprs}\n    .sgpr_count: 20\n"
+            f"    .group_segment_fixed_size: 16384\n")
+
+
+def test_model_arithmetic():
+    # 16 MFMAs of 16384 FLOP at 512 FLOP/clk/SIMD (MI300X) = 512 clocks; 10 VALU = 40 + 1 branch
+    r = amd_model.model(_asm(16, 10, 100, 64), "MI300X", 4)
+    assert r["clk_per_wave_step"]["MFMA issue"] == pytest.approx(512, rel=1e-3)
+    assert r["unified_regs"] == 168 and r["waves_per_simd"] == 3 and r["occupancy_limit"] == "registers"
+    assert r["bound"] == "MFMA issue" and r["fraction_of_peak"] == 1.0
+    assert r["tflops"] == pytest.approx(1307.4, abs=0.1)
+    # MI250X runs the same MFMA at half the rate per clock: 1024 clocks
+    assert amd_model.model(_asm(16, 10, 100, 64), "MI250X", 4)["clk_per_wave_step"]["MFMA issue"] == \
+        pytest.approx(1024, rel=2e-3)
+    # 200 VALU ops = 800 clocks + the branch: issue bound below peak
+    r = amd_model.model(_asm(16, 200, 100, 64), "MI300X", 4)
+    assert r["bound"] == "VALU/issue" and r["fraction_of_peak"] == pytest.approx(512 / 801, abs=1e-3)
+    # 300 unified registers: one wave per SIMD, nothing overlaps MFMA, latency shows
+    r = amd_model.model(_asm(16, 200, 200, 100), "MI300X", 4)
+    assert r["waves_per_simd"] == 1 and r["bound"].startswith("VALU/issue (one wave")
+    assert r["fraction_of_peak"] == pytest.approx(512 / (512 + 801), abs=1e-3)
+
+
+def test_model_of_our_gemm():
+    _toolchain()
+    asm, _ = amd_model.ours((64, 64, 32, 4), "MI300X")
+    r = amd_model.model(asm, "MI300X", 4)
+    m = r["mix"]
+    # a 64x64x32 step is 16 MFMAs of 32x32x8 over 4 waves, and loads 2 x 64x32 bf16 tiles
+    assert m["mfma"] == {"v_mfma_f32_32x32x8_bf16": 4}
+    assert sum(64 * int(w) * n for w, n in m["global_load"].items()) == 2 * 64 * 32 * 2 // 4
+    assert sum(64 * int(w) * n for w, n in m["ds_write"].items()) == 2 * 64 * 32 * 2 // 4
+    # each wave reads its 32x32 A and B slices from LDS at least once
+    assert sum(64 * int(w) * n for w, n in m["ds_read"].items()) >= 2 * 32 * 32 * 2
+    assert r["resources"]["agprs"] >= 32 and 0 < r["fraction_of_peak"] <= 1
+    assert r["waves_per_simd"] == min(8, 512 // r["unified_regs"])
+
+
+def test_triton_same_gemm_same_mfma_count():
+    _toolchain()
+    pytest.importorskip("triton")
+    asm, lds = amd_model.triton_kernel((64, 64, 32, 4), "MI300X")
+    r = amd_model.model(asm, "MI300X", 4, lds)
+    assert sum(r["mix"]["mfma"].values()) * amd_model.mfma_flop(next(iter(r["mix"]["mfma"]))) == \
+        2 * 64 * 64 * 32 // 4
+
+
+def test_dry_run_builds_and_packs(tmp_path):
+    _toolchain()
+    out = tmp_path / "dry.json"
+    assert run_mi300x.main(["--dry-run", "--only", "777x1025x333", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["case"] for r in rows] == ["matmul_mfma bfloat16 777x1025x333", "matmul_mfma float16 777x1025x333"]
+    for r in rows:
+        assert r["grid"] == [13, 17] and r["workgroup"] == 256 and r["scalars"] == [777, 1025, 333, 333, 1025, 1025]
+        assert r["kernarg_bytes"] == 48  # 3 pointers + 6 i32, each in its own slot
+        assert [a[0] for a in r["args"]] == ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K",
+                                             "stride_am", "stride_bk", "stride_cm"]
+        assert r["agprs"] > 0 and r["hsaco_bytes"] > 0
+
+
+def test_every_example_kernel_is_in_the_run():
+    names = [c.name for c in run_mi300x.cases()]
+    assert any(n.startswith("attention_fwd_mfma") for n in names)
+    assert {n.split()[1] for n in names if n.startswith("matmul")} == {"bfloat16", "float16"}
+    assert any(c.shape[0] % 64 for c in run_mi300x.cases() if c.kernel is run_mi300x.matmul_mfma)
