@@ -27,9 +27,10 @@ Figures and where they come from (per CU unless said):
 - Occupancy: CDNA3/CDNA2 have 512 unified registers per lane per SIMD; a wave takes
   roundup(accum_offset + AGPRs, 8) of them (accum_offset = VGPRs rounded up to 4), at most
   8 waves per SIMD, 800 SGPRs per SIMD, 64 KiB LDS per CU.
-- Latency: a K step waits on the global loads issued at its start (one stage of
-  prefetch); ~700 clocks for a load served by the cache (an assumption, not a datasheet
-  figure). With W waves per SIMD the SIMD has W steps of work to hide it.
+- Latency: each s_waitcnt vmcnt in the K loop that waits while global loads are still in
+  flight is one exposed round trip (at least one per step with one stage of prefetch);
+  ~700 clocks for a load served by the cache (an assumption, not a datasheet figure).
+  With W waves per SIMD the SIMD has W steps of work to hide them.
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class Mix:
     barrier: int = 0
     nop_clk: int = 0
     branch: int = 0
+    vm_round_trips: int = 0  # waits for global loads while some are outstanding: each one a full latency
 
 
 _WIDTH = {"u8": 1, "i8": 1, "ubyte": 1, "sbyte": 1, "u16": 2, "i16": 2, "ushort": 2, "sshort": 2,
@@ -104,6 +106,13 @@ def steady_loop(asm: str) -> list[str]:
 
 
 def mix_of(body: list[str]) -> Mix:
+    """Counts of one pass over the loop; round trips counted in steady state (the loads
+    still in flight at the back edge carry into the next pass, as in a rotated loop)."""
+    _, carried = _scan(body, 0)
+    return _scan(body, carried)[0]
+
+
+def _scan(body: list[str], outstanding: int) -> tuple[Mix, int]:
     m = Mix()
     for ins in body:
         op = ins.split()[0]
@@ -118,8 +127,13 @@ def mix_of(body: list[str]) -> Mix:
         elif op.startswith(("global_load", "buffer_load")):
             w = _width(op.replace("_lds", ""))
             m.global_load[w] = m.global_load.get(w, 0) + 1
+            outstanding += 1
         elif op == "s_waitcnt" or op.startswith("s_waitcnt_"):
             m.waitcnt += 1
+            vm = re.search(r"vmcnt\((\d+)\)", ins)
+            if vm and outstanding > int(vm.group(1)):
+                m.vm_round_trips += 1
+                outstanding = int(vm.group(1))
         elif op == "s_barrier":
             m.barrier += 1
         elif op == "s_nop":
@@ -130,7 +144,7 @@ def mix_of(body: list[str]) -> Mix:
             m.valu += 1
         elif op.startswith("s_"):
             m.salu += 1
-    return m
+    return m, outstanding
 
 
 def mfma_flop(op: str) -> int:
@@ -183,7 +197,7 @@ def model(asm: str, gpu: str, num_warps: int, lds: int | None = None) -> dict:
     simd_clk = max(mfma_clk, issue_clk) if waves >= 2 else mfma_clk + issue_clk
     bounds = {"MFMA issue": mfma_clk, "VALU/issue": issue_clk if waves >= 2 else simd_clk,
               "LDS bandwidth": lds_clk, "global bandwidth (cache)": cache_clk,
-              "latency (too few waves)": LATENCY_CLK / max(waves, 1)}
+              "latency (too few waves)": LATENCY_CLK * max(mix.vm_round_trips, 1) / max(waves, 1)}
     step = max(bounds.values())
     bound = max(bounds, key=bounds.get)
     if bound == "VALU/issue" and waves < 2:

@@ -57,6 +57,21 @@ def test_loop_and_mix_of_a_written_kernel():
     assert m.global_load == {16: 1, 2: 1}
     assert m.ds_read == {16: 2} and m.ds_write == {2: 1}  # read2st64_b64: two 8-byte accesses
     assert (m.waitcnt, m.barrier, m.nop_clk, m.valu, m.salu, m.branch) == (1, 1, 4, 1, 2, 1)
+    assert m.vm_round_trips == 1  # both loads in flight together: one latency per step
+
+
+def test_round_trips_serialized_and_rotated():
+    load, wait = "global_load_ushort v1, v[2:3], off", "s_waitcnt vmcnt(0)"
+    mfma = "v_mfma_f32_32x32x8_f16 a[0:15], v[0:1], v[2:3], a[0:15]"
+    assert amd_model.mix_of([load, wait, load, wait, mfma]).vm_round_trips == 2
+    # rotated: the wait at the top is for the loads issued at the bottom of the last pass
+    assert amd_model.mix_of([wait, mfma, load, load]).vm_round_trips == 1
+    # a wait that leaves the newest load in flight still pays for the older one
+    assert amd_model.mix_of([load, load, "s_waitcnt vmcnt(1)", mfma]).vm_round_trips == 1
+    # in steady state vmcnt(1) after one load waits for the last pass's load: counted, a
+    # pessimistic figure (the pass's work since that load hides part of it)
+    assert amd_model.mix_of([load, "s_waitcnt vmcnt(1)", mfma]).vm_round_trips == 1
+    assert amd_model.mix_of([load, "s_waitcnt vmcnt(2)", mfma]).vm_round_trips == 0
 
 
 def test_no_mfma_loop_is_a_clear_error():
