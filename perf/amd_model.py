@@ -52,8 +52,9 @@ REGS_PER_LANE = 512
 MAX_WAVES_PER_SIMD = 8
 SGPRS_PER_SIMD = 800
 LATENCY_CLK = 700
-CONFIGS = [  # BM, BN, BK, num_warps
-    (64, 64, 32, 4), (128, 128, 32, 4), (128, 128, 64, 4), (256, 128, 32, 8),
+CONFIGS = [  # BM, BN, BK, num_warps, element type
+    (64, 64, 32, 4, "bfloat16"), (128, 128, 32, 4, "bfloat16"), (128, 128, 32, 4, "float16"),
+    (128, 128, 64, 4, "bfloat16"), (256, 128, 32, 8, "bfloat16"),
 ]
 
 
@@ -272,35 +273,40 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
 def run(configs=CONFIGS, gpus=("MI300X", "MI250X"), with_triton=True) -> dict:
     rows, triton_note = [], None
     for gpu in gpus:
-        for cfg in configs:
-            asm, _ = ours(cfg, gpu)
-            rows.append(dict(kernel="gluon_trace matmul_mfma", config=list(cfg), **model(asm, gpu, cfg[3])))
+        for *cfg, dtype in configs:
+            asm, _ = ours(cfg, gpu, dtype)
+            rows.append(dict(kernel="gluon_trace matmul_mfma", config=list(cfg), dtype=dtype,
+                             **model(asm, gpu, cfg[3])))
             if with_triton and triton_note is None:
                 try:
-                    tasm, tlds = triton_kernel(cfg, gpu)
+                    tasm, tlds = triton_kernel(cfg, gpu, dtype)
                 except Exception as e:  # noqa: BLE001 -- the reason goes into the output
                     triton_note = f"Triton's AMD kernel could not be built here: {type(e).__name__}: {e}"
                     continue
-                rows.append(dict(kernel="triton tl.dot", config=list(cfg), **model(tasm, gpu, cfg[3], tlds)))
+                rows.append(dict(kernel="triton tl.dot", config=list(cfg), dtype=dtype,
+                                 **model(tasm, gpu, cfg[3], tlds)))
     return dict(rows=rows, triton=triton_note or "built with Triton's AMD backend on this machine (no GPU)",
                 assumptions={"latency_clk": LATENCY_CLK, "lds_bytes_per_clk": LDS_BYTES_PER_CLK,
                              "gpus": GPUS})
 
 
 def table(result: dict) -> str:
-    out = [f"{'kernel':26} {'gpu':6} {'BMxBNxBK/w':14} {'mfma':>4} {'valu':>5} {'ds r/w':>7} "
-           f"{'gld':>4} {'v+a regs':>9} {'w/SIMD':>6} {'mfma clk':>8} {'issue':>6} {'lds':>6} "
-           f"{'glob':>6} {'%peak':>6}  bound"]
+    out = [f"{'kernel':24} {'gpu':6} {'BMxBNxBK/w':14} {'type':4} {'mfma':>4} {'valu':>5} {'ds r/w':>7} "
+           f"{'gld':>4} {'trips':>5} {'v+a regs':>9} {'w/SIMD':>6} {'mfma clk':>8} {'issue':>6} {'lds':>6} "
+           f"{'glob':>6} {'lat':>6} {'%peak':>6}  bound"]
     for r in result["rows"]:
         m, c, b = r["mix"], r["config"], r["clk_per_wave_step"]
         out.append(
-            f"{r['kernel']:26} {r['gpu']:6} {'%dx%dx%d/%d' % tuple(c):14} {sum(m['mfma'].values()):4d} "
+            f"{r['kernel']:24} {r['gpu']:6} {'%dx%dx%d/%d' % tuple(c):14} {dict(bfloat16='bf16', float16='f16')[r['dtype']]:4} "
+            f"{sum(m['mfma'].values()):4d} "
             f"{m['valu']:5d} {sum(m['ds_read'].values()):3d}/{sum(m['ds_write'].values()):<3d} "
-            f"{sum(m['global_load'].values()):4d} {r['resources']['vgprs']:4d}+{r['resources']['agprs']:<4d} "
+            f"{sum(m['global_load'].values()):4d} {m['vm_round_trips']:5d} "
+            f"{r['resources']['vgprs']:4d}+{r['resources']['agprs']:<4d} "
             f"{r['waves_per_simd']:6d} {b['MFMA issue']:8.0f} {b['VALU/issue']:6.0f} "
-            f"{b['LDS bandwidth']:6.0f} {b['global bandwidth (cache)']:6.0f} "
+            f"{b['LDS bandwidth']:6.0f} {b['global bandwidth (cache)']:6.0f} {b['latency (too few waves)']:6.0f} "
             f"{100 * r['fraction_of_peak']:5.1f}%  {r['bound']}")
-    out.append("clk = clocks of one SIMD per wave per K step; " + result["triton"])
+    out.append("columns after 'gld': exposed global round trips per K step; clocks of one SIMD per wave "
+               "per K step for MFMA, VALU/issue, LDS, global (cache), latency; " + result["triton"])
     return "\n".join(out)
 
 
