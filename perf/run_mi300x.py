@@ -161,6 +161,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="JSON file to write")
     opt = ap.parse_args(argv)
     todo = [c for c in cases() if opt.only in c.name]
+    if not todo:
+        print(f"no case name contains {opt.only!r}; the cases are:\n  " + "\n  ".join(c.name for c in cases()))
+        return 2
     results = Path(__file__).parent / "results"
     if opt.dry_run:
         rows = []
@@ -174,7 +177,11 @@ def main(argv=None) -> int:
         dest.write_text(json.dumps(rows, indent=1) + "\n")
         print(f"dry run: {len(rows)} kernels built for gfx942; no HIP call made; wrote {dest}")
         return 0
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("needs torch built for ROCm with a visible GPU; torch is not installed here (--dry-run needs none)")
+        return 2
     if not (torch.cuda.is_available() and getattr(torch.version, "hip", None)):
         print("needs torch built for ROCm with a visible GPU (torch.version.hip and torch.cuda.is_available())")
         return 2

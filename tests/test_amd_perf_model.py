@@ -151,3 +151,16 @@ def test_every_example_kernel_is_in_the_run():
     assert any(n.startswith("attention_fwd_mfma") for n in names)
     assert {n.split()[1] for n in names if n.startswith("matmul")} == {"bfloat16", "float16"}
     assert any(c.shape[0] % 64 for c in run_mi300x.cases() if c.kernel is run_mi300x.matmul_mfma)
+
+
+def test_run_refuses_what_it_cannot_do(capsys):
+    assert run_mi300x.main(["--dry-run", "--only", "no such kernel"]) == 2
+    assert "no case name contains 'no such kernel'" in capsys.readouterr().out
+    try:
+        import torch
+        if torch.cuda.is_available() and getattr(torch.version, "hip", None):
+            return  # a ROCm GPU is here: the real run would start
+    except ImportError:
+        pass
+    assert run_mi300x.main(["--only", "777x1025x333"]) == 2
+    assert "needs torch built for ROCm" in capsys.readouterr().out
