@@ -146,6 +146,28 @@ def test_attention(rng, d, causal, seq, kernel):
     np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)  # P is rounded to bf16, O too
 
 
+@pytest.mark.parametrize("d, bn", [(64, 64), (128, 128), (64, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [128, 100, 330])
+def test_attention_warp_specialized(rng, d, bn, causal, seq):
+    """Two consumer warpgroups of 64 rows each taking turns, a producer warp streaming K and V
+    through rings with their own ready/empty barriers (count 2: both consumers release)."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    bh, bm = 2, 64
+    q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
+    o = np.full((bh, seq, d), np.nan, BF16)
+    lq = gl.NVMMASharedLayout.get_default_for([bm, d], gl.bfloat16)
+    lk = gl.NVMMASharedLayout.get_default_for([bn, d], gl.bfloat16)
+    qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lq) for x in (q, o))
+    kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lk) for x in (k, v))
+    scale = 1.0 / np.sqrt(d)
+    attention_fwd_ws[(cdiv(seq, 2 * bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal,
+                                              backend="interpreter", target="sm_90a")
+    out = o.astype(np.float32)
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("m, n, k", SHAPES[:2])
 def test_matmul_mfma(rng, m, n, k):
     a, b = operands(rng, m, n, k, np.float16)

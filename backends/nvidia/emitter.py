@@ -104,6 +104,9 @@ class Emitter:
         self.counts = {c: 0 for c in ptx.PREFIX}
         self.vals: dict[Value, list[str]] = {}
         self.memo: list[dict] = [{}]
+        # f32 register -> the 16-bit register it was widened from (round16): a later narrowing of
+        # it (an MMA operand, a store) reuses those bits; both registers are written once, together
+        self.bits16: dict[tuple[str, str], str] = {}
         self.loc = None
         self.ai = Analysis(graph)
         self.used: set[Value] = set()
@@ -418,12 +421,23 @@ class Emitter:
         if t.name == "float16":
             h = self.reg("b16")
             self.emit(f"cvt.rn.f16.f32 {h}, {r};")
-            return self.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-        if t.name == "bfloat16":
+            w = self.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
+        elif t.name == "bfloat16":
             h = self.reg("b16")
             self.emit(f"cvt.rn.bf16.f32 {h}, {r};")
-            return self.bf16_bits_to_f32(h)
-        return r
+            w = self.bf16_bits_to_f32(h)
+        else:
+            return r
+        self.bits16[(w, t.name)] = h
+        return w
+
+    def to16(self, r: str, t: dt.dtype) -> str:
+        """The 16-bit pattern of a float16/bfloat16 value held (widened) in f32 register ``r``."""
+        h = self.bits16.get((r, t.name))
+        if h is None:
+            cvt = "f16" if t.name == "float16" else "bf16"
+            h = self.ins("b16", f"cvt.rn.{cvt}.f32 {{d}}, {r};")
+        return h
 
     def bf16_bits_to_f32(self, h: str) -> str:
         x = self.ins("b32", f"cvt.u32.u16 {{d}}, {h};")

@@ -396,9 +396,7 @@ def _bitcast(em, src, to, r):
 
 def _f16_bits(em, t, r):
     """The 16-bit pattern of a float16/bfloat16 value held in an f32 register."""
-    if t.name == "float16":
-        return em.ins("b16", f"cvt.rn.f16.f32 {{d}}, {r};")
-    return em.ins("b16", f"cvt.rn.bf16.f32 {{d}}, {r};")
+    return em.to16(r, t)
 
 
 def _from_f16_bits(em, t, h):

@@ -207,10 +207,8 @@ def _load(em, op):
 # -- store --------------------------------------------------------------------------------
 
 def _to16(em, t, r):
-    if t.name == "float16":
-        return em.ins("b16", f"cvt.rn.f16.f32 {{d}}, {r};")
-    if t.name == "bfloat16":
-        return em.ins("b16", f"cvt.rn.bf16.f32 {{d}}, {r};")
+    if t.name in ("float16", "bfloat16"):
+        return em.to16(r, t)
     return em.ins("b16", f"cvt.u16.u32 {{d}}, {r};")
 
 

@@ -69,8 +69,7 @@ def _pack(em, t, regs: list[str]) -> str:
     if r is not None:
         return r
     if t.name in ("float16", "bfloat16"):
-        cvt = "f16" if t.name == "float16" else "bf16"
-        hs = [em.ins("b16", f"cvt.rn.{cvt}.f32 {{d}}, {x};") for x in regs]  # exact: already rounded
+        hs = [em.to16(x, t) for x in regs]  # exact: already rounded
         r = em.ins("b32", f"mov.b32 {{d}}, {{{hs[0]}, {hs[1]}}};")
     elif t.name == "float32":
         r = em.ins("b32", f"cvt.rna.tf32.f32 {{d}}, {regs[0]};")

@@ -120,7 +120,7 @@ def _assemble(text, locs, name):
         ptxas.locate()
     except CompileError as e:
         pytest.skip(str(e))
-    ptxas.assemble(text, "sm_90a", locs, name)
+    return ptxas.assemble(text, "sm_90a", locs, name)[1]
 
 
 # -- CPU ----------------------------------------------------------------------------------------
@@ -379,6 +379,24 @@ def test_attention_assembles(d, causal, warps):
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16 \{[^}]*\}, "
                      r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", text)  # P @ V: A from registers
     _assemble(text, locs, "attention_fwd")
+
+
+@pytest.mark.parametrize("bn, causal", [(128, False), (64, True)])
+def test_warp_specialized_attention_assembles_without_spills(bn, causal):
+    """Two 240-register consumers and a 24-register producer: ptxas keeps everything in
+    registers, and P reaches the wgmma as the bf16 bits the softmax rounded to (one cvt per
+    element: the widened copy is not narrowed again)."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
+    g = attention_fwd_ws.trace(spec([64, 128]), spec([bn, 128]), spec([bn, 128]), spec([64, 128]), gl.int32,
+                               gl.float32, CAUSAL=causal, STAGES=2, num_warps=4, target="sm_90a").graph
+    text, locs, _ = emit(g, "sm_90a")
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in text and "setmaxnreg.dec.sync.aligned.u32 24;" in text
+    loop = max(re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S), key=lambda x: len(x[1]))[1]
+    # per softmax path: BM*BN/128 values rounded once; the two paths (masked, not) are both in the body
+    assert loop.count("cvt.rn.bf16.f32") == 2 * 64 * bn // 128
+    info = _assemble(text, locs, "attention_fwd_ws")
+    assert info["spill_stores"] == 0 and info["spill_loads"] == 0
 
 
 @gt.jit
@@ -649,6 +667,29 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
     from gluon_trace.kernels import attention_hopper
     getattr(attention_hopper, kernel)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal,
                                                            num_warps=warps, backend=NVIDIA)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                           is_causal=causal, scale=scale)
+    assert not o.isnan().any()
+    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, bn, stages", [(64, 64, 2), (128, 128, 2), (128, 64, 4), (64, 128, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [256, 200, 1000])
+def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, causal, seq):
+    torch = _gpu()
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    bh, bm = 4, 64
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full((bh, seq, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+    lay_m, lay_n = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lay_m) for x in (q, o))
+    kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay_n) for x in (k, v))
+    scale = 1.0 / d ** 0.5
+    attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
+                                                num_warps=4, backend=NVIDIA)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                            is_causal=causal, scale=scale)

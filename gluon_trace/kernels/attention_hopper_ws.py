@@ -1,0 +1,196 @@
+"""Warp-specialized attention forward on Hopper (FlashAttention-3's schedule).
+
+A CTA takes 2*BM query rows: two consumer warpgroups own BM rows each, and a one-warp
+producer streams K and V tiles by TMA into rings of STAGES slots. Why this shape:
+
+- The softmax of a 64x128 tile (exp2 on the MUFU, max/sum on the FP32 pipes) costs about as
+  long as the two wgmmas that surround it, so a lone warpgroup leaves the tensor cores idle
+  half the time. Two consumers take turns issuing their wgmmas (``turn[w]``: the other one
+  has issued this step's), so one's softmax runs while the other's matrix products do.
+- Inside a consumer, S(j) = Q K(j)^T is issued together with O += P(j-1) V(j-1): the softmax
+  of tile j waits only for S(j) (wgmma groups retire in order), and O is rescaled once P V
+  has retired.
+- K and V have their own ready/empty barriers: a K slot is released as soon as its S has
+  retired, so the producer refills it a whole step before the slot's V is free.
+
+Tensors are [B*H, S, D] behind 3-D TMA descriptors whose boxes are [1, BM, D] (Q, O) and
+[1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing. O leaves through
+the consumer's Q buffer (its last reader has retired by then).
+"""
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                warpgroup_mma_wait)
+
+LOG2E = 1.4426950408889634
+
+
+def _kv_tiles(seq_len, BM, BN, CAUSAL):
+    """(KV tiles the CTA visits, tiles below which no row of the CTA needs a mask)."""
+    start = gl.program_id(0) * (2 * BM)
+    if CAUSAL:
+        n_tiles = gl.cdiv(gl.minimum(seq_len, start + 2 * BM), BN)
+        n_free = gl.minimum(start, seq_len) // BN
+    else:
+        n_tiles = gl.cdiv(seq_len, BN)
+        n_free = seq_len // BN
+    return n_tiles, n_free
+
+
+def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty,
+            seq_len, CAUSAL, STAGES):
+    BM: gl.constexpr = q_desc.block_type.shape[1]
+    BN: gl.constexpr = k_desc.block_type.shape[1]
+    bh = gl.program_id(1)
+    start = gl.program_id(0) * (2 * BM)
+    for w in gl.static_range(2):
+        mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
+        tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
+    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL)
+    for j in gl.range(0, n_tiles):
+        s = j % STAGES
+        free = ((j // STAGES) & 1) ^ 1  # the first pass finds every slot free
+        mbarrier.wait(k_empty.index(s), free)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
+        mbarrier.wait(v_empty.index(s), free)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
+
+
+def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
+    """Online softmax of one raw S tile: (P, the factor rescaling what was summed, m, l). The
+    scale rides in one fma with the max (qk_scale > 0, so the max of the raw scores scales)."""
+    if MASK:  # only tiles crossing the sequence end or the diagonal pay for the mask
+        keep = cols[None, :] < seq_len
+        if MASK == 2:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        qk = gl.where(keep, qk, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+    p = gl.exp2(gl.fma(qk, qk_scale, -m_new[:, None]))
+    alpha = gl.exp2(m_i - m_new)
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+
+
+def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty,
+              v_empty, turn, seq_len, sm_scale, CAUSAL, STAGES, WHICH):
+    BM: gl.constexpr = q_desc.block_type.shape[1]
+    D: gl.constexpr = q_desc.block_type.shape[2]
+    BN: gl.constexpr = k_desc.block_type.shape[1]
+    W: gl.constexpr = gl.num_warps()
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
+                                                  instr_shape=[16, BN, 16])
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
+                                                  instr_shape=[16, D, 16])
+    p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
+    dtype = q_desc.dtype
+    bh = gl.program_id(1)
+    row0 = gl.program_id(0) * (2 * BM) + WHICH * BM
+    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL)
+    mask_kind = 2 if CAUSAL else 1
+    qk_scale = sm_scale * LOG2E
+    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
+    cols0 = gl.arange(0, BN, layout=gl.SliceLayout(0, s_l))
+    m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
+    l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, s_l))
+    acc = gl.zeros([BM, D], gl.float32, o_l)
+    zero_s = gl.zeros([BM, BN], gl.float32, s_l)
+
+    q_smem = q_bufs.index(WHICH)
+    q = q_smem.reshape([BM, D])
+    mbarrier.wait(q_bars.index(WHICH), 0)
+    if WHICH == 1:
+        mbarrier.arrive(turn.index(0))  # the first turn is the other consumer's
+
+    # step 0: S(0) and its softmax (O is still zero: nothing to rescale)
+    mbarrier.wait(turn.index(WHICH), 0)
+    mbarrier.wait(k_ready.index(0), 0)
+    qk = warpgroup_mma(q, k_bufs.index(0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+                       is_async=True)
+    mbarrier.arrive(turn.index(1 - WHICH))
+    qk = warpgroup_mma_wait(0, deps=[qk])
+    mbarrier.arrive(k_empty.index(0))
+    p, alpha = qk, m_i  # (both branches rebind them)
+    with gl.if_(0 < n_free):
+        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, 0)
+    with gl.else_():
+        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, mask_kind)
+    p_in = gl.convert_layout(p.to(dtype), p_op)
+
+    for j in gl.range(1, n_tiles):
+        s = j % STAGES
+        ps = (j - 1) % STAGES
+        # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
+        mbarrier.wait(turn.index(WHICH), j & 1)
+        mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)
+        qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+                           is_async=True)
+        mbarrier.wait(v_ready.index(ps), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
+        mbarrier.arrive(turn.index(1 - WHICH))
+        qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
+        mbarrier.arrive(k_empty.index(s))
+        cols = j * BN + cols0
+        with gl.if_(j < n_free):
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, 0)
+        with gl.else_():
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, mask_kind)
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(v_empty.index(ps))
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+        p_in = gl.convert_layout(p.to(dtype), p_op)
+
+    last = n_tiles - 1
+    ls = last % STAGES
+    mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
+    acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
+    q.store(acc.to(o_desc.dtype))  # every wgmma reading Q has retired
+    fence_async_shared()
+    tma.async_store(o_desc, [bh, row0, 0], q_smem)
+    tma.store_wait(0)
+
+
+def _first(*args):
+    _consumer(*args, 0)
+
+
+def _second(*args):
+    _consumer(*args, 1)
+
+
+@gt.jit
+def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
+                     STAGES: gl.constexpr = 2):
+    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors; grid (cdiv(S, 2*BM), B*H),
+    num_warps=4 (each consumer is one warpgroup; the producer warp comes on top)."""
+    BM: gl.constexpr = q_desc.block_type.shape[1]
+    D: gl.constexpr = q_desc.block_type.shape[2]
+    BN: gl.constexpr = k_desc.block_type.shape[1]
+    gl.static_assert(o_desc.block_type.shape[1] == BM, "O's box must have Q's rows")
+    dtype = q_desc.dtype
+    q_bufs = gl.allocate_shared_memory(dtype, [2, 1, BM, D], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], v_desc.layout)
+    q_bars = mbarrier.allocate_mbarrier(batch=2)
+    turn = mbarrier.allocate_mbarrier(batch=2)
+    k_ready = mbarrier.allocate_mbarrier(batch=STAGES)
+    v_ready = mbarrier.allocate_mbarrier(batch=STAGES)
+    k_empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    v_empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for w in gl.static_range(2):
+        mbarrier.init(q_bars.index(w), count=1)
+        mbarrier.init(turn.index(w), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(s), count=1)
+        mbarrier.init(v_ready.index(s), count=1)
+        mbarrier.init(k_empty.index(s), count=2)  # both consumers release each slot
+        mbarrier.init(v_empty.index(s), count=2)
+    bufs = (q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty)
+    consumer = (q_desc, k_desc, v_desc, o_desc) + bufs + (turn, seq_len, sm_scale, CAUSAL, STAGES)
+    gl.warp_specialize([
+        (_first, consumer),
+        (_second, consumer),
+        (_loader, (q_desc, k_desc, v_desc) + bufs + (seq_len, CAUSAL, STAGES)),
+    ], worker_num_warps=[gl.num_warps(), 1], worker_num_regs=[240, 24])
