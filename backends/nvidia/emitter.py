@@ -119,6 +119,8 @@ class Emitter:
             from gluon_trace.smem_plan import plan
             self.smem_plan = plan(graph, target=target)
             self.membar = barriers(graph, self.smem_plan)
+        from .arrivals import per_thread_arrivals
+        self.arrivals = per_thread_arrivals(graph) if self.smem_plan else {}
         self.scratch_off = -(-(self.smem_plan.total if self.smem_plan else 0) // 16) * 16
         # warp specialization: the default partition's barriers leave the workers out, and the
         # scalars the workers read cross over in a few bytes above the buffers (warpspec.py)

@@ -104,7 +104,8 @@ def _sm90(em, op, what: str) -> None:
 def _mb_init(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
     g = em.owner_pred(None)
-    em.emit(f"@{g} mbarrier.init.shared::cta.b64 [{a}], {int(op.attrs['count'])};")
+    count = int(op.attrs["count"]) * em.arrivals.get(op.operands[0], 1)  # arrivals.py
+    em.emit(f"@{g} mbarrier.init.shared::cta.b64 [{a}], {count};")
     if em.target.startswith("sm_9"):  # the init visible to the async proxy (TMA's complete_tx) too
         em.emit(f"@{g} fence.mbarrier_init.release.cluster;")
     em.barrier()
@@ -132,6 +133,10 @@ def _mb_expect(em, op):
 def _mb_arrive(em, op):
     _sm90(em, op, "mbarrier.arrive with a count")
     a = _addr(em, _view_of(em, op.operands[0]))
+    if op.operands[0] in em.arrivals:  # every thread arrives for itself: no partition barrier
+        g = f"@{em.vals[op.operands[1]][0]} " if op.attrs.get("pred") else ""
+        em.emit(f"{g}mbarrier.arrive.shared::cta.b64 _, [{a}], {int(op.attrs['count'])};")
+        return []
     em.barrier()
     em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.shared::cta.b64 _, [{a}], {int(op.attrs['count'])};")
     return []

@@ -204,9 +204,13 @@ def test_three_dims_assemble():
 def test_ring_of_barriers_assembles():
     _, s = _desc2((32, 256), [32, 32])
     _, text, locs = _ptx(ring, s, np.zeros(32 * 32, np.float32), K_TILES=8)
-    e = re.search(r"@(%p\d+) mbarrier\.init", text).group(1)
-    arrive = text.index(f"@{e} mbarrier.arrive.shared::cta.b64 _,")
-    assert text[:arrive].rstrip().endswith("bar.sync 0;")  # every thread's reads before the one arrival
+    # only mbarrier.arrive arrives on the "empty" barriers: each thread arrives for itself after
+    # its own reads (backends/nvidia/arrivals.py), the count scaled by the CTA's threads, no bar.sync
+    threads = int(re.search(r"\.maxntid (\d+)", text).group(1))
+    counts = [int(c) for c in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], (\d+);", text)]
+    assert threads in counts and 1 in counts   # "empty" per thread, "ready" (TMA expect) single
+    arrive = text.index("\tmbarrier.arrive.shared::cta.b64 _,")
+    assert not text[:arrive].rstrip().endswith("bar.sync 0;")
     assert text.count("mbarrier.try_wait.parity") == 2
     _assemble(text, locs, "ring")
 
