@@ -5,13 +5,14 @@
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
-only the kernels named (ampere, hopper, ws, pingpong, fp8, attention, attention_pipelined)."""
+only the kernels named (ampere, hopper, ws, pingpong, fp8, attention, attention_pipelined, attention_ws)."""
 import sys
 
 import torch
 
 from gluon_trace import language as gl
 from gluon_trace.kernels import attention_hopper
+from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
 from gluon_trace.kernels.matmul_ampere import matmul_ampere
 from gluon_trace.kernels.matmul_hopper import matmul_hopper
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws
@@ -76,15 +77,19 @@ def fp8() -> int:
     return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
 
 
-def _attention(kernel_name, stages):
-    bh, seq, d, bm, bn = 4, 300, 128, 64, 64
+def _attention(kernel_name, stages, bn=64):
+    bh, seq, d, bm = 4, 300, 128, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lm, ln = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
     qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lm) for x in (q, o))
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], ln) for x in (k, v))
-    getattr(attention_hopper, kernel_name)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True,
-                                                                 STAGES=stages, num_warps=4)
+    if kernel_name == "attention_fwd_ws":  # two 64-row consumers per CTA
+        attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, STAGES=stages,
+                                                    num_warps=4)
+    else:
+        getattr(attention_hopper, kernel_name)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True,
+                                                                     STAGES=stages, num_warps=4)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
     return _report(f"{kernel_name} causal", o, ref, tol=3e-2)
@@ -98,8 +103,12 @@ def attention_pipelined() -> int:
     return _attention("attention_fwd_pipelined", 3)
 
 
+def attention_ws() -> int:
+    return _attention("attention_fwd_ws", 2, bn=128)
+
+
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8,
-           "attention": attention, "attention_pipelined": attention_pipelined}
+           "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 
 def main() -> int:
