@@ -389,7 +389,9 @@ def _wgmma(em, op):
     if true is None:
         true = em.thread_cache["wg_true"] = em.reg("pred")
         em.pro(f"setp.eq.u32 {true}, 0, 0;")
-    em.emit("wgmma.fence.sync.aligned;")
+    # every operand (the packed A registers, the descriptors) is made before the fence: an A
+    # register written between the fence and its wgmma makes ptxas fence and wait before each
+    calls = []
     for ki in range(kdim // K):
         for (mi, ni) in sorted(gc):
             bp = _desc_plan(em, op, b, False, ni * N, ki * K, N, K, "B")
@@ -416,8 +418,11 @@ def _wgmma(em, op):
                         + f", {0 if bp.k_major else 1}")
             else:
                 tail = ", 1, 1"
-            em.emit(f"wgmma.mma_async.sync.aligned.m64n{N}k{K}.{types} {{{', '.join(cur[(mi, ni)])}}}, "
-                    f"{asrc}, {bd}, {scale}{tail};")
+            calls.append(f"wgmma.mma_async.sync.aligned.m64n{N}k{K}.{types} {{{', '.join(cur[(mi, ni)])}}}, "
+                         f"{asrc}, {bd}, {scale}{tail};")
+    em.emit("wgmma.fence.sync.aligned;")
+    for c in calls:
+        em.emit(c)
     em.emit("wgmma.commit_group.sync.aligned;")
     if not op.attrs.get("is_async"):
         em.emit("wgmma.wait_group.sync.aligned 0;")

@@ -399,6 +399,10 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
     loop = max(re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S), key=lambda x: len(x[1]))[1]
     # per softmax path: BM*BN/128 values rounded once; the two paths (masked, not) are both in the body
     assert loop.count("cvt.rn.bf16.f32") == 2 * 64 * bn // 128
+    # operands are made before the fence: an A register written after it has ptxas fence and
+    # wait before every wgmma of P @ V (seen in the SASS as one WARPGROUP.ARRIVE per HGMMA)
+    for group in re.findall(r"wgmma\.fence\.sync\.aligned;\n(.*?)\twgmma\.commit_group", text, re.S):
+        assert all(line.startswith("\twgmma.mma_async") for line in group.splitlines())
     info = _assemble(text, locs, "attention_fwd_ws")
     assert info["spill_stores"] == 0 and info["spill_loads"] == 0
 
