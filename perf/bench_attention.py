@@ -26,7 +26,7 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
 CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 128, 4, 2),  # kernel, BM, BN,
            ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4),  # warps,
-           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4)]  # stages ("ws": BM per consumer)
+           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4), ("ws", 64, 128, 4, 3)]  # stages ("ws": BM per consumer)
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws}
 
 
