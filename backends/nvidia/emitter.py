@@ -430,16 +430,26 @@ class Emitter:
             w = self.bf16_bits_to_f32(h)
         else:
             return r
-        self.bits16[(w, t.name)] = h
+        self.bits16[(w, t.name)] = (h, r)
         return w
 
     def to16(self, r: str, t: dt.dtype) -> str:
         """The 16-bit pattern of a float16/bfloat16 value held (widened) in f32 register ``r``."""
-        h = self.bits16.get((r, t.name))
-        if h is None:
-            cvt = "f16" if t.name == "float16" else "bf16"
-            h = self.ins("b16", f"cvt.rn.{cvt}.f32 {{d}}, {r};")
-        return h
+        hit = self.bits16.get((r, t.name))
+        if hit is not None:
+            return hit[0]
+        cvt = "f16" if t.name == "float16" else "bf16"
+        return self.ins("b16", f"cvt.rn.{cvt}.f32 {{d}}, {r};")
+
+    def pack16x2(self, lo: str, hi: str, t: dt.dtype) -> str:
+        """Two float16/bfloat16 values (widened in f32 registers) as one .b32, ``lo`` in the low
+        half. Values rounded from f32 here are rounded again from their sources in one paired
+        cvt (the same rounding of the same value): the conversion pipe does half the work."""
+        a, b = self.bits16.get((lo, t.name)), self.bits16.get((hi, t.name))
+        if a is not None and b is not None:  # (every target has the paired cvt: sm_80+)
+            cvt = "f16x2" if t.name == "float16" else "bf16x2"
+            return self.ins("b32", f"cvt.rn.{cvt}.f32 {{d}}, {b[1]}, {a[1]};")
+        return self.ins("b32", f"mov.b32 {{d}}, {{{self.to16(lo, t)}, {self.to16(hi, t)}}};")
 
     def bf16_bits_to_f32(self, h: str) -> str:
         x = self.ins("b32", f"cvt.u32.u16 {{d}}, {h};")

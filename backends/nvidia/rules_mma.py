@@ -69,8 +69,7 @@ def _pack(em, t, regs: list[str]) -> str:
     if r is not None:
         return r
     if t.name in ("float16", "bfloat16"):
-        hs = [em.to16(x, t) for x in regs]  # exact: already rounded
-        r = em.ins("b32", f"mov.b32 {{d}}, {{{hs[0]}, {hs[1]}}};")
+        r = em.pack16x2(regs[0], regs[1], t)  # exact: already rounded
     elif t.name == "float32":
         r = em.ins("b32", f"cvt.rna.tf32.f32 {{d}}, {regs[0]};")
     elif t.is_fp8:  # four bytes, lowest K first

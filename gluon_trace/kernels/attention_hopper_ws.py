@@ -115,7 +115,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
         p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, 0)
     with gl.else_():
         p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, mask_kind)
-    p_in = gl.convert_layout(p.to(dtype), p_op)
 
     for j in gl.range(1, n_tiles):
         s = j % STAGES
@@ -126,6 +125,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
         qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
                            is_async=True)
         mbarrier.wait(v_ready.index(ps), ((j - 1) // STAGES) & 1)
+        # P is carried in f32 and rounded here, next to its one reader: two values per paired cvt
+        p_in = gl.convert_layout(p.to(dtype), p_op)
         acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
         mbarrier.arrive(turn.index(1 - WHICH))
         qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
@@ -138,11 +139,11 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(v_empty.index(ps))
         acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
-        p_in = gl.convert_layout(p.to(dtype), p_op)
 
     last = n_tiles - 1
     ls = last % STAGES
     mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
+    p_in = gl.convert_layout(p.to(dtype), p_op)
     acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
     acc = warpgroup_mma_wait(0, deps=[acc])
     acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]

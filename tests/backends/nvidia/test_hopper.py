@@ -388,8 +388,7 @@ def test_attention_assembles(d, causal, warps):
 @pytest.mark.parametrize("bn, causal", [(128, False), (64, True)])
 def test_warp_specialized_attention_assembles_without_spills(bn, causal):
     """Two 240-register consumers and a 24-register producer: ptxas keeps everything in
-    registers, and P reaches the wgmma as the bf16 bits the softmax rounded to (one cvt per
-    element: the widened copy is not narrowed again)."""
+    registers, and P reaches the wgmma packed by paired cvts."""
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
     g = attention_fwd_ws.trace(spec([64, 128]), spec([bn, 128]), spec([bn, 128]), spec([64, 128]), gl.int32,
@@ -397,8 +396,9 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
     text, locs, _ = emit(g, "sm_90a")
     assert "setmaxnreg.inc.sync.aligned.u32 240;" in text and "setmaxnreg.dec.sync.aligned.u32 24;" in text
     loop = max(re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S), key=lambda x: len(x[1]))[1]
-    # per softmax path: BM*BN/128 values rounded once; the two paths (masked, not) are both in the body
-    assert loop.count("cvt.rn.bf16.f32") == 2 * 64 * bn // 128
+    # P (BM*BN/128 values a thread) reaches the wgmma through one paired cvt per two values, from
+    # the f32 values themselves (the single cvts and the widened copies die: ptxas drops them)
+    assert loop.count("cvt.rn.bf16x2.f32") == 64 * bn // 128 // 2
     # operands are made before the fence: an A register written after it has ptxas fence and
     # wait before every wgmma of P @ V (seen in the SASS as one WARPGROUP.ARRIVE per HGMMA)
     for group in re.findall(r"wgmma\.fence\.sync\.aligned;\n(.*?)\twgmma\.commit_group", text, re.S):
