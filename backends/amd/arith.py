@@ -461,6 +461,15 @@ def unary(em, name, d, a):
     raise em.error(f"{name} is not defined on {d}")
 
 
+def exp2_ftz(em, d, a):
+    """2**x with results below float32's normals flushed: v_exp_f32 without the rescaling that
+    keeps subnormal results (exp2_32), and an explicit flush, so that the answer does not hang
+    on the denormal mode or on whether the unit itself flushes."""
+    r = em.valu("v_exp_f32", em.v(), [em.to_v(a)], form="vop1")
+    em.valu("v_cmp_gt_f32", em.vcc, [Imm(0x00800000, 1, "f32"), r], form="vopc")
+    return norm(em, d, fmath.cndmask(em, r, Imm(0)))
+
+
 def funary(em, name, d, a):
     if d.bits == 64:
         return fmath.funary64(em, name, a)

@@ -51,6 +51,8 @@ def _compare(em, op, a, b):
 
 
 def _unary(em, op, a):
+    if op.name == "exp2" and op.attrs.get("ftz"):  # gl.exp2(x, ftz=True): v_exp_f32 flushes itself
+        return arith.exp2_ftz(em, _dtype(op), a)
     return arith.unary(em, op.name, _dtype(op), a)
 
 

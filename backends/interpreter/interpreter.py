@@ -175,6 +175,16 @@ def _unary(fn):
 for _n, _f in _UN.items():
     RULES[_n] = _unary(_f)
 
+_SMALLEST_NORMAL32 = np.float32(2.0 ** -126)
+
+
+@rule("exp2")
+def _exp2(p, op, a):
+    r = np.exp2(a)
+    if op.attrs.get("ftz"):  # gl.exp2(x, ftz=True): results below float32's normals are zero
+        r = np.where(np.abs(r) < _SMALLEST_NORMAL32, np.zeros_like(r), r)
+    return fix(r, op.results[0].type.dtype)
+
 
 @rule("not")
 def _not(p, op, a):

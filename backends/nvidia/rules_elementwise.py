@@ -236,6 +236,8 @@ def _unary(em, op, name, a):
     if f == "f64":  # exp, log, sin, ...: emit() expands them before any rule runs
         raise CompileError(f"float64 {name} reached the NVIDIA emitter unexpanded "
                            "(emit() expands it with gluon_trace.decompose.expand_math)", op.loc)
+    if name == "exp2" and op.attrs.get("ftz"):  # gl.exp2(x, ftz=True): one MUFU.EX2
+        return em.round16(em.ins("f32", f"ex2.approx.ftz.f32 {{d}}, {a};"), t)
     return em.round16(_f32_math(em, name, a), t)
 
 

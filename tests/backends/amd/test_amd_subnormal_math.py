@@ -39,3 +39,22 @@ def test_subnormal_results_are_kept(rng, target, W):
     assert got[0][W - 4] == np.float32(2.0 ** -140)
     np.testing.assert_allclose(got[0], ref[0], rtol=2.0 ** -20, atol=2.0 ** -148)
     np.testing.assert_allclose(got[1], ref[1], rtol=2.0 ** -16, atol=2.0 ** -146)
+
+
+@gt.jit
+def exp2_ftz_kernel(out, x, W: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1], [W], [1], [0])
+    offs = gl.arange(0, W, layout=L)
+    gl.store(out + offs, gl.exp2(gl.load(x + offs), ftz=True))
+
+
+@pytest.mark.parametrize("target, W", [("gfx942", 64), ("gfx1100", 32)])
+def test_exp2_ftz_flushes_like_the_interpreter(rng, target, W):
+    x = np.concatenate([rng.uniform(-148.5, -126.5, W - 6), [-125.5, -140.0, -1.0, 0.0, 3.0, 127.5]]).astype(np.float32)
+    tr = exp2_ftz_kernel.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), W=W, num_warps=1, target=target)
+    ref = np.full(W, np.nan, np.float32)
+    get("interpreter").run(tr.graph, (1, 1, 1), [ref, x])
+    got = np.full(W, np.nan, np.float32)
+    amdsim.simulate(tr, target, (1,), [got, x])
+    assert np.all(ref[:W - 6] == 0) and np.all(got[:W - 6] == 0) and got[W - 6] > 0
+    np.testing.assert_allclose(got, ref, rtol=2.0 ** -20, atol=0)

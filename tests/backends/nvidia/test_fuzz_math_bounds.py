@@ -86,3 +86,44 @@ def test_exp2_gives_subnormal_results_like_the_interpreter(rng):
         ptxsim.run(text, (1, 1, 1), [got, x.copy()], smem)
     assert np.all(ref[:48] > 0) and np.all(got[:48] > 0)
     np.testing.assert_allclose(got, ref, rtol=2.0 ** -20, atol=2.0 ** -148)
+
+
+@gt.jit
+def exp2_ftz_kernel(out, x):
+    offs = gl.arange(0, 64, layout=L)
+    v = gl.load(x + offs)
+    gl.store(out + offs, gl.exp2(v, ftz=True))
+    gl.store(out + 64 + offs, gl.exp2(v.to(gl.bfloat16), ftz=True).to(gl.float32))
+
+
+def test_exp2_ftz_flushes_like_the_interpreter_in_one_instruction(rng):
+    """gl.exp2(x, ftz=True): results below 2**-126 are zero in the interpreter and on the GPU,
+    from one ex2.approx.ftz (no range check, no rescaling multiplies)."""
+    x = np.concatenate([rng.uniform(-148.5, -126.5, 40), [-125.5, -126.0, -0.0, np.inf, -np.inf, np.nan, 127.9, 128.5],
+                        rng.uniform(-20, 20, 16)]).astype(np.float32)
+    g = exp2_ftz_kernel.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), num_warps=1, target="sm_90").graph
+    ref = np.full(128, np.nan, np.float32)
+    get("interpreter").run(g, (1, 1, 1), [ref, x.copy()])
+    assert np.all(ref[:40] == 0) and ref[40] == np.float32(2.0 ** -125.5) and ref[41] == np.float32(2.0 ** -126)
+    text, _, smem = emit(g, "sm_90")
+    assert text.count("ex2.approx.ftz.f32") == 4 and "ex2.approx.f32" not in text  # 2 values, 2 stores
+    got = np.full(128, 1234.5, np.float32)
+    with np.errstate(all="ignore"):
+        ptxsim.run(text, (1, 1, 1), [got, x.copy()], smem)
+    np.testing.assert_allclose(got, ref, rtol=2.0 ** -7, atol=0)   # bf16 half: 8 bits
+    np.testing.assert_allclose(got[:64], ref[:64], rtol=2.0 ** -20, atol=0)
+
+
+def test_exp2_ftz_is_refused_on_float64_and_non_bool_flags():
+    from gluon_trace.errors import TraceError
+
+    @gt.jit
+    def bad(out, FLAG: gl.constexpr):
+        offs = gl.arange(0, 64, layout=L)
+        v = gl.load(out + offs)
+        gl.store(out + offs, gl.exp2(v, ftz=FLAG))
+    with pytest.raises(TraceError, match="float32 and 16-bit floats") as e:
+        bad.trace(gl.pointer(gl.float64), FLAG=True, num_warps=1, target="sm_90")
+    assert e.value.loc is not None and e.value.loc.file.endswith("test_fuzz_math_bounds.py")
+    with pytest.raises(TraceError, match="True or False"):
+        bad.trace(gl.pointer(gl.float32), FLAG=1, num_warps=1, target="sm_90")
