@@ -26,8 +26,11 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
 CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 128, 4, 2),  # kernel, BM, BN,
            ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4),  # warps,
-           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4), ("ws", 64, 128, 4, 3)]  # stages ("ws": BM per consumer)
-KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws}
+           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 128, 4, 3),
+           ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4)]  # ws3: three consumer warpgroups  # stages ("ws": BM per consumer)
+KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws,
+           "ws3": attention_fwd_ws}
+EXTRA = {"ws3": dict(CONSUMERS=3, CONSUMER_REGS=160)}
 
 
 def ours(cfg, q, k, v, o, causal):
@@ -40,9 +43,11 @@ def ours(cfg, q, k, v, o, causal):
     kd = TensorDescriptor.from_tensor(k3, [1, bn, d], lay([bn, d], gl.bfloat16))
     vd = TensorDescriptor.from_tensor(v3, [1, bn, d], lay([bn, d], gl.bfloat16))
     scale = 1.0 / d ** 0.5
-    rows = 2 * bm if kernel == "ws" else bm  # the warp-specialized kernel's CTA has two consumers
+    extra = EXTRA.get(kernel, {})
+    rows = bm * (extra.get("CONSUMERS", 2) if kernel.startswith("ws") else 1)  # a consumer: bm rows
     return lambda: KERNELS[kernel][(-(-s // rows), b * h)](qd, kd, vd, od, s, scale, CAUSAL=causal,
-                                                           STAGES=stages, num_warps=warps, backend="nvidia")
+                                                           STAGES=stages, num_warps=warps, backend="nvidia",
+                                                           **extra)
 
 
 def sdpa(backend, q, k, v, causal):

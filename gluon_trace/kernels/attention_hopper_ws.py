@@ -1,12 +1,12 @@
 """Warp-specialized attention forward on Hopper (FlashAttention-3's schedule).
 
-A CTA takes 2*BM query rows: two consumer warpgroups own BM rows each, and a one-warp
-producer streams K and V tiles by TMA into rings of STAGES slots. Why this shape:
+A CTA takes C*BM query rows (C = CONSUMERS, 2 by default): C consumer warpgroups own BM rows
+each, and a one-warp producer streams K and V tiles by TMA into rings of STAGES slots. Why:
 
 - The softmax of a 64x128 tile (exp2 on the MUFU, max/sum on the FP32 pipes) costs about as
   long as the two wgmmas that surround it, so a lone warpgroup leaves the tensor cores idle
-  half the time. Two consumers take turns issuing their wgmmas (``turn[w]``: the other one
-  has issued this step's), so one's softmax runs while the other's matrix products do.
+  half the time. The consumers take turns issuing their wgmmas (``turn[w]``: the one before
+  has issued this step's), so one's softmax runs while another's matrix products do.
 - Inside a consumer, S(j) = Q K(j)^T is issued together with O += P(j-1) V(j-1): the softmax
   of tile j waits only for S(j) (wgmma groups retire in order), and O is rescaled once P V
   has retired.
@@ -25,11 +25,11 @@ from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tm
 LOG2E = 1.4426950408889634
 
 
-def _kv_tiles(seq_len, BM, BN, CAUSAL):
+def _kv_tiles(seq_len, BM, BN, CAUSAL, C):
     """(KV tiles the CTA visits, tiles below which no row of the CTA needs a mask)."""
-    start = gl.program_id(0) * (2 * BM)
+    start = gl.program_id(0) * (C * BM)
     if CAUSAL:
-        n_tiles = gl.cdiv(gl.minimum(seq_len, start + 2 * BM), BN)
+        n_tiles = gl.cdiv(gl.minimum(seq_len, start + C * BM), BN)
         n_free = gl.minimum(start, seq_len) // BN
     else:
         n_tiles = gl.cdiv(seq_len, BN)
@@ -38,15 +38,15 @@ def _kv_tiles(seq_len, BM, BN, CAUSAL):
 
 
 def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty,
-            seq_len, CAUSAL, STAGES):
+            seq_len, CAUSAL, STAGES, C):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[1]
     bh = gl.program_id(1)
-    start = gl.program_id(0) * (2 * BM)
-    for w in gl.static_range(2):
+    start = gl.program_id(0) * (C * BM)
+    for w in gl.static_range(C):
         mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
         tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
-    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL)
+    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL, C)
     for j in gl.range(0, n_tiles):
         s = j % STAGES
         free = ((j // STAGES) & 1) ^ 1  # the first pass finds every slot free
@@ -75,7 +75,7 @@ def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
 
 
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty,
-              v_empty, turn, seq_len, sm_scale, CAUSAL, STAGES, WHICH):
+              v_empty, turn, seq_len, sm_scale, CAUSAL, STAGES, C, WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -87,8 +87,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
     p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
     dtype = q_desc.dtype
     bh = gl.program_id(1)
-    row0 = gl.program_id(0) * (2 * BM) + WHICH * BM
-    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL)
+    row0 = gl.program_id(0) * (C * BM) + WHICH * BM
+    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL, C)
     mask_kind = 2 if CAUSAL else 1
     qk_scale = sm_scale * LOG2E
     rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
@@ -101,15 +101,16 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
     q_smem = q_bufs.index(WHICH)
     q = q_smem.reshape([BM, D])
     mbarrier.wait(q_bars.index(WHICH), 0)
-    if WHICH == 1:
-        mbarrier.arrive(turn.index(0))  # the first turn is the other consumer's
+    nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
+    if WHICH == C - 1:
+        mbarrier.arrive(turn.index(0))  # the first turn is consumer 0's
 
     # step 0: S(0) and its softmax (O is still zero: nothing to rescale)
     mbarrier.wait(turn.index(WHICH), 0)
     mbarrier.wait(k_ready.index(0), 0)
     qk = warpgroup_mma(q, k_bufs.index(0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
                        is_async=True)
-    mbarrier.arrive(turn.index(1 - WHICH))
+    mbarrier.arrive(turn.index(nxt))
     qk = warpgroup_mma_wait(0, deps=[qk])
     mbarrier.arrive(k_empty.index(0))
     p, alpha = qk, m_i  # (both branches rebind them)
@@ -130,7 +131,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
         # P is carried in f32 and rounded here, next to its one reader: two values per paired cvt
         p_in = gl.convert_layout(p.to(dtype), p_op)
         acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
-        mbarrier.arrive(turn.index(1 - WHICH))
+        mbarrier.arrive(turn.index(nxt))
         qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
         mbarrier.arrive(k_empty.index(s))
         cols = j * BN + cols0
@@ -155,45 +156,49 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
     tma.store_wait(0)
 
 
-def _first(*args):
-    _consumer(*args, 0)
+def _consumer_at(which):
+    def run(*args):
+        _consumer(*args, which)
+    run.__name__ = f"_consumer{which}"
+    return run
 
 
-def _second(*args):
-    _consumer(*args, 1)
+_CONSUMERS = [_consumer_at(w) for w in range(4)]
 
 
 @gt.jit
 def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
-                     STAGES: gl.constexpr = 2):
-    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors; grid (cdiv(S, 2*BM), B*H),
-    num_warps=4 (each consumer is one warpgroup; the producer warp comes on top)."""
+                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
+    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors; grid (cdiv(S, CONSUMERS*BM), B*H),
+    num_warps=4 (each consumer is one warpgroup of BM rows; the producer warp comes on top).
+    Three consumers suit small head dims, where the softmax is long beside the two GEMMs."""
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
+    C: gl.constexpr = CONSUMERS
+    gl.static_assert(2 <= C and C <= 4, "attention_fwd_ws takes 2 to 4 consumers")
     gl.static_assert(o_desc.block_type.shape[1] == BM, "O's box must have Q's rows")
     dtype = q_desc.dtype
-    q_bufs = gl.allocate_shared_memory(dtype, [2, 1, BM, D], q_desc.layout)
+    q_bufs = gl.allocate_shared_memory(dtype, [C, 1, BM, D], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], v_desc.layout)
-    q_bars = mbarrier.allocate_mbarrier(batch=2)
-    turn = mbarrier.allocate_mbarrier(batch=2)
+    q_bars = mbarrier.allocate_mbarrier(batch=C)
+    turn = mbarrier.allocate_mbarrier(batch=C)
     k_ready = mbarrier.allocate_mbarrier(batch=STAGES)
     v_ready = mbarrier.allocate_mbarrier(batch=STAGES)
     k_empty = mbarrier.allocate_mbarrier(batch=STAGES)
     v_empty = mbarrier.allocate_mbarrier(batch=STAGES)
-    for w in gl.static_range(2):
+    for w in gl.static_range(C):
         mbarrier.init(q_bars.index(w), count=1)
         mbarrier.init(turn.index(w), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
-        mbarrier.init(k_empty.index(s), count=2)  # both consumers release each slot
-        mbarrier.init(v_empty.index(s), count=2)
+        mbarrier.init(k_empty.index(s), count=C)  # every consumer releases each slot
+        mbarrier.init(v_empty.index(s), count=C)
     bufs = (q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty)
-    consumer = (q_desc, k_desc, v_desc, o_desc) + bufs + (turn, seq_len, sm_scale, CAUSAL, STAGES)
-    gl.warp_specialize([
-        (_first, consumer),
-        (_second, consumer),
-        (_loader, (q_desc, k_desc, v_desc) + bufs + (seq_len, CAUSAL, STAGES)),
-    ], worker_num_warps=[gl.num_warps(), 1], worker_num_regs=[240, 24])
+    consumer = (q_desc, k_desc, v_desc, o_desc) + bufs + (turn, seq_len, sm_scale, CAUSAL, STAGES, C)
+    gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)]
+                       + [(_loader, (q_desc, k_desc, v_desc) + bufs + (seq_len, CAUSAL, STAGES, C))],
+                       worker_num_warps=[gl.num_warps()] * (C - 1) + [1],
+                       worker_num_regs=[CONSUMER_REGS] * (C - 1) + [24])

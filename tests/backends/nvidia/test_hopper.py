@@ -683,10 +683,11 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d, bn, stages", [(64, 64, 2), (128, 128, 2), (128, 64, 4), (64, 128, 2)])
+@pytest.mark.parametrize("d, bn, stages, consumers", [(64, 64, 2, 2), (128, 128, 2, 2), (128, 64, 4, 2),
+                                                      (64, 128, 2, 2), (64, 64, 4, 3)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [256, 200, 1000])
-def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, causal, seq):
+def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, causal, seq):
     torch = _gpu()
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     bh, bm = 4, 64
@@ -696,8 +697,9 @@ def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, causal, seq)
     qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lay_m) for x in (q, o))
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay_n) for x in (k, v))
     scale = 1.0 / d ** 0.5
-    attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
-                                                num_warps=4, backend=NVIDIA)
+    attention_fwd_ws[(-(-seq // (consumers * bm)), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
+                                                        CONSUMERS=consumers, CONSUMER_REGS=240 if consumers == 2 else 160,
+                                                        num_warps=4, backend=NVIDIA)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                            is_causal=causal, scale=scale)
