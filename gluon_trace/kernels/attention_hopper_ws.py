@@ -25,9 +25,18 @@ from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tm
 LOG2E = 1.4426950408889634
 
 
+def _block_m(CAUSAL):
+    """The CTA's block of query rows. Causal blocks further down visit more KV tiles: the
+    launch order (program 0 first) then starts the longest ones first, and the short ones
+    fill the last wave instead of a few long ones trailing it."""
+    if CAUSAL:
+        return gl.num_programs(0) - 1 - gl.program_id(0)
+    return gl.program_id(0)
+
+
 def _kv_tiles(seq_len, BM, BN, CAUSAL, C):
     """(KV tiles the CTA visits, tiles below which no row of the CTA needs a mask)."""
-    start = gl.program_id(0) * (C * BM)
+    start = _block_m(CAUSAL) * (C * BM)
     if CAUSAL:
         n_tiles = gl.cdiv(gl.minimum(seq_len, start + C * BM), BN)
         n_free = gl.minimum(start, seq_len) // BN
@@ -42,7 +51,7 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_r
     BM: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[1]
     bh = gl.program_id(1)
-    start = gl.program_id(0) * (C * BM)
+    start = _block_m(CAUSAL) * (C * BM)
     for w in gl.static_range(C):
         mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
         tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
@@ -87,7 +96,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
     p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
     dtype = q_desc.dtype
     bh = gl.program_id(1)
-    row0 = gl.program_id(0) * (C * BM) + WHICH * BM
+    row0 = _block_m(CAUSAL) * (C * BM) + WHICH * BM
     n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL, C)
     mask_kind = 2 if CAUSAL else 1
     qk_scale = sm_scale * LOG2E
