@@ -133,9 +133,10 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
     bm, bn, bk, stages, warps = cfg
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
-    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.bfloat16))
-    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gl.bfloat16))
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
+    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
                                        num_warps=warps, backend="nvidia")
@@ -204,6 +205,36 @@ def fp8_row(m=8192, n=8192, k=8192):
         row.update(fp8_tflops=flop / best[0] / 1e9, fp8_config=best[1], fp8_ratio_to_cublaslt=t_lt / best[0])
     print(f"{m}x{n}x{k} fp8 e4m3: ours {row.get('fp8_tflops', 0):.0f} TFLOP/s {row.get('fp8_config')} | "
           f"cuBLASLt (_scaled_mm) {row['cublaslt_tflops']:.0f} | ratio {row.get('fp8_ratio_to_cublaslt', 0):.3f}")
+    return row
+
+
+def f16_row(m=8192, n=8192, k=8192):
+    """float16 in and out at 8192^3: the persistent and warp-specialized kernels at their bf16
+    configuration, each timed in turn with cuBLAS for ROUNDS rounds (median ratio)."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    ref = a.float() @ b.float()
+    flop = 2.0 * m * n * k
+    mm = lambda: torch.matmul(a, b)  # noqa: E731
+    row = {"shape": [m, n, k], "dtype": "float16"}
+    ratios = {}
+    for name, kern in (("hopper", matmul_hopper), ("warp-specialized", matmul_hopper_ws)):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        run = hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), kern)
+        run()
+        torch.cuda.synchronize()
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+        if not err < 2e-2:
+            print(f"  f16 {name}: wrong result (rel err {err})")
+            continue
+        ratios[name] = [gpu_time(mm, reps=15) / gpu_time(run, reps=15) for _ in range(ROUNDS)]
+        row[f"{name}_tflops"] = flop / gpu_time(run) / 1e9
+    row["cublas_tflops"] = flop / gpu_time(mm) / 1e9
+    row["head_to_head"] = {name: {"ratio_to_cublas_median": statistics.median(r), "ratios": r}
+                           for name, r in ratios.items()}
+    print(f"{m}x{n}x{k} f16: cuBLAS {row['cublas_tflops']:.0f} TFLOP/s; {ROUNDS} rounds in turn, median ratio: "
+          + ", ".join(f"{name} {statistics.median(r):.3f} ({row[name + '_tflops']:.0f} TFLOP/s)"
+                      for name, r in ratios.items()))
     return row
 
 
@@ -277,6 +308,7 @@ def main() -> int:
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "
               f"{row['triton_tflops'] or 0:.0f} | ratio to cuBLAS {row.get('ratio_to_cublas', 0):.3f}")
+    rows.append(f16_row())
     rows.append(fp8_row())
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     name = dev.replace(" ", "_")
