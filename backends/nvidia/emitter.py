@@ -124,17 +124,18 @@ class Emitter:
         self.scratch_off = -(-(self.smem_plan.total if self.smem_plan else 0) // 16) * 16
         # warp specialization: the default partition's barriers leave the workers out, and the
         # scalars the workers read cross over in a few bytes above the buffers (warpspec.py)
-        from .warpspec import captured, find_op, plan
+        from .warpspec import capture_bytes, plan
         self.ws = plan(graph, target)
         self.bar_text = "bar.sync 0;"
         self.part, self.tid_base = 0, 0
         self.part_scratch: dict[int, int] = {}
         self.ws_tail: list[tuple[str, object]] = []
+        self.ws_ops_tail: list = []  # the general form's per-op worker blocks (warpspec.py)
         if self.ws is not None:
             self.nthreads = 32 * self.ws.total_warps
             self.bar_text = f"bar.sync 1, {32 * self.nw};"
             self.ws_capture_off = self.scratch_off
-            self.ws_capture_bytes = 8 * len(captured(find_op(graph)))
+            self.ws_capture_bytes = capture_bytes(graph, self.ws)
             self.scratch_off += -(-self.ws_capture_bytes // 16) * 16
         self.smem_bytes = self.scratch_off
         self.smem_dirty = False
@@ -548,14 +549,19 @@ class Emitter:
         """Emit the whole kernel: (PTX text, {PTX line number: SourceLoc})."""
         decls = self.params()
         self.loc = None
-        if self.ws is not None:
+        if self.ws is not None and self.ws.ops:
+            self.ws_labels = (self.label("ws_loop"), self.label("ws_leave"))
+        elif self.ws is not None:
             self.ws_labels = (self.label("ws_workers"), self.label("ws_join"), self.label("ws_meet"))
         self.run_block(self.g.body, [])
         if self.ws is not None:
-            from .warpspec import worker_branch
+            from .warpspec import general_tail, worker_branch
             self.lines[:0] = worker_branch(self)
-            self.lines.append(("ret;", None))
-            self.lines.extend(self.ws_tail)
+            if self.ws.ops:
+                self.lines.extend(general_tail(self))
+            else:
+                self.lines.append(("ret;", None))
+                self.lines.extend(self.ws_tail)
             for part, n in sorted(self.part_scratch.items()):  # each worker's scratch above the last
                 self.prologue = [x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)) for x in self.prologue]
                 self.lines = [(x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)), loc)

@@ -31,6 +31,13 @@ scalar it computed (a loop bound, a buffer's run-time base) has no value in thei
 Writing them once and reading them after the CTA barrier costs a few bytes and no
 recomputation, and the worker keeps reading the very register names the default computed.
 
+A kernel with several warp_specialize ops, or one inside a loop or branch, takes the general
+form: the workers wait at the top of a loop (``barrier.sync 0``); at each op the default
+partition writes the op's number and its captures to shared memory and meets them there, runs
+its own part, and joins them (``barrier.sync 0`` again) while they go back to wait; at its end
+it writes -1 and meets them once more, and they leave. The CTA is as wide as the widest op;
+registers do not move (each op would want its own split).
+
 Register moves need the warpgroup granularity of ``setmaxnreg``: they are used on sm_90a
 when the default partition is whole warpgroups; each worker is then padded to whole
 warpgroups (the padding warps go straight to the join). ``.maxnreg`` sets the starting
@@ -60,42 +67,65 @@ class WarpPlan:
     default_regs: int   # setmaxnreg target of the default partition (0: none)
     start_regs: int     # the kernel's .maxnreg when registers move (0: none)
     total_warps: int
+    ops: tuple = ()     # general form (several ops, or one in a loop/branch): every op, in order
 
     @property
     def moves_registers(self) -> bool:
         return bool(self.worker_regs)
 
 
+def find_ops(graph: Graph) -> list:
+    """Every warp_specialize op of the kernel (the language refuses one inside a partition)."""
+    return [op for op in graph.body.walk() if op.name == "warp_specialize"]
+
+
 def find_op(graph: Graph):
-    ops = [op for op in graph.body.walk() if op.name == "warp_specialize"]
-    if not ops:
-        return None
-    top = [op for op in graph.body.ops if op.name == "warp_specialize"]
-    if len(ops) > 1 or not top:
-        bad = next(op for op in ops if op not in top) if len(top) < len(ops) else ops[1]
-        raise CompileError("the NVIDIA backend lowers one warp_specialize per kernel, at the kernel's top "
-                           "level (not inside a loop or branch)", bad.loc,
-                           notes=("put the loop inside the partitions; the interpreter runs this form",))
-    return ops[0]
+    """The op of the one-op form (the kernel's only warp_specialize, at its top level)."""
+    ops = find_ops(graph)
+    if len(ops) == 1 and ops[0] in graph.body.ops:
+        return ops[0]
+    return None
 
 
-def plan(graph: Graph, target: str) -> WarpPlan | None:
-    op = find_op(graph)
-    if op is None:
-        return None
-    nw = graph.num_warps
-    warps = tuple(int(w) for w in op.attrs["worker_num_warps"])
-    regs = tuple(int(r) for r in op.attrs["worker_num_regs"])
-    move = target == "sm_90a" and nw % WARPGROUP == 0
-    spans = tuple(-(-w // WARPGROUP) * WARPGROUP for w in warps) if move else warps
-    total = nw + sum(spans)
-    if total * 32 > 1024:
-        raise CompileError(f"warp_specialize needs {total} warps ({nw} default + workers {list(warps)}"
-                           f"{' padded to warpgroups' if move else ''}); a CTA has at most 32", op.loc)
+def _spans(nw: int, warps: tuple, move: bool) -> tuple:
+    return tuple(-(-w // WARPGROUP) * WARPGROUP for w in warps) if move else warps
+
+
+def _bases(nw: int, spans: tuple) -> tuple:
     bases, b = [], nw
     for s in spans:
         bases.append(b)
         b += s
+    return tuple(bases)
+
+
+def _check_width(total: int, nw: int, warps, op, padded: bool) -> None:
+    if total * 32 > 1024:
+        raise CompileError(f"warp_specialize needs {total} warps ({nw} default + workers {list(warps)}"
+                           f"{' padded to warpgroups' if padded else ''}); a CTA has at most 32", op.loc)
+
+
+def plan(graph: Graph, target: str) -> WarpPlan | None:
+    ops = find_ops(graph)
+    if not ops:
+        return None
+    nw = graph.num_warps
+    op = find_op(graph)
+    if op is None:
+        # general form: the workers wait in a loop for the default partition to start each op;
+        # no register moves (each op would want its own), the CTA as wide as the widest op
+        widest = max(sum(int(w) for w in x.attrs["worker_num_warps"]) for x in ops)
+        total = nw + widest
+        wide = max(ops, key=lambda x: sum(int(w) for w in x.attrs["worker_num_warps"]))
+        _check_width(total, nw, [int(w) for w in wide.attrs["worker_num_warps"]], wide, False)
+        return WarpPlan(nw, (), (), (), (), 0, 0, total, tuple(ops))
+    warps = tuple(int(w) for w in op.attrs["worker_num_warps"])
+    regs = tuple(int(r) for r in op.attrs["worker_num_regs"])
+    move = target == "sm_90a" and nw % WARPGROUP == 0
+    spans = _spans(nw, warps, move)
+    total = nw + sum(spans)
+    _check_width(total, nw, warps, op, move)
+    bases = _bases(nw, spans)
     w_regs, d_regs, start = (), 0, 0
     if move:
         start = min(REGFILE // (32 * total) // 8 * 8, 248)
@@ -105,7 +135,7 @@ def plan(graph: Graph, target: str) -> WarpPlan | None:
             w_regs = regs
         else:  # the workers ask for more than the CTA has: no moves
             d_regs, start = 0, 0
-    return WarpPlan(nw, tuple(bases), warps, spans, w_regs, d_regs, start, total)
+    return WarpPlan(nw, bases, warps, spans, w_regs, d_regs, start, total)
 
 
 def launch_warps(graph: Graph, target: str) -> int:
@@ -148,21 +178,106 @@ def _capture_regs(em, values) -> list[str]:
 _ST = {"b16": "b16", "b32": "b32", "f32": "b32", "b64": "b64", "f64": "b64"}
 
 
-@rule("warp_specialize")
-def _warp_specialize(em, op):
-    p = em.ws
+def capture_bytes(graph: Graph, p: WarpPlan) -> int:
+    """Shared bytes the captures take (and, in the general form, the word saying which op runs)."""
+    if p.ops:
+        return 8 + 8 * max(len(captured(op)) for op in p.ops)
+    return 8 * len(captured(find_op(graph)))
+
+
+def _store_captures(em, op, first: int) -> list[str]:
     regs = _capture_regs(em, captured(op))
-    if 8 * len(regs) > em.ws_capture_bytes:
+    if first + 8 * len(regs) > em.ws_capture_bytes:
         raise CompileError("internal: more warp_specialize captures than reserved", op.loc)
     base = em.smem_start()
     owner = em.owner_pred(None)
     for j, r in enumerate(regs):
         cls = _reg_class(r)
+        at = f"[{base}+{em.ws_capture_off + first + 8 * j}]"
         if cls == "pred":
             x = em.ins("b32", f"selp.u32 {{d}}, 1, 0, {r};")
-            em.emit(f"@{owner} st.shared.b32 [{base}+{em.ws_capture_off + 8 * j}], {x};")
+            em.emit(f"@{owner} st.shared.b32 {at}, {x};")
         else:
-            em.emit(f"@{owner} st.shared.{_ST[cls]} [{base}+{em.ws_capture_off + 8 * j}], {r};")
+            em.emit(f"@{owner} st.shared.{_ST[cls]} {at}, {r};")
+    return regs
+
+
+def _load_captures(em, regs, first: int) -> list[tuple[str, object]]:
+    base = em.smem_start()
+    out = []
+    for j, r in enumerate(regs):
+        cls = _reg_class(r)
+        at = f"[{base}+{em.ws_capture_off + first + 8 * j}]"
+        if cls == "pred":
+            x = em.reg("b32")
+            out += [(f"ld.shared.b32 {x}, {at};", None), (f"setp.ne.u32 {r}, {x}, 0;", None)]
+        else:
+            out.append((f"ld.shared.{_ST[cls]} {r}, {at};", None))
+    return out
+
+
+def _general(em, op):
+    """The general form: the default partition says which op runs (a word in shared memory),
+    meets the workers waiting at the top of their loop, runs its part, and joins them; the
+    workers run that op's partitions and go back to wait. ``barrier.sync`` (not the aligned
+    ``bar.sync``) throughout: the default meets them from another instruction."""
+    k = em.ws.ops.index(op)
+    regs = _store_captures(em, op, 8)
+    owner = em.owner_pred(None)
+    em.emit(f"@{owner} st.shared.u32 [{em.smem_start()}+{em.ws_capture_off}], {k};")
+    em.emit("barrier.sync 0;")
+    saved = em.loc
+    with em.scope():
+        outs = em.run_block(op.regions[0], [])
+    em.loc = saved
+    em.emit("barrier.sync 0;")
+    _, _, warp = em.tid()
+    nw = em.ws.default_warps
+    warps = tuple(int(w) for w in op.attrs["worker_num_warps"])
+    bases = _bases(nw, warps)
+    loop, _ = em.ws_labels
+    head, join = em.label(f"ws_op{k}"), em.label(f"ws_join{k}")
+    tail = [(f"{head}:", None)] + _load_captures(em, regs, 8)
+    labels = [em.label(f"ws_op{k}_worker{i + 1}") for i in range(len(warps))]
+    for i, lab in enumerate(labels):
+        t, q = em.reg("b32"), em.reg("pred")
+        tail += [(f"sub.u32 {t}, {warp}, {bases[i]};", None), (f"setp.lt.u32 {q}, {t}, {warps[i]};", None),
+                 (f"@{q} bra {lab};", None)]
+    tail.append((f"bra.uni {join};", None))  # warps this op leaves idle
+    for i, (lab, region) in enumerate(zip(labels, op.regions[1:])):
+        pro, lines = em.partition(i + 1, bases[i], warps[i], region)
+        tail += [(f"{lab}:", None)] + [(x, None) for x in pro] + lines + [(f"bra.uni {join};", None)]
+    tail += [(f"{join}:", None), ("barrier.sync 0;", None), (f"bra.uni {loop};", None)]
+    em.ws_ops_tail.append((k, head, tail))
+    return outs
+
+
+def general_tail(em) -> list[tuple[str, object]]:
+    """The end of the default partition (it tells the workers to leave) and the workers' loop."""
+    loop, leave = em.ws_labels
+    base = em.smem_start()
+    owner = em.owner_pred(None)
+    done = [(f"@{owner} st.shared.u32 [{base}+{em.ws_capture_off}], -1;", None), ("barrier.sync 0;", None),
+            ("ret;", None)]
+    word, stop = em.reg("b32"), em.reg("pred")
+    lines = [(f"{loop}:", None), ("barrier.sync 0;", None), (f"ld.shared.u32 {word}, [{base}+{em.ws_capture_off}];", None),
+             (f"setp.lt.s32 {stop}, {word}, 0;", None), (f"@{stop} bra {leave};", None)]
+    for k, head, _ in sorted(em.ws_ops_tail, key=lambda x: x[0]):
+        q = em.reg("pred")
+        lines += [(f"setp.eq.s32 {q}, {word}, {k};", None), (f"@{q} bra {head};", None)]
+    lines.append((f"bra.uni {leave};", None))
+    for _, _, tail in sorted(em.ws_ops_tail, key=lambda x: x[0]):
+        lines += tail
+    lines.append((f"{leave}:", None))
+    return done + lines
+
+
+@rule("warp_specialize")
+def _warp_specialize(em, op):
+    p = em.ws
+    if p.ops:
+        return _general(em, op)
+    regs = _store_captures(em, op, 0)
     _, _, warp = em.tid()  # the CTA-wide warp index, from the kernel prologue
     # the workers jumped here from the kernel's start: one barrier instruction for the whole CTA
     em.emit(f"{em.ws_labels[2]}:")
@@ -183,16 +298,7 @@ def _warp_specialize(em, op):
 def _workers(em, op, regs, warp) -> None:
     p = em.ws
     head, join, _ = em.ws_labels
-    tail = [(f"{head}:", None)]
-    base = em.smem_start()
-    for j, r in enumerate(regs):
-        cls = _reg_class(r)
-        at = f"[{base}+{em.ws_capture_off + 8 * j}]"
-        if cls == "pred":
-            x = em.reg("b32")
-            tail += [(f"ld.shared.b32 {x}, {at};", None), (f"setp.ne.u32 {r}, {x}, 0;", None)]
-        else:
-            tail.append((f"ld.shared.{_ST[cls]} {r}, {at};", None))
+    tail = [(f"{head}:", None)] + _load_captures(em, regs, 0)
     labels = [em.label(f"ws_worker{i + 1}") for i in range(len(p.warps))]
     for i, lab in enumerate(labels):
         t, q = em.reg("b32"), em.reg("pred")
@@ -228,4 +334,5 @@ def worker_branch(em) -> list[tuple[str, object]]:
     """The first lines of the kernel body: worker warps skip to the CTA's first meeting."""
     t, _, _ = em.tid()
     q = worker_pred(em)
-    return [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None), (f"@{q} bra {em.ws_labels[2]};", None)]
+    to = em.ws_labels[0] if em.ws.ops else em.ws_labels[2]  # the general form's loop, or the one meeting
+    return [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None), (f"@{q} bra {to};", None)]

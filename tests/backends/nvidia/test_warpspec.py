@@ -176,21 +176,73 @@ def test_compile_summary_counts_every_partitions_warps():
     assert ck.num_warps == 8
 
 
-def _looped(out_ptr, T):
-    for _ in gl.range(0, T):
-        gl.warp_specialize([(lambda: None, ()), (lambda: None, ())], [1], [24])
+def _produce_round(buf, bar, x_ptr, N, r):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    x = gl.load(x_ptr + gl.arange(0, N, layout=lay))
+    buf.store(x * (r + 1).to(gl.float32))
+    mbarrier.arrive(bar)
+
+
+def _consume_round(buf, bar, out_ptr, N, r):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    mbarrier.wait(bar, r & 1)
+    gl.store(out_ptr + r * N + gl.arange(0, N, layout=lay), buf.load(lay) + 1.0)
+
+
+def _total(x_ptr, out_ptr, N, T):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    gl.store(out_ptr + T * N, gl.sum(gl.load(x_ptr + gl.arange(0, N, layout=lay)), axis=0))
 
 
 @gt.jit
-def ws_in_loop(out_ptr, T):
-    _looped(out_ptr, T)
+def rounds(x_ptr, out_ptr, T, N: gl.constexpr, WORKER_WARPS: gl.constexpr):
+    """out[r*N:(r+1)*N] = (r+1) x + 1 for r < T, each round a warp_specialize inside a loop (the
+    worker fills the buffer, the default reads it), then out[T*N] = sum(x) from a second
+    warp_specialize of another width after the loop."""
+    buf = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    for r in gl.range(0, T):
+        gl.warp_specialize([(_consume_round, (buf, bar, out_ptr, N, r)),
+                            (_produce_round, (buf, bar, x_ptr, N, r))], [WORKER_WARPS], [48])
+    gl.warp_specialize([(lambda: None, ()), (_total, (x_ptr, out_ptr, N, T))], [1], [48])
 
 
-def test_warp_specialize_inside_a_loop_is_refused_with_the_line():
-    g = ws_in_loop.trace(gl.pointer(gl.float32), gl.int32, target="sm_90a").graph
-    with pytest.raises(CompileError, match="one warp_specialize per kernel, at the kernel's top level") as e:
-        emit(g, "sm_90a")
-    assert e.value.loc is not None and e.value.loc.file.endswith("test_warpspec.py")
+def _rounds_expected(x, t):
+    return np.concatenate([(r + 1) * x + 1 for r in range(t)] + [[x.sum(dtype=np.float64)]])
+
+
+def test_warp_specialize_in_a_loop_and_twice_runs_in_the_interpreter():
+    x = np.random.default_rng(1).standard_normal(128).astype(np.float32)
+    out = np.full(3 * 128 + 1, np.nan, np.float32)
+    rounds[(1,)](x, out, 3, N=128, WORKER_WARPS=2, num_warps=4, backend="interpreter", target="sm_90")
+    np.testing.assert_allclose(out, _rounds_expected(x, 3), rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
+def test_warp_specialize_in_a_loop_lowers_to_a_worker_loop(target):
+    """The general form: workers wait at the top of a loop; the default partition writes which
+    op runs (or -1: leave) and meets them with the non-aligned barrier.sync, runs its part and
+    joins them; each op's workers have their own block; no register moves."""
+    g = rounds.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), gl.int32, N=128, WORKER_WARPS=2,
+                     num_warps=4, target=target).graph
+    p = plan(g, target)
+    assert p.ops and p.total_warps == 6 and not p.moves_registers
+    text, locs, _ = emit(g, target)
+    body = text[text.index("{"):]
+    assert ".maxntid 192, 1, 1" in text and "setmaxnreg" not in text and ".maxnreg" not in text
+    assert "bar.sync 0;" not in body                       # only non-aligned CTA barriers
+    first = re.search(r"setp\.ge\.u32 (%p\d+), (%r\d+), 128;\n\t@\1 bra (\$L_ws_loop_\d+);", body)
+    assert first
+    loop = body.index(first.group(3) + ":")
+    default, workers = body[:loop], body[loop:]
+    # default: per op a word, a meeting and a join; at its end the "leave" word and a last meeting
+    assert re.findall(r"st\.shared\.u32 \[%r\d+\+\d+\], (-?\d+);", default) == ["0", "1", "-1"]
+    assert default.count("barrier.sync 0;") == 5
+    # workers: the meeting at the top, the word, a block per op, each ending at its join
+    assert re.search(re.escape(first.group(3)) + r":\n\tbarrier\.sync 0;\n\tld\.shared\.u32", workers)
+    assert workers.count("barrier.sync 0;") == 3 and len(re.findall(r"\$L_ws_op\d+_\d+:", workers)) == 2
+    _assemble(text, locs, "rounds", target)
 
 
 # -- GPU ---------------------------------------------------------------------------------------
@@ -215,6 +267,18 @@ def test_gpu_handoff(worker_warps, num_warps):
     torch.testing.assert_close(out[:256], 2 * x + 6)
     torch.testing.assert_close(out[256], x.sum() + 14, rtol=1e-5, atol=1e-5)
     assert out[257].item() == (2 * x).max().item()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("worker_warps, num_warps, t", [(1, 4, 5), (2, 4, 1), (4, 8, 7)])
+def test_gpu_warp_specialize_in_a_loop_and_twice(worker_warps, num_warps, t):
+    torch = _gpu()
+    x = torch.randn(256, device="cuda")
+    out = torch.full((t * 256 + 1,), float("nan"), device="cuda")
+    rounds[(2,)](x, out, t, N=256, WORKER_WARPS=worker_warps, num_warps=num_warps, backend="nvidia")
+    torch.cuda.synchronize()
+    ref = torch.tensor(_rounds_expected(x.cpu().numpy(), t), dtype=torch.float32)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.gpu
