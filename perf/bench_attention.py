@@ -26,10 +26,11 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
 CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 128, 4, 2),  # kernel, BM, BN,
            ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4),  # warps,
-           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 128, 4, 3),
-           ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4)]  # ws3: three consumer warpgroups  # stages ("ws": BM per consumer)
+           ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4),
+           ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4),  # ws3: three consumer warpgroups
+           ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4)]  # wsp: persistent (one CTA per SM)  # stages ("ws": BM per consumer)
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws,
-           "ws3": attention_fwd_ws}
+           "ws3": attention_fwd_ws, "wsp": attention_fwd_ws}
 EXTRA = {"ws3": dict(CONSUMERS=3, CONSUMER_REGS=160)}
 
 
@@ -45,7 +46,10 @@ def ours(cfg, q, k, v, o, causal):
     scale = 1.0 / d ** 0.5
     extra = EXTRA.get(kernel, {})
     rows = bm * (extra.get("CONSUMERS", 2) if kernel.startswith("ws") else 1)  # a consumer: bm rows
-    return lambda: KERNELS[kernel][(-(-s // rows), b * h)](qd, kd, vd, od, s, scale, CAUSAL=causal,
+    grid = (-(-s // rows), b * h)
+    if kernel == "wsp":
+        grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, grid[0] * grid[1]),)
+    return lambda: KERNELS[kernel][grid](qd, kd, vd, od, s, scale, CAUSAL=causal,
                                                            STAGES=stages, num_warps=warps, backend="nvidia",
                                                            **extra)
 

@@ -13,9 +13,12 @@ each, and a one-warp producer streams K and V tiles by TMA into rings of STAGES 
 - K and V have their own ready/empty barriers: a K slot is released as soon as its S has
   retired, so the producer refills it a whole step before the slot's V is free.
 
+- Persistent when launched on fewer CTAs than tiles: a consumer releases its Q buffer once its
+  last S has retired, so the next tile's Q loads during this tile's last P V and epilogue, and
+  O leaves through a buffer of its own whose TMA store is waited for only a tile later.
+
 Tensors are [B*H, S, D] behind 3-D TMA descriptors whose boxes are [1, BM, D] (Q, O) and
-[1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing. O leaves through
-the consumer's Q buffer (its last reader has retired by then).
+[1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing.
 """
 import gluon_trace as gt
 from gluon_trace import language as gl
@@ -25,18 +28,29 @@ from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tm
 LOG2E = 1.4426950408889634
 
 
-def _block_m(CAUSAL):
-    """The CTA's block of query rows. Causal blocks further down visit more KV tiles: the
-    launch order (program 0 first) then starts the longest ones first, and the short ones
-    fill the last wave instead of a few long ones trailing it."""
+def _tiles(seq_len, BM, C, CAUSAL):
+    """(first tile, tile count, stride): the CTA's share of the (query block, head) tiles. A grid
+    (query blocks, heads) gives each CTA one tile; a smaller 1-D grid makes CTAs persistent,
+    each overlapping one tile's epilogue and the next one's Q load with its KV stream."""
+    n_m = gl.cdiv(seq_len, C * BM)
+    first = gl.program_id(0) + gl.program_id(1) * gl.num_programs(0)
+    stride = gl.num_programs(0) * gl.num_programs(1)
+    return first, n_m, stride
+
+
+def _tile_coords(tile, n_m, bh_count, CAUSAL):
+    """(query block, head) of ``tile``. Causal blocks further down visit more KV tiles: they
+    come first, so the short ones fill the last wave instead of long ones trailing it. Within a
+    block row, neighbouring tiles are other heads' (non-causal: other blocks of one head, whose
+    K and V the CTAs running them at once share in L2)."""
     if CAUSAL:
-        return gl.num_programs(0) - 1 - gl.program_id(0)
-    return gl.program_id(0)
+        return n_m - 1 - tile // bh_count, tile % bh_count
+    return tile % n_m, tile // n_m
 
 
-def _kv_tiles(seq_len, BM, BN, CAUSAL, C):
-    """(KV tiles the CTA visits, tiles below which no row of the CTA needs a mask)."""
-    start = _block_m(CAUSAL) * (C * BM)
+def _kv_tiles(start, seq_len, BM, BN, CAUSAL, C):
+    """(KV tiles a CTA with query rows from ``start`` visits, tiles below which none of its rows
+    needs a mask)."""
     if CAUSAL:
         n_tiles = gl.cdiv(gl.minimum(seq_len, start + C * BM), BN)
         n_free = gl.minimum(start, seq_len) // BN
@@ -46,25 +60,32 @@ def _kv_tiles(seq_len, BM, BN, CAUSAL, C):
     return n_tiles, n_free
 
 
-def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty,
-            seq_len, CAUSAL, STAGES, C):
+def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
+            seq_len, heads, CAUSAL, STAGES, C):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[1]
-    bh = gl.program_id(1)
-    start = _block_m(CAUSAL) * (C * BM)
-    for w in gl.static_range(C):
-        mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
-        tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
-    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL, C)
-    for j in gl.range(0, n_tiles):
-        s = j % STAGES
-        free = ((j // STAGES) & 1) ^ 1  # the first pass finds every slot free
-        mbarrier.wait(k_empty.index(s), free)
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), free)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
+    first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
+    it = gl.full([], 0, gl.int32)   # KV ring steps over every tile
+    t = gl.full([], 0, gl.int32)    # tiles done by this CTA
+    for tile in gl.range(first, n_m * heads, stride):
+        mb, bh = _tile_coords(tile, n_m, heads, CAUSAL)
+        start = mb * (C * BM)
+        for w in gl.static_range(C):
+            mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
+            mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
+            tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
+        n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
+        for j in gl.range(0, n_tiles):
+            s = it % STAGES
+            free = ((it // STAGES) & 1) ^ 1  # the first pass finds every slot free
+            mbarrier.wait(k_empty.index(s), free)
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
+            mbarrier.wait(v_empty.index(s), free)
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
+            it += 1
+        t += 1
 
 
 def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
@@ -83,8 +104,8 @@ def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
     return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
 
 
-def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty,
-              v_empty, turn, seq_len, sm_scale, CAUSAL, STAGES, C, WHICH):
+def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
+              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -95,73 +116,85 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, q_bars, k_
                                                   instr_shape=[16, D, 16])
     p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
     dtype = q_desc.dtype
-    bh = gl.program_id(1)
-    row0 = _block_m(CAUSAL) * (C * BM) + WHICH * BM
-    n_tiles, n_free = _kv_tiles(seq_len, BM, BN, CAUSAL, C)
     mask_kind = 2 if CAUSAL else 1
     qk_scale = sm_scale * LOG2E
-    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
     cols0 = gl.arange(0, BN, layout=gl.SliceLayout(0, s_l))
-    m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
-    l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, s_l))
-    acc = gl.zeros([BM, D], gl.float32, o_l)
     zero_s = gl.zeros([BM, BN], gl.float32, s_l)
-
     q_smem = q_bufs.index(WHICH)
     q = q_smem.reshape([BM, D])
-    mbarrier.wait(q_bars.index(WHICH), 0)
+    o_smem = o_bufs.index(WHICH)
     nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
     if WHICH == C - 1:
         mbarrier.arrive(turn.index(0))  # the first turn is consumer 0's
 
-    # step 0: S(0) and its softmax (O is still zero: nothing to rescale)
-    mbarrier.wait(turn.index(WHICH), 0)
-    mbarrier.wait(k_ready.index(0), 0)
-    qk = warpgroup_mma(q, k_bufs.index(0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
-                       is_async=True)
-    mbarrier.arrive(turn.index(nxt))
-    qk = warpgroup_mma_wait(0, deps=[qk])
-    mbarrier.arrive(k_empty.index(0))
-    p, alpha = qk, m_i  # (both branches rebind them)
-    with gl.if_(0 < n_free):
-        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, 0)
-    with gl.else_():
-        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, mask_kind)
+    first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
+    it = gl.full([], 0, gl.int32)   # KV ring steps (and turns) over every tile
+    t = gl.full([], 0, gl.int32)    # tiles done by this CTA
+    for tile in gl.range(first, n_m * heads, stride):
+        mb, bh = _tile_coords(tile, n_m, heads, CAUSAL)
+        row0 = mb * (C * BM) + WHICH * BM
+        n_tiles, n_free = _kv_tiles(mb * (C * BM), seq_len, BM, BN, CAUSAL, C)
+        rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
+        m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
+        l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, s_l))
+        acc = gl.zeros([BM, D], gl.float32, o_l)
+        mbarrier.wait(q_bars.index(WHICH), t & 1)
 
-    for j in gl.range(1, n_tiles):
-        s = j % STAGES
-        ps = (j - 1) % STAGES
-        # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
-        mbarrier.wait(turn.index(WHICH), j & 1)
-        mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)
-        qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+        # step 0: S(0) and its softmax (O is still zero: nothing to rescale)
+        s0 = it % STAGES
+        mbarrier.wait(turn.index(WHICH), it & 1)
+        mbarrier.wait(k_ready.index(s0), (it // STAGES) & 1)
+        qk = warpgroup_mma(q, k_bufs.index(s0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
                            is_async=True)
-        mbarrier.wait(v_ready.index(ps), ((j - 1) // STAGES) & 1)
-        # P is carried in f32 and rounded here, next to its one reader: two values per paired cvt
-        p_in = gl.convert_layout(p.to(dtype), p_op)
-        acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
         mbarrier.arrive(turn.index(nxt))
-        qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
-        mbarrier.arrive(k_empty.index(s))
-        cols = j * BN + cols0
-        with gl.if_(j < n_free):
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, 0)
+        qk = warpgroup_mma_wait(0, deps=[qk])
+        mbarrier.arrive(k_empty.index(s0))
+        p, alpha = qk, m_i  # (both branches rebind them)
+        with gl.if_(0 < n_free):
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, 0)
         with gl.else_():
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, mask_kind)
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(v_empty.index(ps))
-        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, mask_kind)
 
-    last = n_tiles - 1
-    ls = last % STAGES
-    mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
-    p_in = gl.convert_layout(p.to(dtype), p_op)
-    acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
-    acc = warpgroup_mma_wait(0, deps=[acc])
-    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
-    q.store(acc.to(o_desc.dtype))  # every wgmma reading Q has retired
-    fence_async_shared()
-    tma.async_store(o_desc, [bh, row0, 0], q_smem)
+        for j in gl.range(1, n_tiles):
+            g = it + j
+            s = g % STAGES
+            ps = (g - 1) % STAGES
+            # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
+            mbarrier.wait(turn.index(WHICH), g & 1)
+            mbarrier.wait(k_ready.index(s), (g // STAGES) & 1)
+            qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+                               is_async=True)
+            mbarrier.wait(v_ready.index(ps), ((g - 1) // STAGES) & 1)
+            # P is carried in f32 and rounded here, next to its one reader: two values per paired cvt
+            p_in = gl.convert_layout(p.to(dtype), p_op)
+            acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
+            mbarrier.arrive(turn.index(nxt))
+            qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
+            mbarrier.arrive(k_empty.index(s))
+            cols = j * BN + cols0
+            with gl.if_(j < n_free):
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, 0)
+            with gl.else_():
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, mask_kind)
+            acc = warpgroup_mma_wait(0, deps=[acc])
+            mbarrier.arrive(v_empty.index(ps))
+            acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+
+        mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
+        last = it + n_tiles - 1
+        ls = last % STAGES
+        mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
+        p_in = gl.convert_layout(p.to(dtype), p_op)
+        acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(v_empty.index(ls))
+        acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
+        tma.store_wait(0)  # the previous tile's O has left o_smem
+        o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
+        fence_async_shared()
+        tma.async_store(o_desc, [bh, row0, 0], o_smem)
+        it += n_tiles
+        t += 1
     tma.store_wait(0)
 
 
@@ -178,9 +211,10 @@ _CONSUMERS = [_consumer_at(w) for w in range(4)]
 @gt.jit
 def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
                      STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
-    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors; grid (cdiv(S, CONSUMERS*BM), B*H),
-    num_warps=4 (each consumer is one warpgroup of BM rows; the producer warp comes on top).
-    Three consumers suit small head dims, where the softmax is long beside the two GEMMs."""
+    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
+    one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
+    one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
+    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -188,10 +222,13 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
     gl.static_assert(2 <= C and C <= 4, "attention_fwd_ws takes 2 to 4 consumers")
     gl.static_assert(o_desc.block_type.shape[1] == BM, "O's box must have Q's rows")
     dtype = q_desc.dtype
+    heads = q_desc.shape[0]
     q_bufs = gl.allocate_shared_memory(dtype, [C, 1, BM, D], q_desc.layout)
+    o_bufs = gl.allocate_shared_memory(o_desc.dtype, [C, 1, BM, D], o_desc.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], v_desc.layout)
     q_bars = mbarrier.allocate_mbarrier(batch=C)
+    q_free = mbarrier.allocate_mbarrier(batch=C)
     turn = mbarrier.allocate_mbarrier(batch=C)
     k_ready = mbarrier.allocate_mbarrier(batch=STAGES)
     v_ready = mbarrier.allocate_mbarrier(batch=STAGES)
@@ -199,15 +236,18 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
     v_empty = mbarrier.allocate_mbarrier(batch=STAGES)
     for w in gl.static_range(C):
         mbarrier.init(q_bars.index(w), count=1)
+        mbarrier.init(q_free.index(w), count=1)
         mbarrier.init(turn.index(w), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(s), count=1)
         mbarrier.init(v_ready.index(s), count=1)
         mbarrier.init(k_empty.index(s), count=C)  # every consumer releases each slot
         mbarrier.init(v_empty.index(s), count=C)
-    bufs = (q_bufs, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty)
-    consumer = (q_desc, k_desc, v_desc, o_desc) + bufs + (turn, seq_len, sm_scale, CAUSAL, STAGES, C)
-    gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)]
-                       + [(_loader, (q_desc, k_desc, v_desc) + bufs + (seq_len, CAUSAL, STAGES, C))],
+    rings = (k_ready, v_ready, k_empty, v_empty)
+    consumer = ((q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free) + rings
+                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C))
+    loader = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free) + rings + (seq_len, heads, CAUSAL,
+                                                                                          STAGES, C)
+    gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)] + [(_loader, loader)],
                        worker_num_warps=[gl.num_warps()] * (C - 1) + [1],
                        worker_num_regs=[CONSUMER_REGS] * (C - 1) + [24])

@@ -74,6 +74,7 @@ def test_attention_releases_slots_per_thread_and_keeps_tma_barriers_single():
                                gl.float32, CAUSAL=False, STAGES=2, num_warps=4, target="sm_90a").graph
     text, _, _ = emit(g, "sm_90a")
     counts = sorted(int(c) for c in re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], (\d+);", text))
-    # q (2) + k/v ready (4): TMA, one thread; turn (2): 128 threads; k/v empty (4): both consumers
-    assert counts == [1] * 6 + [128] * 2 + [256] * 4
+    # q (2) + k/v ready (4): TMA, one thread; turn and q_free (2 each): 128 threads; k/v empty (4):
+    # both consumers
+    assert counts == [1] * 6 + [128] * 4 + [256] * 4
     assert "bar.sync 1, 128;\n\tmbarrier.arrive" not in text

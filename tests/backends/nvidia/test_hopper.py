@@ -395,7 +395,11 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
                                gl.float32, CAUSAL=causal, STAGES=2, num_warps=4, target="sm_90a").graph
     text, locs, _ = emit(g, "sm_90a")
     assert "setmaxnreg.inc.sync.aligned.u32 240;" in text and "setmaxnreg.dec.sync.aligned.u32 24;" in text
-    loop = max(re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S), key=lambda x: len(x[1]))[1]
+    labels = re.findall(r"(\$L_loop_\d+):\n", text)
+    bodies = [re.search(re.escape(lb) + r":\n(.*?)\n\tbra\.uni " + re.escape(lb) + ";", text, re.S).group(1)
+              for lb in labels]
+    loops = [b for b in bodies if "wgmma.mma_async" in b]
+    loop = min(loops, key=len)  # the KV loop (inside the persistent loop over tiles)
     # P (BM*BN/128 values a thread) reaches the wgmma through one paired cvt per two values, from
     # the f32 values themselves (the single cvts and the widened copies die: ptxas drops them)
     assert loop.count("cvt.rn.bf16x2.f32") == 64 * bn // 128 // 2
@@ -683,11 +687,14 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d, bn, stages, consumers", [(64, 64, 2, 2), (128, 128, 2, 2), (128, 64, 4, 2),
-                                                      (64, 128, 2, 2), (64, 64, 4, 3)])
+@pytest.mark.parametrize("d, bn, stages, consumers, ctas", [(64, 64, 2, 2, None), (128, 128, 2, 2, None),
+                                                            (128, 64, 4, 2, None), (64, 128, 2, 2, None),
+                                                            (64, 64, 4, 3, None), (128, 128, 2, 2, 5),
+                                                            (64, 64, 2, 3, 7)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [256, 200, 1000])
-def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, causal, seq):
+def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, ctas, causal, seq):
+    """ctas: a persistent 1-D grid of that many CTAs."""
     torch = _gpu()
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     bh, bm = 4, 64
@@ -697,7 +704,8 @@ def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, c
     qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lay_m) for x in (q, o))
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay_n) for x in (k, v))
     scale = 1.0 / d ** 0.5
-    attention_fwd_ws[(-(-seq // (consumers * bm)), bh)](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
+    grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (ctas,)
+    attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
                                                         CONSUMERS=consumers, CONSUMER_REGS=240 if consumers == 2 else 160,
                                                         num_warps=4, backend=NVIDIA)
     torch.cuda.synchronize()
