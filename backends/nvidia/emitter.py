@@ -104,9 +104,12 @@ class Emitter:
         self.counts = {c: 0 for c in ptx.PREFIX}
         self.vals: dict[Value, list[str]] = {}
         self.memo: list[dict] = [{}]
-        # f32 register -> the 16-bit register it was widened from (round16): a later narrowing of
-        # it (an MMA operand, a store) reuses those bits; both registers are written once, together
-        self.bits16: dict[tuple[str, str], str] = {}
+        # f32 register -> (the 16-bit register it was widened from, the f32 it was rounded from or
+        # None): a later narrowing of it (an MMA operand, a store, a loop-carried copy) reuses those
+        # bits; both registers are written once, together
+        self.bits16: dict[tuple[str, str], tuple] = {}
+        # (low, high) 16-bit registers unpacked from one paired cvt -> that .b32
+        self.pair16: dict[tuple[str, str], str] = {}
         self.loc = None
         self.ai = Analysis(graph)
         self.used: set[Value] = set()
@@ -421,17 +424,55 @@ class Emitter:
 
     def round16(self, r: str, t: dt.dtype) -> str:
         """Round an f32 register to ``t`` when ``t`` is a 16-bit float (kept in f32)."""
-        if t.name == "float16":
-            h = self.reg("b16")
-            self.emit(f"cvt.rn.f16.f32 {h}, {r};")
-            w = self.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-        elif t.name == "bfloat16":
-            h = self.reg("b16")
-            self.emit(f"cvt.rn.bf16.f32 {h}, {r};")
-            w = self.bf16_bits_to_f32(h)
-        else:
+        if t.name not in ("float16", "bfloat16"):
             return r
+        if (r, t.name) in self.bits16:  # already a value of t: rounding changes nothing
+            return r
+        h = self.reg("b16")
+        self.emit(f"cvt.rn.{'f16' if t.name == 'float16' else 'bf16'}.f32 {h}, {r};")
+        w = self.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16" else self.bf16_bits_to_f32(h)
         self.bits16[(w, t.name)] = (h, r)
+        return w
+
+    def round16_all(self, regs: list[str], t: dt.dtype) -> list[str]:
+        """``round16`` of a whole tile, two values per paired cvt (the conversion pipe does half
+        the work). The halves stay packed for an MMA operand or a store that takes them so."""
+        out = {r: r for r in regs if (r, t.name) in self.bits16}
+        todo = list(dict.fromkeys(r for r in regs if r not in out))
+        if len(todo) % 2:
+            last = todo.pop()
+            out[last] = self.round16(last, t)
+        cvt = "f16x2" if t.name == "float16" else "bf16x2"
+        for a, b in zip(todo[::2], todo[1::2]):
+            p = self.ins("b32", f"cvt.rn.{cvt}.f32 {{d}}, {b}, {a};")
+            ha, hb = self.reg("b16"), self.reg("b16")
+            self.emit(f"mov.b32 {{{ha}, {hb}}}, {p};")
+            if t.name == "float16":
+                wa = self.ins("f32", f"cvt.f32.f16 {{d}}, {ha};")
+                wb = self.ins("f32", f"cvt.f32.f16 {{d}}, {hb};")
+            else:
+                wa = self.ins("f32", f"mov.b32 {{d}}, {self.ins('b32', f'shl.b32 {{d}}, {p}, 16;')};")
+                wb = self.ins("f32", f"mov.b32 {{d}}, {self.ins('b32', f'and.b32 {{d}}, {p}, -65536;')};")
+            self.bits16[(wa, t.name)] = (ha, None)  # (re-rounding its source would add work)
+            self.bits16[(wb, t.name)] = (hb, None)
+            self.pair16[(ha, hb)] = p
+            out[a], out[b] = wa, wb
+        return [out[r] for r in regs]
+
+    def halves16(self, w: str, t: dt.dtype) -> tuple[str, str]:
+        """The (low, high) 16-bit registers of a .b32 holding two float16/bfloat16 values."""
+        hit = self.memo_get(("halves16", w))
+        if hit is None:
+            hit = self.reg("b16"), self.reg("b16")
+            self.emit(f"mov.b32 {{{hit[0]}, {hit[1]}}}, {w};")
+            self.pair16[hit] = w
+            self.memo_put(("halves16", w), hit)
+        return hit
+
+    def widen16(self, h: str, t: dt.dtype) -> str:
+        """The f32 register holding the float16/bfloat16 value whose bits are ``h``."""
+        w = self.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16" else self.bf16_bits_to_f32(h)
+        self.bits16[(w, t.name)] = (h, None)
         return w
 
     def to16(self, r: str, t: dt.dtype) -> str:
@@ -444,12 +485,16 @@ class Emitter:
 
     def pack16x2(self, lo: str, hi: str, t: dt.dtype) -> str:
         """Two float16/bfloat16 values (widened in f32 registers) as one .b32, ``lo`` in the low
-        half. Values rounded from f32 here are rounded again from their sources in one paired
-        cvt (the same rounding of the same value): the conversion pipe does half the work."""
+        half. Values rounded one at a time from f32 are rounded again from their sources in one
+        paired cvt (the same rounding of the same value): the conversion pipe does half the work."""
         a, b = self.bits16.get((lo, t.name)), self.bits16.get((hi, t.name))
-        if a is not None and b is not None:  # (every target has the paired cvt: sm_80+)
-            cvt = "f16x2" if t.name == "float16" else "bf16x2"
-            return self.ins("b32", f"cvt.rn.{cvt}.f32 {{d}}, {b[1]}, {a[1]};")
+        if a is not None and b is not None:
+            p = self.pair16.get((a[0], b[0]))
+            if p is not None:
+                return p
+            if a[1] is not None and b[1] is not None:
+                cvt = "f16x2" if t.name == "float16" else "bf16x2"  # (every target has it: sm_80+)
+                return self.ins("b32", f"cvt.rn.{cvt}.f32 {{d}}, {b[1]}, {a[1]};")
         return self.ins("b32", f"mov.b32 {{d}}, {{{self.to16(lo, t)}, {self.to16(hi, t)}}};")
 
     def bf16_bits_to_f32(self, h: str) -> str:

@@ -1,7 +1,10 @@
 """Lowering of ``for`` and ``if`` to PTX branches.
 
 Loop-carried values get their own registers (one per register of the tile), set
-before the loop and by a parallel copy at the end of the body. The condition of an
+before the loop and by a parallel copy at the end of the body. A float16/bfloat16 value is
+carried in its 16 bits (ptxas packs two to a register) and widened where it is read: a carried
+bf16 tile costs half the registers of its widened f32 copy, and one widened only to feed an
+MMA operand or a store is never widened at all (the widening is dead). The condition of an
 ``if`` and the bounds of a ``for`` are scalars, hence the same in every thread, so
 the branches never diverge and barriers inside them are safe.
 """
@@ -15,18 +18,42 @@ def _mov(cls: str) -> str:
     return {"b32": "b32", "b64": "b64", "f32": "f32", "f64": "f64", "pred": "pred", "b16": "b16"}[cls]
 
 
+def _is16(t) -> bool:
+    return t.name in ("float16", "bfloat16")
+
+
+def _carry_cls(t) -> str:
+    return "b16" if _is16(t) else ptx.rclass(t)
+
+
+def _carried(em, types, n: list[int]) -> list[list[str]]:
+    """Fresh registers for values of ``types`` (``n`` registers each) as they are carried."""
+    return [[em.reg(_carry_cls(t)) for _ in range(k)] for t, k in zip(types, n)]
+
+
+def _widened(em, regs: list[list[str]], types) -> list[list[str]]:
+    """The values of carried registers as every other rule holds them."""
+    return [[em.widen16(h, t) for h in rs] if _is16(t) else rs for rs, t in zip(regs, types)]
+
+
 def _copy(em, dsts: list[list[str]], srcs: list[list[str]], types) -> None:
-    """dsts := srcs as one parallel copy (a source may be another destination)."""
+    """dsts := srcs as one parallel copy (a source may be another destination); a 16-bit float
+    lands in its bits."""
     dset = {d for ds in dsts for d in ds}
-    pending = []
+    moves = []
     for ds, ss, t in zip(dsts, srcs, types):
-        cls = ptx.rclass(t)
         for d, s in zip(ds, ss if len(ss) == len(ds) else ss * len(ds)):
             if d != s:
-                pending.append((d, s, cls))
-    if pending and "wgmma_inflight" in em.flags:
+                moves.append((d, s, t))
+    if moves and "wgmma_inflight" in em.flags:
         from .rules_hopper import settle_inflight
-        settle_inflight(em, {s for _, s, _ in pending})
+        settle_inflight(em, {s for _, s, _ in moves})
+    pending = []
+    for d, s, t in moves:
+        if _is16(t):
+            s = em.to16(s, t)
+        if d != s:
+            pending.append((d, s, _carry_cls(t)))
     if any(s in dset for _, s, _ in pending):
         tmp = []
         for d, s, cls in pending:
@@ -53,7 +80,7 @@ def _for(em, op):
     ty = ptx.ity(it)
     carried = op.operands[3:]
     types = [v.type.dtype for v in carried]
-    phis = [[em.reg(ptx.rclass(t)) for _ in em.vals[v]] for v, t in zip(carried, types)]
+    phis = _carried(em, types, [len(em.vals[v]) for v in carried])
     _copy(em, phis, [em.vals[v] for v in carried], types)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
@@ -82,7 +109,7 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        ys = em.run_block(op.regions[0], [[iv]] + phis)
+        ys = em.run_block(op.regions[0], [[iv]] + _widened(em, phis, types))
         em.loc = saved
         _copy(em, phis, ys, types)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
@@ -90,14 +117,14 @@ def _for(em, op):
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return phis
+    return _widened(em, phis, types)
 
 
 @rule("if")
 def _if(em, op):
     cond = em.vals[op.operands[0]][0]
     types = [r.type.dtype for r in op.results]
-    outs = [[em.reg(ptx.rclass(t)) for _ in range(em.nregs(r))] for r, t in zip(op.results, types)]
+    outs = _carried(em, types, [em.nregs(r) for r in op.results])
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
     els, end = em.label("else"), em.label("endif")
@@ -119,7 +146,7 @@ def _if(em, op):
             _copy(em, outs, ys, types)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
-    return outs
+    return _widened(em, outs, types)
 
 
 @rule("yield")

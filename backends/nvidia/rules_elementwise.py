@@ -402,9 +402,7 @@ def _f16_bits(em, t, r):
 
 
 def _from_f16_bits(em, t, h):
-    if t.name == "float16":
-        return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-    return em.bf16_bits_to_f32(h)
+    return em.widen16(h, t)
 
 
 def _f32_round_odd(em, r):
@@ -504,4 +502,6 @@ def _cast(em, op):
     to = op.attrs["dtype"]
     if op.attrs.get("bitcast"):
         return em.map(op, lambda r: _bitcast(em, src, to, r))
+    if src.name == "float32" and to.name in ("float16", "bfloat16"):
+        return [em.round16_all(em.vals[op.operands[0]], to)]
     return em.map(op, lambda r: _convert(em, src, to, r))

@@ -75,17 +75,14 @@ def _zero(em, t):
 
 def _extract16(em, t, w, j):
     """Element j (0 = low half) of a 32-bit word as t's register form."""
-    if t.name == "float16":
-        h = em.reg("b16")
-        if j == 0:
-            em.emit(f"cvt.u16.u32 {h}, {w};")
-        else:
-            x = em.ins("b32", f"shr.u32 {{d}}, {w}, 16;")
-            em.emit(f"cvt.u16.u32 {h}, {x};")
-        return em.ins("f32", f"cvt.f32.f16 {{d}}, {h};")
-    if t.name == "bfloat16":
+    if t.name in ("float16", "bfloat16"):
+        h = em.halves16(w, t)[j]  # (a store, an MMA or a loop carry takes the bits as they are)
+        if t.name == "float16":
+            return em.widen16(h, t)
         x = em.ins("b32", f"shl.b32 {{d}}, {w}, 16;") if j == 0 else em.ins("b32", f"and.b32 {{d}}, {w}, -65536;")
-        return em.ins("f32", f"mov.b32 {{d}}, {x};")
+        r = em.ins("f32", f"mov.b32 {{d}}, {x};")
+        em.bits16[(r, t.name)] = (h, None)
+        return r
     s = "s" if t.is_signed else "u"
     return em.ins("b32", f"bfe.{s}32 {{d}}, {w}, {16 * j}, 16;")
 
@@ -119,10 +116,8 @@ def _load_scalar(em, t, p, pred, other):
         em.emit(f"{g}ld.global.{'b16' if t.bits == 16 else 'u8'} {x}, [{p}];")
         if t.is_bool:
             r = em.ins("pred", f"setp.ne.u32 {{d}}, {x}, 0;")
-        elif t.name == "float16":
-            r = em.ins("f32", f"cvt.f32.f16 {{d}}, {x};")
         else:
-            r = em.bf16_bits_to_f32(x)
+            r = em.widen16(x, t)
         if pred and other is not None:
             r = select(em, t, pred, r, other)
         return r

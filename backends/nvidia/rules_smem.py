@@ -352,8 +352,7 @@ def _load(em, op):
                 out.append(fp8.decode(em, t, em.ins("b32", f"ld.shared.u8 {{d}}, {a};")))
             elif t.is_floating:
                 h = em.ins("b16", f"ld.shared.b16 {{d}}, {a};")
-                out.append(em.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16"
-                           else em.bf16_bits_to_f32(h))
+                out.append(em.widen16(h, t))
             else:
                 out.append(em.ins("b32", f"ld.shared.{ptx.mem_type(t)} {{d}}, {a};"))
         else:

@@ -93,10 +93,13 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_re
         t += 1
 
 
-def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
-    """Online softmax of one raw S tile: (P, the factor rescaling what was summed, m, l). The
-    scale rides in one fma with the max (qk_scale > 0, so the max of the raw scores scales)."""
+def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
+    """Online softmax of one raw S tile whose first column is ``col0``: (P in ``dtype``, the factor
+    rescaling what was summed, m, l). The scale rides in one fma with the max (qk_scale > 0, so
+    the max of the raw scores scales)."""
     if MASK:  # only tiles crossing the sequence end or the diagonal pay for the mask
+        # (the column indices are made here: held across the loop they would cost BN/4 registers)
+        cols = col0 + gl.arange(0, qk.shape[1], layout=gl.SliceLayout(0, qk.type.layout))
         keep = cols[None, :] < seq_len
         if MASK == 2:
             keep = keep & (cols[None, :] <= rows[:, None])
@@ -106,7 +109,7 @@ def _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, MASK):
     # exp2 one MUFU.EX2 instead of a range check, the EX2 and two multiplies
     p = gl.exp2(gl.fma(qk, qk_scale, -m_new[:, None]), ftz=True)
     alpha = gl.exp2(m_i - m_new, ftz=True)
-    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+    return p.to(dtype), alpha, m_new, l_i * alpha + gl.sum(p, 1)
 
 
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
@@ -123,7 +126,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
     dtype = q_desc.dtype
     mask_kind = 2 if CAUSAL else 1
     qk_scale = sm_scale * LOG2E
-    cols0 = gl.arange(0, BN, layout=gl.SliceLayout(0, s_l))
     zero_s = gl.zeros([BM, BN], gl.float32, s_l)
     q_smem = q_bufs.index(WHICH)
     q = q_smem.reshape([BM, D])
@@ -155,11 +157,11 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
         mbarrier.arrive(turn.index(nxt))
         qk = warpgroup_mma_wait(0, deps=[qk])
         mbarrier.arrive(k_empty.index(s0))
-        p, alpha = qk, m_i  # (both branches rebind them)
+        p, alpha = qk.to(dtype), m_i  # (both branches rebind them)
         with gl.if_(0 < n_free):
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, 0)
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, 0, dtype)
         with gl.else_():
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols0, seq_len, qk_scale, mask_kind)
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, mask_kind, dtype)
 
         for j in gl.range(1, n_tiles):
             g = it + j
@@ -171,17 +173,16 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
             qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
                                is_async=True)
             mbarrier.wait(v_ready.index(ps), ((g - 1) // STAGES) & 1)
-            # P is carried in f32 and rounded here, next to its one reader: two values per paired cvt
-            p_in = gl.convert_layout(p.to(dtype), p_op)
+            # P is carried in its 16 bits, packed two to a register by its paired cvts
+            p_in = gl.convert_layout(p, p_op)
             acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
             mbarrier.arrive(turn.index(nxt))
             qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
             mbarrier.arrive(k_empty.index(s))
-            cols = j * BN + cols0
             with gl.if_(j < n_free):
-                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, 0)
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, 0, dtype)
             with gl.else_():
-                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, cols, seq_len, qk_scale, mask_kind)
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, mask_kind, dtype)
             acc = warpgroup_mma_wait(0, deps=[acc])
             mbarrier.arrive(v_empty.index(ps))
             acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
@@ -190,7 +191,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
         last = it + n_tiles - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
-        p_in = gl.convert_layout(p.to(dtype), p_op)
+        p_in = gl.convert_layout(p, p_op)
         acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(v_empty.index(ls))

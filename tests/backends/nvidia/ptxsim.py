@@ -49,6 +49,17 @@ def _np(t: str):
     return _FLT.get(t) or _INT[t]
 
 
+def _round16(x, t: str):
+    """The bits of f32 values rounded to nearest even as bf16 or f16."""
+    f = np.asarray(x).astype(np.float32)
+    if t == "f16":
+        with np.errstate(all="ignore"):
+            return f.astype(np.float16).view(np.uint16)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rb = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FFF), rb)
+
+
 class Mem:
     """Global memory: buffers at fake addresses (1 << 40 apart)."""
 
@@ -491,15 +502,16 @@ class Sim:
         mods = [p for p in parts[1:] if p in ("rn", "rzi", "rmi", "rpi", "rni", "rz", "ftz", "sat")]
         types = [p for p in parts[1:] if p not in mods]
         dt_, st_ = types
+        if dt_ in ("bf16x2", "f16x2"):  # d = {lo: round(b), hi: round(a)}
+            d, a, b = args
+            lo, hi = (_round16(self.val(x, st_), dt_[:-2]).astype(np.uint32) for x in (b, a))
+            self.set(d, lo | (hi << np.uint32(16)), m)
+            return
         d, a = args
         x = self.val(a, st_)
         with np.errstate(all="ignore"):
             if dt_ == "bf16":
-                f = x.astype(np.float32)
-                bits = f.view(np.uint32).astype(np.uint64)
-                rb = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-                rb = np.where(np.isnan(f), np.uint16(0x7FFF), rb)
-                self.set(d, rb, m)
+                self.set(d, _round16(x, "bf16"), m)
                 return
             if st_ == "bf16":
                 raise NotImplementedError("cvt from bf16")
