@@ -27,7 +27,7 @@ SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64,
 CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 128, 4, 2),  # kernel, BM, BN,
            ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4),  # warps,
            ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4),
-           ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4),  # ws3: three consumer warpgroups
+           ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4), ("ws3", 64, 128, 4, 2),  # ws3: three consumers
            ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4)]  # wsp: persistent (one CTA per SM)  # stages ("ws": BM per consumer)
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws,
            "ws3": attention_fwd_ws, "wsp": attention_fwd_ws}

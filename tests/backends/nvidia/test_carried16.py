@@ -81,3 +81,29 @@ def test_the_carried_registers_are_16_bit_and_the_rounding_paired():
     # two at a time; only the two 16-bit operations (a subtraction, a product) round one at a time,
     # and the loaded tile reaches the loop in the halves it was loaded in (no cvt)
     assert text.count("cvt.rn.bf16x2.f32") >= 3 * 4 and text.count("cvt.rn.bf16.f32") == 2 * 8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", ["bfloat16", "float16"])
+def test_gpu_carried_16bit_floats_match_the_interpreter(t):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    tt = {"bfloat16": torch.bfloat16, "float16": torch.float16}[t]
+    rng = np.random.default_rng()
+    R, C, n_iter = 16, 32, 7
+    x = rng.standard_normal((R, C)).astype(np.float32) * 8
+    z = _storage(rng.standard_normal((R, C)).astype(np.float32), t)
+    g = carried16.trace(gl.pointer(gl.float32), gl.pointer(DTYPES[t]), gl.pointer(DTYPES[t]), gl.int32,
+                        DT=DTYPES[t], R=R, C=C, target="sm_90").graph
+    ref = [x.copy(), np.zeros((R, C), z.dtype), z.copy(), n_iter]
+    with np.errstate(all="ignore"):
+        get("interpreter").run(g, (1, 1, 1), ref)
+    xg = torch.from_numpy(x).cuda()
+    zg = torch.from_numpy(z.view(np.int16)).cuda().view(tt)
+    yg = torch.full((R, C), float("nan"), dtype=tt, device="cuda")
+    carried16[(1,)](xg, yg, zg, n_iter, DT=DTYPES[t], R=R, C=C, backend="nvidia")
+    torch.cuda.synchronize()
+    bits = lambda a: a.view(torch.int16).cpu().numpy().view(np.uint16)  # noqa: E731
+    np.testing.assert_array_equal(bits(yg), ref[1].view(np.uint16))
+    np.testing.assert_array_equal(bits(zg), ref[2].view(np.uint16))
