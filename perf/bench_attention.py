@@ -28,10 +28,14 @@ CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 1
            ("pipelined", 64, 64, 4, 3), ("pipelined", 64, 128, 4, 3), ("pipelined", 64, 64, 4, 4),  # warps,
            ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4),
            ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4), ("ws3", 64, 128, 4, 2),  # ws3: three consumers
-           ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4)]  # wsp: persistent (one CTA per SM)  # stages ("ws": BM per consumer)
-KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined, "ws": attention_fwd_ws,
-           "ws3": attention_fwd_ws, "wsp": attention_fwd_ws}
-EXTRA = {"ws3": dict(CONSUMERS=3, CONSUMER_REGS=160)}
+           ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4),
+           ("wsl", 64, 128, 4, 2), ("wspl", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 2)]  # wsp: persistent (one CTA per SM)  # stages ("ws": BM per consumer)
+KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined}
+# ws: warp-specialized, one tile a CTA; p: persistent (one CTA per SM); 3: three consumer
+# warpgroups; l: causal tiles longest first across heads (LPT)
+EXTRA = {"ws": {}, "wsp": {}, "ws3": dict(CONSUMERS=3, CONSUMER_REGS=160), "wsl": dict(LPT=True),
+         "wspl": dict(LPT=True), "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160)}
+KERNELS.update({name: attention_fwd_ws for name in EXTRA})
 
 
 def ours(cfg, q, k, v, o, causal):
@@ -47,7 +51,7 @@ def ours(cfg, q, k, v, o, causal):
     extra = EXTRA.get(kernel, {})
     rows = bm * (extra.get("CONSUMERS", 2) if kernel.startswith("ws") else 1)  # a consumer: bm rows
     grid = (-(-s // rows), b * h)
-    if kernel == "wsp":
+    if kernel.startswith("ws") and "p" in kernel[2:]:
         grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, grid[0] * grid[1]),)
     return lambda: KERNELS[kernel][grid](qd, kd, vd, od, s, scale, CAUSAL=causal,
                                                            STAGES=stages, num_warps=warps, backend="nvidia",
