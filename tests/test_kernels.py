@@ -146,15 +146,13 @@ def test_attention(rng, d, causal, seq, kernel):
     np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)  # P is rounded to bf16, O too
 
 
-@pytest.mark.parametrize("d, bn, consumers, ctas, lpt", [(64, 64, 2, None, False), (128, 128, 2, None, False),
-                                                        (64, 128, 3, None, True), (64, 64, 2, 3, True),
-                                                        (64, 128, 3, 2, False)])
+@pytest.mark.parametrize("d, bn, consumers, ctas", [(64, 64, 2, None), (128, 128, 2, None), (64, 128, 3, None),
+                                                   (64, 64, 2, 3), (64, 128, 3, 2)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [128, 100, 330])
-def test_attention_warp_specialized(rng, d, bn, consumers, ctas, lpt, causal, seq):
-    """ctas: a persistent 1-D grid of that many CTAs walking the (query block, head) tiles; lpt:
-    causal tiles longest first across heads.
-    Two consumer warpgroups of 64 rows each taking turns, a producer warp streaming K and V
+def test_attention_warp_specialized(rng, d, bn, consumers, ctas, causal, seq):
+    """ctas: a persistent 1-D grid of that many CTAs walking the (query block, head) tiles."""
+    """Two consumer warpgroups of 64 rows each taking turns, a producer warp streaming K and V
     through rings with their own ready/empty barriers (count 2: both consumers release)."""
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     bh, bm = 2, 64
@@ -167,7 +165,7 @@ def test_attention_warp_specialized(rng, d, bn, consumers, ctas, lpt, causal, se
     scale = 1.0 / np.sqrt(d)
     grid = (cdiv(seq, consumers * bm), bh) if ctas is None else (ctas,)
     attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal,
-                                                      CONSUMERS=consumers, LPT=lpt, backend="interpreter",
+                                                      CONSUMERS=consumers, backend="interpreter",
                                                       target="sm_90a")
     out = o.astype(np.float32)
     assert not np.isnan(out).any()

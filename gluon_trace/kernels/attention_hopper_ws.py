@@ -38,18 +38,19 @@ def _tiles(seq_len, BM, C, CAUSAL):
     return first, n_m, stride
 
 
-def _tile_rows(tile, n_m, heads, BM, C, CAUSAL, LPT):
-    """(first query row, head) of ``tile``. By default neighbouring tiles are blocks of one head,
-    whose K and V the CTAs running them at once share in L2 (with heads interleaved, the
-    persistent causal kernel ran at 0.6x: every CTA streamed its own head from DRAM); causal
-    blocks further down visit more KV tiles, so a head's longest come first and short ones fill
-    the last wave. With LPT (causal only) the longest blocks of every head come first instead:
-    the whole grid in longest-processing-time order, heads interleaved."""
+def _tile_coords(tile, n_m):
+    """(query block, head) of ``tile``: neighbouring tiles are blocks of one head, whose K and V
+    the CTAs running them at once share in L2 (with heads interleaved instead, the causal
+    kernel ran at 0.6x: every CTA streamed its own head from DRAM)."""
+    return tile % n_m, tile // n_m
+
+
+def _block_order(mb, n_m, CAUSAL):
+    """Causal blocks further down visit more KV tiles: a head's longest come first, so short
+    ones fill the last wave instead of long ones trailing it."""
     if CAUSAL:
-        if LPT:
-            return (n_m - 1 - tile // heads) * (C * BM), tile % heads
-        return (n_m - 1 - tile % n_m) * (C * BM), tile // n_m
-    return (tile % n_m) * (C * BM), tile // n_m
+        return n_m - 1 - mb
+    return mb
 
 
 def _kv_tiles(start, seq_len, BM, BN, CAUSAL, C):
@@ -65,14 +66,15 @@ def _kv_tiles(start, seq_len, BM, BN, CAUSAL, C):
 
 
 def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
-            seq_len, heads, CAUSAL, STAGES, C, LPT):
+            seq_len, heads, CAUSAL, STAGES, C):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[1]
     first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
     it = gl.full([], 0, gl.int32)   # KV ring steps over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
     for tile in gl.range(first, n_m * heads, stride):
-        start, bh = _tile_rows(tile, n_m, heads, BM, C, CAUSAL, LPT)
+        mb, bh = _tile_coords(tile, n_m)
+        start = _block_order(mb, n_m, CAUSAL) * (C * BM)
         for w in gl.static_range(C):
             mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
             mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
@@ -111,7 +113,7 @@ def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
 
 
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
-              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, LPT, WHICH):
+              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -136,7 +138,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
     it = gl.full([], 0, gl.int32)   # KV ring steps (and turns) over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
     for tile in gl.range(first, n_m * heads, stride):
-        start, bh = _tile_rows(tile, n_m, heads, BM, C, CAUSAL, LPT)
+        mb, bh = _tile_coords(tile, n_m)
+        start = _block_order(mb, n_m, CAUSAL) * (C * BM)
         row0 = start + WHICH * BM
         n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
         rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
@@ -214,13 +217,11 @@ _CONSUMERS = [_consumer_at(w) for w in range(4)]
 
 @gt.jit
 def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
-                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240,
-                     LPT: gl.constexpr = False):
+                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
     """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
     one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
     one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
-    walks tiles pid, pid + grid, ... Three consumers suit small head dims. LPT: the order of causal
-    tiles (see ``_tile_rows``)."""
+    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -251,9 +252,9 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
         mbarrier.init(v_empty.index(s), count=C)
     rings = (k_ready, v_ready, k_empty, v_empty)
     consumer = ((q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free) + rings
-                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, LPT))
+                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C))
     loader = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free) + rings + (seq_len, heads, CAUSAL,
-                                                                                          STAGES, C, LPT)
+                                                                                          STAGES, C)
     gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)] + [(_loader, loader)],
                        worker_num_warps=[gl.num_warps()] * (C - 1) + [1],
                        worker_num_regs=[CONSUMER_REGS] * (C - 1) + [24])
