@@ -22,38 +22,57 @@ def _is16(t) -> bool:
     return t.name in ("float16", "bfloat16")
 
 
-def _carry_cls(t) -> str:
-    return "b16" if _is16(t) else ptx.rclass(t)
+def _paired(t, n: int) -> bool:
+    """Whether a value of ``n`` registers of ``t`` is carried two to a .b32 (the pairs an MMA
+    operand, a vector store and a tile's paired cvts all take: registers 2i and 2i+1)."""
+    return _is16(t) and n % 2 == 0
 
 
-def _carried(em, types, n: list[int]) -> list[list[str]]:
-    """Fresh registers for values of ``types`` (``n`` registers each) as they are carried."""
-    return [[em.reg(_carry_cls(t)) for _ in range(k)] for t, k in zip(types, n)]
+def _carried(em, types, ns: list[int]) -> list[list[str]]:
+    """Fresh registers carrying values of ``types`` (``ns`` registers each)."""
+    out = []
+    for t, n in zip(types, ns):
+        if _paired(t, n):
+            out.append([em.reg("b32") for _ in range(n // 2)])
+        else:
+            out.append([em.reg("b16" if _is16(t) else ptx.rclass(t)) for _ in range(n)])
+    return out
 
 
-def _widened(em, regs: list[list[str]], types) -> list[list[str]]:
-    """The values of carried registers as every other rule holds them."""
-    return [[em.widen16(h, t) for h in rs] if _is16(t) else rs for rs, t in zip(regs, types)]
+def _widened(em, carriers: list[list[str]], types, ns: list[int]) -> list[list[str]]:
+    """The carried values as every other rule holds them (widenings nobody reads are dead)."""
+    out = []
+    for rs, t, n in zip(carriers, types, ns):
+        if _paired(t, n):
+            out.append([em.widen16(h, t) for w in rs for h in em.halves16(w, t)])
+        elif _is16(t):
+            out.append([em.widen16(h, t) for h in rs])
+        else:
+            out.append(rs)
+    return out
 
 
-def _copy(em, dsts: list[list[str]], srcs: list[list[str]], types) -> None:
-    """dsts := srcs as one parallel copy (a source may be another destination); a 16-bit float
-    lands in its bits."""
+def _copy(em, dsts: list[list[str]], srcs: list[list[str]], types, ns: list[int]) -> None:
+    """dsts := srcs as one parallel copy (a source may be another destination); 16-bit floats
+    land in their bits, paired where ``_paired`` says."""
     dset = {d for ds in dsts for d in ds}
-    moves = []
-    for ds, ss, t in zip(dsts, srcs, types):
-        for d, s in zip(ds, ss if len(ss) == len(ds) else ss * len(ds)):
-            if d != s:
-                moves.append((d, s, t))
-    if moves and "wgmma_inflight" in em.flags:
+    moves = [(ds, ss if len(ss) == n else ss * n, t, n) for ds, ss, t, n in zip(dsts, srcs, types, ns)]
+    read = set()  # (a 16-bit value is always converted: its carrier is never its own register)
+    for ds, ss, t, _ in moves:
+        read.update(ss if _is16(t) else (s for d, s in zip(ds, ss) if d != s))
+    if read and "wgmma_inflight" in em.flags:
         from .rules_hopper import settle_inflight
-        settle_inflight(em, {s for _, s, _ in moves})
+        settle_inflight(em, read)
     pending = []
-    for d, s, t in moves:
-        if _is16(t):
-            s = em.to16(s, t)
-        if d != s:
-            pending.append((d, s, _carry_cls(t)))
+    for ds, ss, t, n in moves:
+        cls = "b32" if _paired(t, n) else "b16" if _is16(t) else ptx.rclass(t)
+        if _paired(t, n):
+            ss = [em.pack16x2(ss[i], ss[i + 1], t) for i in range(0, n, 2)]
+        elif _is16(t):
+            ss = [em.to16(x, t) for x in ss]
+        for d, x in zip(ds, ss):
+            if d != x:
+                pending.append((d, x, cls))
     if any(s in dset for _, s, _ in pending):
         tmp = []
         for d, s, cls in pending:
@@ -80,8 +99,9 @@ def _for(em, op):
     ty = ptx.ity(it)
     carried = op.operands[3:]
     types = [v.type.dtype for v in carried]
-    phis = _carried(em, types, [len(em.vals[v]) for v in carried])
-    _copy(em, phis, [em.vals[v] for v in carried], types)
+    ns = [len(em.vals[v]) for v in carried]
+    phis = _carried(em, types, ns)
+    _copy(em, phis, [em.vals[v] for v in carried], types, ns)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
     head, end = em.label("loop"), em.label("loop_end")
@@ -109,22 +129,23 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        ys = em.run_block(op.regions[0], [[iv]] + _widened(em, phis, types))
+        ys = em.run_block(op.regions[0], [[iv]] + _widened(em, phis, types, ns))
         em.loc = saved
-        _copy(em, phis, ys, types)
+        _copy(em, phis, ys, types, ns)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
     em.emit(f"bra.uni {head};")
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _widened(em, phis, types)
+    return _widened(em, phis, types, ns)
 
 
 @rule("if")
 def _if(em, op):
     cond = em.vals[op.operands[0]][0]
     types = [r.type.dtype for r in op.results]
-    outs = _carried(em, types, [em.nregs(r) for r in op.results])
+    ns = [em.nregs(r) for r in op.results]
+    outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
     els, end = em.label("else"), em.label("endif")
@@ -134,7 +155,7 @@ def _if(em, op):
     with em.scope():
         ys = em.run_block(then_b, [])
         em.loc = saved
-        _copy(em, outs, ys, types)
+        _copy(em, outs, ys, types, ns)
     dirty_then = em.smem_dirty
     if has_else:
         em.emit(f"bra.uni {end};")
@@ -143,10 +164,10 @@ def _if(em, op):
         with em.scope():
             ys = em.run_block(else_b, [])
             em.loc = saved
-            _copy(em, outs, ys, types)
+            _copy(em, outs, ys, types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
-    return _widened(em, outs, types)
+    return _widened(em, outs, types, ns)
 
 
 @rule("yield")

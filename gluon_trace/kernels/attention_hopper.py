@@ -79,7 +79,7 @@ def attention_fwd(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale,
         p_in = gl.convert_layout(p.to(dtype), p_op)
         acc = warpgroup_mma(p_in, v_bufs.index(s).reshape([BN, D]), acc)
         m_i = m_new
-    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
+    acc = acc * gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_l))[:, None]  # a division a row
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [1, BM, D], o_desc.layout)
     o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
     fence_async_shared()
@@ -198,7 +198,7 @@ def attention_fwd_pipelined(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale,
             tma.async_load(k_desc, [bh, fill * BN, 0], kv_bars.index(fs), k_bufs.index(fs))
             tma.async_load(v_desc, [bh, fill * BN, 0], kv_bars.index(fs), v_bufs.index(fs))
     acc = warpgroup_mma_wait(0, deps=[acc])
-    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
+    acc = acc * gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_l))[:, None]  # a division a row
     o_smem = gl.allocate_shared_memory(o_desc.dtype, [1, BM, D], o_desc.layout)
     o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
     fence_async_shared()

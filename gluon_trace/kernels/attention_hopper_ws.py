@@ -195,7 +195,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
         acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=[acc])
         mbarrier.arrive(v_empty.index(ls))
-        acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_l))[:, None]
+        # one division a row, not one an element (the O tile is BM*D/128 values a thread)
+        acc = acc * gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_l))[:, None]
         tma.store_wait(0)  # the previous tile's O has left o_smem
         o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
         fence_async_shared()

@@ -1,4 +1,4 @@
-"""16-bit floats carried through loops and if/else in their 16 bits (two to a register), and
+"""16-bit floats carried through loops and if/else in their 16 bits (two to a .b32), and
 tiles rounded to 16 bits by paired cvts: run on the PTX simulator against the interpreter,
 bit for bit, on fresh random inputs with the outputs poisoned."""
 import os
@@ -75,8 +75,10 @@ def test_the_carried_registers_are_16_bit_and_the_rounding_paired():
                         gl.int32, DT=gl.bfloat16, R=16, C=32, target="sm_90").graph
     text, _, _ = emit(g, "sm_90")
     loop = text[text.index("$L_loop_"):]
-    # every carried value moves as .b16; none is widened to f32 to cross the back edge
-    assert re.search(r"mov\.b16 %h\d+, %h\d+;", loop) and not re.search(r"mov\.f32 %f\d+, %f\d+;", loop)
+    # every carried value moves in its 16 bits, two a .b32 (registers 2i and 2i+1, as a paired cvt
+    # made them); none is widened to f32 to cross the back edge
+    assert re.search(r"mov\.b32 %r\d+, %r\d+;", loop) and not re.search(r"mov\.f32 %f\d+, %f\d+;", loop)
+    assert not re.search(r"mov\.b16 %h\d+, %h\d+;", loop)
     # L2 holds the 16x32 tile in 8 registers a thread: each of the three casts from f32 rounds them
     # two at a time; only the two 16-bit operations (a subtraction, a product) round one at a time,
     # and the loaded tile reaches the loop in the halves it was loaded in (no cvt)
