@@ -27,8 +27,9 @@ Figures and where they come from (per CU unless said):
 - Occupancy: CDNA3/CDNA2 have 512 unified registers per lane per SIMD; a wave takes
   roundup(accum_offset + AGPRs, 8) of them (accum_offset = VGPRs rounded up to 4), at most
   8 waves per SIMD, 800 SGPRs per SIMD, 64 KiB LDS per CU.
-- Latency: each s_waitcnt vmcnt in the K loop that waits while global loads are still in
-  flight is one exposed round trip (at least one per step with one stage of prefetch);
+- Latency: an s_waitcnt vmcnt in the K loop that waits for global loads issued after the
+  last such round trip is one exposed round trip (at least one per step with one stage of
+  prefetch; staggered waits for loads issued together share one);
   ~700 clocks for a load served by the cache (an assumption, not a datasheet figure).
   With W waves per SIMD the SIMD has W steps of work to hide them.
 """
@@ -79,6 +80,7 @@ _WIDTH = {"u8": 1, "i8": 1, "ubyte": 1, "sbyte": 1, "u16": 2, "i16": 2, "ushort"
 
 
 def _width(op: str) -> int:
+    op = op.removesuffix("_d16_hi").removesuffix("_d16")  # 16 bits from a register's high/low half
     if op.startswith("ds_read2") or op.startswith("ds_write2"):  # two accesses of the width
         return 2 * _width(op.replace("read2st64", "read").replace("write2st64", "write")
                           .replace("read2", "read").replace("write2", "write"))
@@ -109,12 +111,18 @@ def steady_loop(asm: str) -> list[str]:
 def mix_of(body: list[str]) -> Mix:
     """Counts of one pass over the loop; round trips counted in steady state (the loads
     still in flight at the back edge carry into the next pass, as in a rotated loop)."""
-    _, carried = _scan(body, 0)
-    return _scan(body, carried)[0]
+    _, carried = _scan(body, [])
+    return _scan(body, [0] * len(carried))[0]
 
 
-def _scan(body: list[str], outstanding: int) -> tuple[Mix, int]:
+def _scan(body: list[str], outstanding: list) -> tuple[Mix, list]:
+    """``outstanding``: for each global load in flight, oldest first, the number of the
+    vmcnt wait before which it was issued. A wait that retires loads issued since the last
+    counted round trip is one more round trip; waits for loads issued together (vmcnt(1)
+    then vmcnt(0) after two back-to-back loads) share one."""
     m = Mix()
+    outstanding = list(outstanding)
+    waits = covered = 0
     for ins in body:
         op = ins.split()[0]
         if op.startswith(("v_mfma", "v_wmma")):
@@ -128,13 +136,17 @@ def _scan(body: list[str], outstanding: int) -> tuple[Mix, int]:
         elif op.startswith(("global_load", "buffer_load")):
             w = _width(op.replace("_lds", ""))
             m.global_load[w] = m.global_load.get(w, 0) + 1
-            outstanding += 1
+            outstanding.append(waits)
         elif op == "s_waitcnt" or op.startswith("s_waitcnt_"):
             m.waitcnt += 1
             vm = re.search(r"vmcnt\((\d+)\)", ins)
-            if vm and outstanding > int(vm.group(1)):
-                m.vm_round_trips += 1
-                outstanding = int(vm.group(1))
+            if vm and len(outstanding) > int(vm.group(1)):
+                n_retired = len(outstanding) - int(vm.group(1))
+                retired, outstanding = outstanding[:n_retired], outstanding[n_retired:]
+                waits += 1
+                if max(retired) >= covered:
+                    m.vm_round_trips += 1
+                    covered = waits
         elif op == "s_barrier":
             m.barrier += 1
         elif op == "s_nop":

@@ -92,7 +92,12 @@ def binary(em, name, d, a, b):
             k = 1 << cb
         else:
             if vb is not None and va is not None:
-                return None
+                # a product of two unknowns: no constant to keep apart, but their known
+                # power-of-two factors multiply (row * stride: a tile's addresses stay aligned)
+                m = min(em.mult(a) * em.mult(b), 1 << 32)
+                ra, rb = em.real(a), em.real(b)
+                return _cse(em, ("mul", d.name, elem_key(ra), elem_key(rb)),
+                            lambda: arith.binary(em, "mul", d, ra, rb), m)
             if vb is not None:  # constant * x
                 va, ca, vb, cb = vb, cb, va, ca
             k = cb

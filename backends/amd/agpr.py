@@ -156,7 +156,7 @@ def use_agprs(code: list, target) -> list:
             defs.append(x)
         j = Inst(i.op, defs, uses, i.suffix, i.kind, i.loc, i.target, i.imp)
         out += pre + [j] + post
-    return coalesce(out)
+    return read_through(in_place(coalesce(out)))
 
 
 # -- the loop-carried accumulator as the MFMA's own srcC/vdst -------------------------------------
@@ -275,3 +275,82 @@ def _merge_last_d(code: list, c: Reg) -> list:
             continue
         return _rename(code, dreg, c, set(ps))
     return code
+
+
+def in_place(code: list) -> list:
+    """An MFMA chain over one accumulator (K steps of one tile: D1 = mfma(C), D2 = mfma(D1), ...,
+    C = mfma(Dn)) written in C itself: vdst may be srcC exactly (CDNA3 ISA 7.1), so each Dk
+    becomes C when it is defined only there, lives in the same block, and C's old value is not
+    read after the MFMA before C is written again in that block (by the chain's last MFMA).
+    Without this the allocator, which never lets an instruction's source and destination share
+    a register, gave the chain two more AGPR tuples than the accumulator has values."""
+    changed = True
+    while changed:
+        changed = False
+        defs, uses = _defs_uses(code)
+        for k, m in enumerate(code):
+            if not _is_mma(m) or not m.op.startswith("v_mfma"):
+                continue
+            c, d = strip(m.uses[2]), strip(m.defs[0])
+            if not (isinstance(c, Reg) and isinstance(d, Reg) and c is not d and c.cls == d.cls == "a"
+                    and c.size == d.size and c.fixed is None and d.fixed is None):
+                continue
+            if defs.get(d.id) != [k] or any(r is c for r in (strip(m.uses[0]), strip(m.uses[1]))):
+                continue
+            # the next write of C after k, in k's block; C unread in between (its value is dead)
+            nxt = None
+            for p in range(k + 1, len(code)):
+                i = code[p]
+                if isinstance(i, Label) or (isinstance(i, Inst) and i.kind in ("branch", "cbranch", "end")):
+                    break
+                if any(r is c for r in i.regs("defs")):
+                    nxt = p
+                    break
+                if any(r is c for r in i.regs("uses")):
+                    break
+            if nxt is None:
+                continue
+            # D is read only up to there, at that write only as the srcC of an MFMA writing C
+            du = uses.get(d.id, [])
+            last = code[nxt]
+            if not du or any(not k < p <= nxt for p in du) or (nxt in du and not (
+                    _is_mma(last) and strip(last.uses[2]) is d and strip(last.defs[0]) is c
+                    and all(strip(x) is not d for x in last.uses[:2]))):
+                continue
+            code = _rename(code, d, c, set())
+            changed = True
+            break
+    return code
+
+
+def _key(x):
+    x = strip(x)
+    return (x.reg.id, x.index) if isinstance(x, Sub) else (x.id, None) if isinstance(x, Reg) else None
+
+
+def _overlaps(k, d) -> bool:
+    """Whether writing operand d changes the dword named by key k."""
+    kd = _key(d)
+    return kd is not None and kd[0] == k[0] and (kd[1] is None or k[1] is None or kd[1] == k[1])
+
+
+def read_through(code: list) -> list:
+    """``v_accvgpr_read v, t`` after ``v_accvgpr_mov t, a`` in the same block reads ``a`` itself
+    while neither is written in between; the copies left unread go (dce). The accumulator that
+    leaves the loop was copied into a second set of AGPRs only to be read back into VGPRs."""
+    from .dce import remove_dead
+    out, src = [], {}
+    for i in code:
+        if isinstance(i, Label) or (isinstance(i, Inst) and i.kind in ("branch", "cbranch", "end")):
+            src = {}
+            out.append(i)
+            continue
+        if i.op == "v_accvgpr_read_b32" and _key(i.uses[0]) in src:
+            i = Inst(i.op, i.defs, [src[_key(i.uses[0])]], i.suffix, i.kind, i.loc, i.target, i.imp)
+        if i.defs:
+            src = {k: v for k, v in src.items()
+                   if not any(_overlaps(k, d) or _overlaps(_key(v), d) for d in i.defs)}
+        if i.op == "v_accvgpr_mov_b32" and _key(i.defs[0]) is not None:
+            src[_key(i.defs[0])] = i.uses[0]
+        out.append(i)
+    return remove_dead(out)

@@ -13,6 +13,7 @@ from gluon_trace.errors import CompileError
 from . import metadata as md
 from . import printing
 from .agpr import use_agprs
+from .dce import remove_dead
 from .emitter import Emitter, prologue
 from .hazards import fix_hazards
 from .mir import Inst, Label, render_inst
@@ -59,7 +60,7 @@ def lower(graph, target: str) -> Emitted:
     em.emit_block(graph.body)
     em.loc = None
     em.emit("s_endpgm", kind="end")
-    code = prologue(em, lay.hidden_start, lay.hidden) + em.code
+    code = remove_dead(prologue(em, lay.hidden_start, lay.hidden) + em.code)
     t = em.t
     alloc = None
     with_agprs = use_agprs(code, t)

@@ -22,7 +22,7 @@ from .emitter import elem_key
 from .layout import _free_reg_mask
 from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table
 from .memory import ExecMask, _base_key, address, owner_lanes
-from .mir import Imm
+from .mir import Imm, Sub, strip
 
 
 def _view(em, val) -> Lds:
@@ -146,8 +146,8 @@ _WRITE = {1: "ds_write_b8", 2: "ds_write_b16", 4: "ds_write_b32", 8: "ds_write_b
 _READ = {4: "ds_read_b32", 8: "ds_read_b64", 16: "ds_read_b128"}
 
 
-def _perm(em, hi, lo, sel):
-    return em.valu("v_perm_b32", em.v(), [hi, lo, _sel(em, sel)], form="vop3")
+def _perm(em, hi, lo, sel, dst=None):
+    return em.valu("v_perm_b32", dst if dst is not None else em.v(), [hi, lo, _sel(em, sel)], form="vop3")
 
 
 def _narrow(em, d, x):
@@ -160,8 +160,9 @@ def _narrow(em, d, x):
     return em.to_v(x)
 
 
-def pack(em, d, xs) -> list:
-    """Dwords (or one narrow word) holding elements ``xs`` as memory bytes."""
+def pack(em, d, xs, dsts=None) -> list:
+    """Dwords (or one narrow word) holding elements ``xs`` as memory bytes (16-bit elements:
+    into ``dsts`` when given, the dwords of one register an instruction reads whole)."""
     es = max(d.bits // 8, 1)
     if es >= 4:
         return [em.to_v(em.real(x)) for x in xs]
@@ -173,11 +174,12 @@ def pack(em, d, xs) -> list:
     words = []
     if es == 2:
         for i in range(0, len(xs), 2):
+            dst = dsts[i // 2] if dsts else None
             if d.name == "bfloat16":  # the f32 register's high half is the bf16
-                words.append(_perm(em, em.to_v(em.real(xs[i + 1])), em.to_v(em.real(xs[i])), 0x07060302))
+                words.append(_perm(em, em.to_v(em.real(xs[i + 1])), em.to_v(em.real(xs[i])), 0x07060302, dst))
             else:
                 a, b = _narrow(em, d, xs[i]), _narrow(em, d, xs[i + 1])
-                words.append(_perm(em, b, a, 0x05040100))
+                words.append(_perm(em, b, a, 0x05040100, dst))
         return words
     for i in range(0, len(xs), 4):
         b = [em.to_v(em.real(x)) for x in xs[i:i + 4]]
@@ -190,13 +192,16 @@ def pack(em, d, xs) -> list:
 def packed(em, d, xs) -> list:
     """Dwords holding 16/8-bit elements ``xs`` (2 or 4 per dword, lowest first): the dword they
     were loaded from LDS in when that load is in scope, else packed here (for MMA operands)."""
-    per = 4 // max(d.bits // 8, 1)
-    out = []
-    for i in range(0, len(xs), per):
-        group = xs[i:i + per]
-        hit = em.cse_get(("lds_word", d.name) + tuple(elem_key(x) for x in group))
-        out.append(hit if hit is not None else pack(em, d, group)[0])
-    return out
+    es = max(d.bits // 8, 1)
+    if es >= 4:
+        return pack(em, d, xs)
+    per = 4 // es
+    groups = [xs[i:i + per] for i in range(0, len(xs), per)]
+    hits = [em.cse_get(("lds_word", d.name) + tuple(elem_key(x) for x in g)) for g in groups]
+    if es == 2 and len(groups) > 1 and all(h is None for h in hits) and len(xs) % 2 == 0:
+        r = em.v(len(groups))  # packed straight into one register: no copies to gather them
+        return pack(em, d, xs, [r[k] for k in range(len(groups))])
+    return [h if h is not None else pack(em, d, g)[0] for g, h in zip(groups, hits)]
 
 
 def unpack(em, d, word, k: int):
@@ -225,6 +230,11 @@ def _gather(em, words):
     """The words as one register (a vector write takes consecutive VGPRs)."""
     if len(words) == 1:
         return words[0]
+    first = strip(words[0])
+    if isinstance(first, Sub) and first.reg.size == len(words) and all(
+            isinstance(strip(w), Sub) and strip(w).reg is first.reg and strip(w).index == k
+            for k, w in enumerate(words)):
+        return first.reg  # already consecutive: the dwords of one load
     data = em.v(len(words))
     for j, w in enumerate(words):
         em.emit("v_mov_b32", [data[j]], [w], kind="valu")
@@ -292,8 +302,13 @@ def _store(em, v: Lds, val) -> None:
     for idx, offs, st64, delta in _paired([acc.where(r) for r in starts], nbytes):
         rs = [starts[k] for k in idx]
         reg, _ = _group_addr(em, acc, rs[0], delta)
-        data = [_gather(em, pack(em, v.dtype, [vals[r + j] for j in range(V)])) for r in rs]
         name = _WRITE[nbytes] if len(rs) == 1 else f"ds_write2{'st64' if st64 else ''}_b{8 * nbytes}"
+        half = em.cse_get(("lds_half", v.dtype.name, elem_key(vals[rs[0]]))) if nbytes == 2 else None
+        if half is not None:  # one 16-bit element still in the dword it was loaded in
+            data = [half[0]]
+            name += "_d16_hi" if half[1] else ""
+        else:
+            data = [_gather(em, packed(em, v.dtype, [vals[r + j] for j in range(V)])) for r in rs]
         writes.append((name, reg, data, _suffix(offs)))
         if owner is None:
             _emit_writes(em, writes, None)

@@ -6,6 +6,8 @@ memory. Masked loads start from ``other`` (or 0), which the inactive lanes keep.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from gluon_trace.layouts import free_bits
 
 from . import arith
@@ -142,11 +144,16 @@ def rule_load(em, op):
         key = (elem_key(p), ms is not None and elem_key(ms[i]), os_ is not None and elem_key(os_[i]))
         kinds.append("new" if key not in first else first[key])
         first.setdefault(key, i)
-    for r, n in _vector_groups(em, d, ps, ms, kinds):
+    groups = _packed16_groups(em, d, ps, ms, os_, kinds) if d.bits == 16 else \
+        _vector_groups(em, d, ps, ms, kinds)
+    for r, n in groups:
         if kinds[r] != "new":
             continue
-        vals = load_group(em, d, ps[r], ms[r] if ms else None,
-                          [os_[r + j] for j in range(n)] if os_ else None, n)
+        others = [os_[r + j] for j in range(n)] if os_ else None
+        if d.bits == 16 and n > 1:
+            vals = load_packed16(em, d, ps[r], ms[r] if ms else None, others, n)
+        else:
+            vals = load_group(em, d, ps[r], ms[r] if ms else None, others, n)
         for j, x in enumerate(vals):
             out[r + j] = x
     for i, kd in enumerate(kinds):
@@ -175,6 +182,68 @@ def load_group(em, d, p, m=None, others=None, n=1):
     with ExecMask(em, m):
         em.emit(_LOAD_N[n], [dst], addr, suffix=suffix, kind="vmem_load")
     return [dst[j] for j in range(n)]
+
+
+def _bits16(d, x):
+    """The 16 memory bits of a constant element kept widened (None unless exact)."""
+    if not isinstance(x, Imm):
+        return None
+    if d.name == "bfloat16":
+        return x.bits >> 16 if not x.bits & 0xFFFF else None
+    if d.name == "float16":
+        f = np.array([x.bits], np.uint32).view(np.float32)
+        h = f.astype(np.float16)
+        return int(h.view(np.uint16)[0]) if h.astype(np.float32)[0] == f[0] or np.isnan(f[0]) else None
+    return x.bits & 0xFFFF
+
+
+def _packed16_groups(em, d, ps, ms, os_, kinds):
+    """Runs of 8, 4 or 2 16-bit elements at consecutive addresses from one base, under one
+    mask, aligned to the run's bytes: one dwordx4/x2/dword load (their dwords go to LDS and
+    MMA operands as loaded; the widened elements are made too and dropped where unused)."""
+    n, out, r = len(ps), [], 0
+    while r < n:
+        b0, c0 = _base_key(ps[r])
+        var = ps[r].var if isinstance(ps[r], Aff) else ps[r]
+        size = 1
+        for k in (8, 4, 2):
+            if r + k > n or (c0 % (2 * k)) or em.mult(var) % (2 * k):
+                continue
+            if all(_base_key(ps[r + j]) == (b0, c0 + 2 * j) and kinds[r + j] == "new"
+                   and (not ms or elem_key(ms[r + j]) == elem_key(ms[r]))
+                   and (not os_ or _bits16(d, em.real(os_[r + j])) is not None) for j in range(k)):
+                size = k
+                break
+        out.append((r, size))
+        r += size
+    return out
+
+
+def load_packed16(em, d, p, m=None, others=None, n=2):
+    """n (2, 4, 8) consecutive 16-bit elements at p in n/2 dwords; masked-off lanes hold
+    ``other``'s bits. No wait here: the dwords are read where they are used."""
+    from .lds import unpack
+    if isinstance(m, Imm):
+        if not m.bits:
+            return list(others) if others else [Imm(0)] * n
+        m = None
+    nd = n // 2
+    dst = em.v(nd)
+    words = [dst] if nd == 1 else [dst[j] for j in range(nd)]
+    if m is not None:
+        for j, w in enumerate(words):
+            lo16 = _bits16(d, em.real(others[2 * j])) if others else 0
+            hi16 = _bits16(d, em.real(others[2 * j + 1])) if others else 0
+            em.emit("v_mov_b32", [w], [Imm(lo16 | hi16 << 16)], kind="valu")
+    addr, suffix = address(em, p, room=2 * (n - 1))
+    with ExecMask(em, m):
+        em.emit(_LOAD_N.get(nd, "global_load_dword"), [dst], addr, suffix=suffix, kind="vmem_load")
+    vals = [unpack(em, d, words[j // 2], j % 2) for j in range(n)]
+    for j in range(0, n, 2):  # an LDS store or MMA operand takes the loaded dword
+        em.cse_put(("lds_word", d.name, elem_key(vals[j]), elem_key(vals[j + 1])), words[j // 2])
+    for j in range(n):  # and a 16-bit LDS store its half (ds_write_b16 / _d16_hi)
+        em.cse_put(("lds_half", d.name, elem_key(vals[j])), (words[j // 2], j % 2))
+    return vals
 
 
 def load_one(em, d, p, m=None, other=None):

@@ -21,7 +21,9 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN,
     a_ld = gl.BlockedLayout([1, 8], [T // (BK // 8), BK // 8], [W, 1], [1, 0])
     b_ld = gl.BlockedLayout([1, 8], [T // (BN // 8), BN // 8], [W, 1], [1, 0])
     a_sl = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0])
-    b_sl = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0])
+    # B K-contiguous in LDS (written transposed), so each lane reads its k_width operand
+    # elements as one ds_read_b64 rather than one ds_read_u16 apiece
+    b_sl = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1])
     pid_m = gl.program_id(0)
     pid_n = gl.program_id(1)
     rm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, a_ld))
@@ -34,7 +36,7 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN,
     b_bufs.index(0).store(_load_tile(b_ptr, kb, rn, stride_bk, K, N))
     acc = gl.zeros([BM, BN], gl.float32, acc_l)
     for k in gl.range(0, gl.cdiv(K, BK)):
-        s = k % 2
+        s = k & 1  # (k % 2 is a signed remainder: a division on the vector ALU)
         k1 = (k + 1) * BK
         a_next = _load_tile(a_ptr, rm, k1 + ka, stride_am, M, K)
         b_next = _load_tile(b_ptr, k1 + kb, rn, stride_bk, K, N)

@@ -568,7 +568,8 @@ class Sim:
         addr, _ = w.read(i.uses[0])
         if op.startswith(("ds_read2", "ds_write2")):
             return self.lds_op2(w, i, act, addr)
-        kind = op.split("_")[-1]
+        d16_hi = op.endswith("_d16_hi")  # ds_write_b16_d16_hi: the data's high half
+        kind = op.removesuffix("_d16_hi").split("_")[-1]
         n = {"b8": 1, "b16": 2, "u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8,
              "b128": 16}.get(kind)
         if n is None or not op.startswith(("ds_write", "ds_read")):
@@ -585,6 +586,8 @@ class Sim:
                 words = [w.v[d.phys + k].astype(np.uint64) for k in range(4)]
             else:
                 data, _ = w.read(i.uses[1])
+                if d16_hi:
+                    data = data >> np.uint64(16)
                 words = [data & np.uint64(M32), data >> np.uint64(32)]
             new = np.zeros((len(lanes), n), np.uint8)
             for j, l in enumerate(lanes):
