@@ -22,7 +22,7 @@ import math
 
 from gluon_trace.errors import CompileError
 
-from . import affine, ptx
+from . import affine, intdiv, ptx
 from .emitter import rule
 
 LOG2E = 1.4426950408889634
@@ -160,12 +160,46 @@ def _affine_arith(em, op, name, a, b):
     return affine.add(em, a, b, sub=name == "sub")
 
 
+def constant_of(v):
+    """The value of ``v`` when it is a constant (a scalar or a splat or broadcast of one)."""
+    op = v.owner
+    while op is not None and op.name in ("splat", "broadcast"):
+        op = op.operands[0].owner
+    return op.attrs["value"] if op is not None and op.name == "const" else None
+
+
+def _by_constant(em, op, name):
+    """``//`` or ``%`` of 32-bit integers by a nonzero constant (intdiv.py), else None."""
+    t = op.results[0].type.dtype
+    d = constant_of(op.operands[1])
+    if not t.is_int or t.is_bool or ptx.rclass(t) != "b32" or not isinstance(d, int) or d == 0:
+        return None
+    signed = t.is_signed
+    d &= (1 << t.bits) - 1  # the constant as the type holds it (the interpreter's wrap)
+    if signed and d >> (t.bits - 1):
+        d -= 1 << t.bits
+    if d == 0:
+        return None
+
+    def one(a, _b):
+        if name == "floordiv":
+            r = intdiv.quotient(em, a, d, signed)
+        else:
+            r = intdiv.remainder(em, a, d, signed)
+        return em.norm(r, t)
+    return em.map(op, one)
+
+
 for _n in ("add", "sub", "mul", "floordiv", "mod", "maximum", "minimum",
            "and", "or", "xor", "shl", "shr"):
     def _make(name):
         def fn(em, op):
             if name in ("add", "sub", "mul") and affine.applies(op.results[0].type.dtype):
                 return affine.elementwise(em, op, lambda a, b: _affine_arith(em, op, name, a, b))
+            if name in ("floordiv", "mod"):
+                out = _by_constant(em, op, name)
+                if out is not None:
+                    return out
             return em.map(op, lambda a, b: arith(em, op, name, a, b))
         return fn
     rule(_n)(_make(_n))

@@ -325,6 +325,14 @@ class Sim:
             d, a, b = args
             self.set(d, self.val(a, t).astype(w) * self.val(b, t).astype(w), m)
             return
+        if parts[1] == "hi" and parts[2] in ("s32", "u32"):  # the high half of the 64-bit product
+            t = parts[2]
+            w = {"s32": np.int64, "u32": np.uint64}[t]
+            d, a, b = args
+            with np.errstate(all="ignore"):
+                p = self.val(a, t).astype(w) * self.val(b, t).astype(w)
+            self.set(d, (p >> w(32)).astype(np.int32 if t == "s32" else np.uint32), m)
+            return
         if parts[1] == "hi":
             raise NotImplementedError("mul.hi")
         self._bin(parts, args, m, lambda a, b, t: a * b)
