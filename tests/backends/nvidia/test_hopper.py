@@ -400,9 +400,9 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
               for lb in labels]
     loops = [b for b in bodies if "wgmma.mma_async" in b]
     loop = min(loops, key=len)  # the KV loop (inside the persistent loop over tiles)
-    # P (BM*BN/128 values a thread) is rounded by one paired cvt per two values in each softmax
-    # branch (masked or not), never one at a time, and carried to its wgmma in those .b32 pairs
-    assert loop.count("cvt.rn.bf16x2.f32") == 2 * (64 * bn // 128 // 2)
+    # P (BM*BN/128 values a thread) is rounded by one paired cvt per two values in the one softmax
+    # (only the mask is a branch), never one at a time, and carried to its wgmma in those pairs
+    assert loop.count("cvt.rn.bf16x2.f32") == 64 * bn // 128 // 2
     assert "cvt.rn.bf16.f32" not in loop
     # the wgmma of P @ V takes the carried .b32 pairs as they are: nothing packs halves again
     assert not re.search(r"mov\.b32 %r\d+, \{%h\d+, %h\d+\};", loop)
