@@ -177,6 +177,9 @@ def pack(em, d, xs, dsts=None) -> list:
             dst = dsts[i // 2] if dsts else None
             if d.name == "bfloat16":  # the f32 register's high half is the bf16
                 words.append(_perm(em, em.to_v(em.real(xs[i + 1])), em.to_v(em.real(xs[i])), 0x07060302, dst))
+            elif d.name == "float16":  # exact in f16 (widened f16 values): one packing convert
+                words.append(em.valu("v_cvt_pkrtz_f16_f32", dst if dst is not None else em.v(),
+                                     [em.real(xs[i]), em.real(xs[i + 1])]))
             else:
                 a, b = _narrow(em, d, xs[i]), _narrow(em, d, xs[i + 1])
                 words.append(_perm(em, b, a, 0x05040100, dst))
@@ -344,8 +347,11 @@ def rule_load(em, op):
     starts = [r for r in range(0, acc.lay.num_regs, V) if not r & free_r]
     elems_of: dict = {}
     nw = max(nbytes // 4, 1)
-    # pairs of 64-bit elements would land in one 4-dword register: they load one by one
-    for idx, offs, st64, delta in _paired([acc.where(r) for r in starts], nbytes if es <= 4 else 0):
+    # pairs of 64-bit elements would land in one 4-dword register: they load one by one; so do
+    # 8-byte runs of narrow elements (MMA operands: a ds_read2_b64's halves, as the MFMA's
+    # register pair, cost two copies each -- more than the instruction pairing saves)
+    pair_unit = nbytes if es == 4 or (es < 4 and nbytes == 4) else 0
+    for idx, offs, st64, delta in _paired([acc.where(r) for r in starts], pair_unit):
         reg, _ = _group_addr(em, acc, starts[idx[0]], delta)
         if nbytes < 4:
             name = {1: "i8" if d.is_signed else "u8", 2: "i16" if (d.is_signed and es == 2) else "u16"}[nbytes]

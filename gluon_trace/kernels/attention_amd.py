@@ -22,6 +22,9 @@ def attention_fwd_mfma(q_ptr, k_ptr, v_ptr, o_ptr, seq_len, sm_scale,
     b_op: gl.constexpr = gl.DotOperandLayout(1, acc_l, k_width=4)
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [T // (D // 8), D // 8], [W, 1], [1, 0])
     sl: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0])
+    # V is P @ V's B operand, K (= keys) its reduction dim: stored key-contiguous (written
+    # transposed) so each lane reads its k_width elements as one ds_read_b64
+    v_sl: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1])
     dtype = q_ptr.dtype.element
     start_m = gl.program_id(0)
     base = gl.program_id(1) * seq_len * D
@@ -34,7 +37,7 @@ def attention_fwd_mfma(q_ptr, k_ptr, v_ptr, o_ptr, seq_len, sm_scale,
     kn = gl.arange(0, BN, layout=gl.SliceLayout(1, ld))
     kd = gl.arange(0, D, layout=gl.SliceLayout(0, ld))
     k_smem = gl.allocate_shared_memory(dtype, [BN, D], sl)
-    v_smem = gl.allocate_shared_memory(dtype, [BN, D], sl)
+    v_smem = gl.allocate_shared_memory(dtype, [BN, D], v_sl)
 
     m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, acc_l))
     l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, acc_l))

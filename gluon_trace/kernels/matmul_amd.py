@@ -1,8 +1,10 @@
 """AMD matrix-core GEMMs: MFMA on CDNA (gfx90a, gfx942) and WMMA on RDNA3 (gfx1100).
 
-Both double-buffer K through LDS: the next tile's global loads are issued into registers
-before this tile's MMAs, then written to the other LDS buffer, so global latency overlaps
-the math (the structure Triton's AMD stream pipeliner gives)."""
+Both stage K through one LDS buffer per operand: the next tile's global loads are issued into
+registers before this tile's MMAs and written to LDS after them (behind the barrier membar
+places once every wave has read its operands), so global latency overlaps the math -- the
+structure of Triton's AMD stream pipeliner. One buffer rather than two: LDS limits how many
+workgroups share a CU, and the register prefetch already hides the loads."""
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.language.amd.cdna3 import mfma
@@ -30,19 +32,18 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN,
     ka = gl.arange(0, BK, layout=gl.SliceLayout(0, a_ld))
     kb = gl.arange(0, BK, layout=gl.SliceLayout(1, b_ld))
     rn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, b_ld))
-    a_bufs = gl.allocate_shared_memory(a_ptr.dtype.element, [2, BM, BK], a_sl)
-    b_bufs = gl.allocate_shared_memory(b_ptr.dtype.element, [2, BK, BN], b_sl)
-    a_bufs.index(0).store(_load_tile(a_ptr, rm, ka, stride_am, M, K))
-    b_bufs.index(0).store(_load_tile(b_ptr, kb, rn, stride_bk, K, N))
+    a_smem = gl.allocate_shared_memory(a_ptr.dtype.element, [BM, BK], a_sl)
+    b_smem = gl.allocate_shared_memory(b_ptr.dtype.element, [BK, BN], b_sl)
+    a_smem.store(_load_tile(a_ptr, rm, ka, stride_am, M, K))
+    b_smem.store(_load_tile(b_ptr, kb, rn, stride_bk, K, N))
     acc = gl.zeros([BM, BN], gl.float32, acc_l)
     for k in gl.range(0, gl.cdiv(K, BK)):
-        s = k & 1  # (k % 2 is a signed remainder: a division on the vector ALU)
         k1 = (k + 1) * BK
         a_next = _load_tile(a_ptr, rm, k1 + ka, stride_am, M, K)
         b_next = _load_tile(b_ptr, k1 + kb, rn, stride_bk, K, N)
-        acc = mma(a_bufs.index(s).load(a_op), b_bufs.index(s).load(b_op), acc)
-        a_bufs.index(1 - s).store(a_next)
-        b_bufs.index(1 - s).store(b_next)
+        acc = mma(a_smem.load(a_op), b_smem.load(b_op), acc)
+        a_smem.store(a_next)
+        b_smem.store(b_next)
     cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
     cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
     gl.store(c_ptr + cm[:, None] * stride_cm + cn[None, :], acc.to(c_ptr.dtype.element),

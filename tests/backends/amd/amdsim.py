@@ -737,6 +737,17 @@ def _neg(v, neg, bits):
     return v ^ np.uint64(1 << (bits - 1))
 
 
+def _f16_rtz(x):
+    """float32 -> float16 bits, rounded toward zero (finite values never become infinities)."""
+    x = x.astype(np.float32)
+    with np.errstate(over="ignore"):
+        h = x.astype(np.float16)
+    bits = h.view(np.uint16).astype(np.int64)
+    away = np.isfinite(x) & (np.abs(h.astype(np.float64)) > np.abs(x.astype(np.float64)))
+    bits = np.where(away, bits - 1, bits)  # one ulp toward zero (sign-magnitude bits)
+    return (bits & 0xFFFF).astype(np.uint64)
+
+
 def vector_op(op, srcs, w, i):
     def U(k):
         v, n = srcs[k]
@@ -897,6 +908,8 @@ def vector_op(op, srcs, w, i):
             return r.astype(np.uint64) & M
         if op == "v_cvt_f16_f32":
             return F(0).astype(np.float16).view(np.uint16).astype(np.uint64)
+        if op == "v_cvt_pkrtz_f16_f32":  # two f32 -> f16 rounded toward zero, src0 in the low half
+            return _f16_rtz(F(0)) | (_f16_rtz(F(1)) << np.uint64(16))
         if op == "v_cvt_f32_f16":
             return outf((U(0) & np.uint64(0xFFFF)).astype(np.uint16).view(np.float16).astype(np.float32))
         if op == "v_cvt_f64_f32":

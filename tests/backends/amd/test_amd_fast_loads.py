@@ -159,3 +159,24 @@ def test_model_counts_one_round_trip_for_loads_issued_together():
     assert amd_model.mix_of([ld, ld, mfma, "s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)"]).vm_round_trips == 1
     assert amd_model.mix_of([ld, "s_waitcnt vmcnt(0)", ld, "s_waitcnt vmcnt(0)", mfma]).vm_round_trips == 2
     assert amd_model.mix_of(["ds_write_b16_d16_hi v0, v1"]).ds_write == {2: 1}
+
+
+def test_attention_operands_read_whole():
+    """attention_amd: V key-contiguous in LDS (P @ V's B operand read as ds_read_b64, no
+    ds_read_u16), P packed for its MFMA by v_cvt_pkrtz_f16_f32 (two exact f16 values a convert)."""
+    from gluon_trace.kernels.attention_amd import attention_fwd_mfma
+    p = gl.pointer(gl.float16)
+    tk = attention_fwd_mfma.trace(p, p, p, p, 1024, 0.125, BM=64, BN=32, D=64, CAUSAL=False,
+                                  num_warps=2, target="gfx942")
+    body = _loop(_asm(tk, "gfx942"), "attention_fwd_mfma")
+    assert "ds_read_u16" not in body and body.count("ds_read_b64") == 16
+    assert "v_cvt_pkrtz_f16_f32" in body and "ds_write_b16_d16_hi" in body
+
+
+def test_simulator_f16_round_toward_zero():
+    """amdsim's v_cvt_pkrtz_f16_f32: truncates (never up in magnitude, finite stays finite)."""
+    x = np.array([1.0 + 2.0**-10 + 2.0**-12, -(1.0 + 2.0**-10 + 2.0**-12), 70000.0, -1e9, 2.0**-25,
+                  np.inf, -0.0], np.float32)
+    got = amdsim._f16_rtz(x).astype(np.uint16).view(np.float16)
+    want = np.array([1.0 + 2.0**-10, -(1.0 + 2.0**-10), 65504.0, -65504.0, 0.0, np.inf, -0.0], np.float16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
