@@ -31,7 +31,7 @@ from .emitter import rule
 from .rules_memory import _extract8, _extract16, _to16, vec_width
 
 
-LDMATRIX = True  # 16-bit loads through ldmatrix where the layouts allow; a switch for tests
+LDMATRIX = True  # 16-bit loads (stores) through ldmatrix (stmatrix) where the layouts allow; a switch for tests
 
 
 class Smem:
@@ -250,6 +250,8 @@ def _words(em, t: dt.dtype, vals: list[str]) -> tuple[str, list[str]]:
         return f"b{8 * es}", vals
     if len(vals) == 1:
         return ("b16", [_to16(em, t, vals[0])]) if t.is_floating else (ptx.mem_type(t), vals)
+    if es == 2 and t.is_floating:
+        return "b32", [em.pack16x2(vals[i], vals[i + 1], t) for i in range(0, len(vals), 2)]
     if es == 2:
         hs = [_to16(em, t, v) for v in vals]
         return "b32", [em.ins("b32", f"mov.b32 {{d}}, {{{hs[i]}, {hs[i + 1]}}};") for i in range(0, len(hs), 2)]
@@ -263,6 +265,8 @@ def _words(em, t: dt.dtype, vals: list[str]) -> tuple[str, list[str]]:
 
 
 def _store_tile(em, s: Smem, val_v) -> None:
+    if LDMATRIX and len(em.vals[val_v]) > 1 and _stmatrix(em, s, val_v):
+        return
     lin = em.lin(val_v)
     acc = Access(em, s, lin, "smem.store()")
     V = acc.vec(16)
@@ -294,15 +298,16 @@ def _unpack(em, t: dt.dtype, words: list[str], n: int) -> list[str]:
     return out
 
 
-def _ldmatrix(em, s: Smem, lin, t: dt.dtype) -> list[str] | None:
-    """16-bit loads whose registers pair up as ldmatrix's 8x8 fragments: thread t receives row
-    t // 4, columns 2 * (t % 4) + {0, 1} of each matrix (transposed with .trans), and lane l
-    names row l % 8 of matrix l // 8. So the layout must put register bit 0 and lane bits 0-1
+def _fragments(em, s: Smem, lin, t: dt.dtype, what: str):
+    """How a 16-bit tile's registers pair up as ldmatrix/stmatrix 8x8 fragments, or None:
+    (trans, matrices per instruction, the access whose lanes address the rows). Thread t holds
+    row t // 4, columns 2 * (t % 4) + {0, 1} of each matrix (transposed with .trans), and lane
+    l names row l % 8 of matrix l // 8. So the layout must put register bit 0 and lane bits 0-1
     at 2, 4, 8 bytes (rows along lane bits 2-4), or lane bits 2-4 there (.trans: rows along
     register bit 0 and lane bits 0-1); further register bits pick the matrices of one x2/x4."""
     if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases:
         return None
-    f, rb, lb = offset_fn(em, s, "smem.load()"), lin.reg_bases, lin.lane_bases
+    f, rb, lb = offset_fn(em, s, what), lin.reg_bases, lin.lane_bases
     if [f(rb[0]), f(lb[0]), f(lb[1])] == [2, 4, 8]:
         trans, rows = False, [lb[2], lb[3], lb[4]]
     elif [f(lb[2]), f(lb[3]), f(lb[4])] == [2, 4, 8]:
@@ -315,7 +320,14 @@ def _ldmatrix(em, s: Smem, lin, t: dt.dtype) -> list[str] | None:
     rest = lanes + [f(b) for b in lin.warp_bases] + [f(b) for b in rb[1:]]
     if any(v % 16 for v in rest) or s.align % 16 or s.const % 16:
         return None
-    acc = Access(em, s, lin, "smem.load()", lane_fn=lambda _: lanes)
+    return trans, nmat, Access(em, s, lin, what, lane_fn=lambda _: lanes)
+
+
+def _ldmatrix(em, s: Smem, lin, t: dt.dtype) -> list[str] | None:
+    frag = _fragments(em, s, lin, t, "smem.load()")
+    if frag is None:
+        return None
+    trans, nmat, acc = frag
     out = []
     for r0 in range(0, lin.num_regs, 2 * nmat):
         words = [em.reg("b32") for _ in range(nmat)]
@@ -324,6 +336,28 @@ def _ldmatrix(em, s: Smem, lin, t: dt.dtype) -> list[str] | None:
                 f"{acc.addr(r0)};")
         out += _unpack(em, t, words, 2 * nmat)
     return out
+
+
+def _stmatrix(em, s: Smem, val_v) -> bool:
+    """A 16-bit float tile stored by stmatrix (sm_90): a quarter of the st.shared.b32 an
+    accumulator layout needs otherwise. False where the layouts do not allow it."""
+    t, lin = s.dtype, em.lin(val_v)
+    if not t.is_floating or t.is_fp8 or _target_sm(em) < 90 or em.owner_pred(lin):
+        return False
+    frag = _fragments(em, s, lin, t, "smem.store()")
+    if frag is None:
+        return False
+    trans, nmat, acc = frag
+    vals = em.vals[val_v]
+    for r0 in range(0, lin.num_regs, 2 * nmat):
+        words = [em.pack16x2(vals[r0 + 2 * i], vals[r0 + 2 * i + 1], t) for i in range(nmat)]
+        em.emit(f"stmatrix.sync.aligned.m8n8.x{nmat}{'.trans' if trans else ''}.shared.b16 "
+                f"{acc.addr(r0)}, {{{', '.join(words)}}};")
+    return True
+
+
+def _target_sm(em) -> int:
+    return int("".join(ch for ch in em.target[3:] if ch.isdigit()) or 0)
 
 
 @rule("smem_load")

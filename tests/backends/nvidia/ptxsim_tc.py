@@ -1,5 +1,5 @@
 """ptxsim extended with the Ampere tensor-core path: cp.async (+ commit/wait groups),
-mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8), cvt.rna.tf32.f32, ldmatrix
+mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8), cvt.rna.tf32.f32, ldmatrix, stmatrix
 (x1/x2/x4, .trans), and
 alignment checks on vector shared-memory accesses (a misaligned one faults on the GPU).
 
@@ -146,6 +146,32 @@ class TCSim(Sim):
                 full = np.zeros(self.N, np.uint32)
                 full[32 * w:32 * w + 32] = lo | (hi << np.uint32(16))
                 self.set(o, full, mask & m)
+        return None
+
+    def op_stmatrix(self, parts, args, m, active):
+        """stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16 [addr], {regs}: ldmatrix's
+        fragments written back (lane 8i + r addresses row r of matrix i)."""
+        nmat = int(next(p for p in parts if p.startswith("x"))[1:])
+        trans = "trans" in parts
+        addr = self._addr(args[0])
+        srcs = _regs(args[1])
+        if not (m.reshape(-1, 32).all(axis=1) | ~m.reshape(-1, 32).any(axis=1)).all():
+            raise RuntimeError("stmatrix with part of a warp")
+        lane = np.arange(32)
+        for w in np.nonzero(m.reshape(-1, 32).any(axis=1))[0]:
+            cta = self.cta[32 * w]
+            for i in range(nmat):
+                word = self.val(srcs[i], "b32")[32 * w:32 * w + 32].astype(np.uint32)
+                mat = np.zeros((8, 8), np.uint16)
+                mat[lane // 4, 2 * (lane % 4)] = (word & np.uint32(0xFFFF)).astype(np.uint16)
+                mat[lane // 4, 2 * (lane % 4) + 1] = (word >> np.uint32(16)).astype(np.uint16)
+                if trans:
+                    mat = mat.T
+                for r in range(8):
+                    a = int(addr[32 * w + 8 * i + r])
+                    if a % 16 or a + 16 > self.smem.shape[1]:
+                        raise IndexError(f"stmatrix row at shared {a}: misaligned or out of range")
+                    self.smem[cta, a:a + 16] = np.ascontiguousarray(mat[r]).view(np.uint8)
         return None
 
     @staticmethod
