@@ -156,7 +156,7 @@ def use_agprs(code: list, target) -> list:
             defs.append(x)
         j = Inst(i.op, defs, uses, i.suffix, i.kind, i.loc, i.target, i.imp)
         out += pre + [j] + post
-    return read_through(in_place(coalesce(out)))
+    return read_through(copy_back(in_place(coalesce(out))))
 
 
 # -- the loop-carried accumulator as the MFMA's own srcC/vdst -------------------------------------
@@ -277,13 +277,31 @@ def _merge_last_d(code: list, c: Reg) -> list:
     return code
 
 
+def _block_of(code, k):
+    """[start, end) of the straight-line block holding index k."""
+    def edge(i):
+        return isinstance(i, Label) or (isinstance(i, Inst) and i.kind in ("branch", "cbranch", "end"))
+    s = k
+    while s > 0 and not isinstance(code[s - 1], Label) and not (
+            isinstance(code[s - 1], Inst) and code[s - 1].kind in ("branch", "cbranch", "end")):
+        s -= 1
+    e = k + 1
+    while e < len(code) and not edge(code[e]):
+        e += 1
+    if e < len(code) and not isinstance(code[e], Label):
+        e += 1  # the branch ends the block
+    return s, e
+
+
 def in_place(code: list) -> list:
-    """An MFMA chain over one accumulator (K steps of one tile: D1 = mfma(C), D2 = mfma(D1), ...,
-    C = mfma(Dn)) written in C itself: vdst may be srcC exactly (CDNA3 ISA 7.1), so each Dk
-    becomes C when it is defined only there, lives in the same block, and C's old value is not
-    read after the MFMA before C is written again in that block (by the chain's last MFMA).
-    Without this the allocator, which never lets an instruction's source and destination share
-    a register, gave the chain two more AGPR tuples than the accumulator has values."""
+    """An MFMA chain over one accumulator (K steps of one tile: D1 = mfma(C), D2 = mfma(D1), ...)
+    written in C itself: vdst may be srcC exactly (CDNA3 ISA 7.1). Dk becomes C when Dk is
+    defined only there and read only later in the same block, and C's value dies at the MFMA:
+    either C is written again later in the block (the loop-carried accumulator: the chain's last
+    MFMA writes it) and unread before that, or C lives only in this block (a tile zeroed or
+    rescaled each iteration) and this MFMA is its last reader. Without this the allocator,
+    which never lets an instruction's source and destination share a register, gave each chain
+    two more AGPR tuples than the accumulator has values."""
     changed = True
     while changed:
         changed = False
@@ -297,23 +315,22 @@ def in_place(code: list) -> list:
                 continue
             if defs.get(d.id) != [k] or any(r is c for r in (strip(m.uses[0]), strip(m.uses[1]))):
                 continue
-            # the next write of C after k, in k's block; C unread in between (its value is dead)
-            nxt = None
-            for p in range(k + 1, len(code)):
-                i = code[p]
-                if isinstance(i, Label) or (isinstance(i, Inst) and i.kind in ("branch", "cbranch", "end")):
-                    break
-                if any(r is c for r in i.regs("defs")):
-                    nxt = p
-                    break
-                if any(r is c for r in i.regs("uses")):
-                    break
-            if nxt is None:
-                continue
-            # D is read only up to there, at that write only as the srcC of an MFMA writing C
+            bs, be = _block_of(code, k)
+            c_defs, c_uses = defs.get(c.id, []), uses.get(c.id, [])
+            later_def = min((p for p in c_defs if k < p < be), default=None)
+            if later_def is not None:  # C written again in the block: unread until then
+                if any(k < p < later_def for p in c_uses):
+                    continue
+                limit = later_def
+            else:  # C only in this block, first written there, last read here
+                if any(not bs <= p < be for p in c_defs + c_uses) or not c_defs \
+                        or min(c_defs) >= min(c_uses, default=be) or max(c_uses) != k:
+                    continue
+                limit = be - 1
+            # D read only after k and up to limit; at limit only as srcC of an MFMA writing C
             du = uses.get(d.id, [])
-            last = code[nxt]
-            if not du or any(not k < p <= nxt for p in du) or (nxt in du and not (
+            last = code[limit]
+            if not du or any(not k < p <= limit for p in du) or (later_def is not None and limit in du and not (
                     _is_mma(last) and strip(last.uses[2]) is d and strip(last.defs[0]) is c
                     and all(strip(x) is not d for x in last.uses[:2]))):
                 continue
@@ -354,3 +371,46 @@ def read_through(code: list) -> list:
             src[_key(i.defs[0])] = i.uses[0]
         out.append(i)
     return remove_dead(out)
+
+
+def _touches(x, reg, i) -> bool:
+    """Whether operand x writes/reads dword i of reg (the whole register or that dword)."""
+    x = strip(x)
+    return (isinstance(x, Reg) and x is reg) or (isinstance(x, Sub) and x.reg is reg and x.index == i)
+
+
+def copy_back(code: list) -> list:
+    """The loop-carried accumulator kept in one-dword AGPR homes, rescaled each iteration into a
+    tuple the MFMAs accumulate in (``acc = mfma(p, v, acc * alpha)``) and copied back from it:
+    home i becomes dword i of the tuple when that dword lives only in this block, every read of
+    the home there comes before the tuple's dword i is first written, and the copy back comes
+    after its last write (then 2n v_accvgpr_mov a step and n AGPRs go)."""
+    changed = True
+    while changed:
+        changed = False
+        defs, uses = _defs_uses(code)
+        for p, i in enumerate(code):
+            if not (isinstance(i, Inst) and i.op == "v_accvgpr_mov_b32"):
+                continue
+            h, src = strip(i.defs[0]), strip(i.uses[0])
+            if not (isinstance(h, Reg) and h.size == 1 and h.cls == "a" and h.fixed is None
+                    and isinstance(src, Sub) and src.reg.cls == "a" and src.reg.fixed is None):
+                continue
+            r, n = src.reg, src.index
+            bs, be = _block_of(code, p)
+            # dword n of the tuple lives only in this block, written before it is read
+            r_at = sorted(q for q in set(defs.get(r.id, []) + uses.get(r.id, []))
+                          if any(_touches(x, r, n) for x in (*code[q].defs, *code[q].uses)))
+            n_defs = [q for q in defs.get(r.id, []) if any(_touches(x, r, n) for x in code[q].defs)]
+            if not r_at or r_at[0] < bs or r_at[-1] >= be or not n_defs or r_at[0] != min(n_defs) \
+                    or any(_touches(x, r, n) for x in code[r_at[0]].uses):
+                continue
+            if not n_defs or max(n_defs) > p:
+                continue
+            h_in = [q for q in sorted(set(defs.get(h.id, []) + uses.get(h.id, []))) if bs <= q < be and q != p]
+            if any(q >= min(n_defs) for q in h_in):
+                continue
+            code = _rename(code, h, Sub(r, n), {p})
+            changed = True
+            break
+    return code

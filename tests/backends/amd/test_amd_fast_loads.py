@@ -180,3 +180,44 @@ def test_simulator_f16_round_toward_zero():
     got = amdsim._f16_rtz(x).astype(np.uint16).view(np.float16)
     want = np.array([1.0 + 2.0**-10, -(1.0 + 2.0**-10), 65504.0, -65504.0, 0.0, np.inf, -0.0], np.float16)
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_attention_agprs_are_its_accumulators():
+    """S (32x32 f32 a wave: 16 values a lane) and O (32x64: 32) in 48 AGPRs: the S chain accumulates
+    in its zeroed tuple, O's rescaled tuple is its loop-carried home (no copies back a step)."""
+    from gluon_trace.backends.amd.compiler import lower
+    from gluon_trace.kernels.attention_amd import attention_fwd_mfma
+    p = gl.pointer(gl.float16)
+    tk = attention_fwd_mfma.trace(p, p, p, p, 1024, 0.125, BM=64, BN=32, D=64, CAUSAL=True,
+                                  num_warps=2, target="gfx942")
+    e = lower(tk.for_target("gfx942").graph, "gfx942")
+    assert e.agprs == 48
+    assert "v_accvgpr_mov_b32" not in _loop(e.text, "attention_fwd_mfma")
+
+
+def _mfma(d, a, b, c):
+    from gluon_trace.backends.amd.mir import Inst
+    return Inst("v_mfma_f32_32x32x8_f16", [d], [a, b, c], kind="valu")
+
+
+def test_in_place_only_where_the_old_accumulator_is_dead():
+    from gluon_trace.backends.amd.agpr import in_place
+    from gluon_trace.backends.amd.mir import Imm, Inst, Label, Reg
+    a, b = Reg("v", 2), Reg("v", 2)
+    c, d1, d2 = Reg("a", 16), Reg("a", 16), Reg("a", 16)
+    zero = [Inst("v_accvgpr_write_b32", [c[k]], [Imm(0)], kind="valu") for k in range(16)]
+    read = Inst("v_accvgpr_read_b32", [Reg("v")], [d2[3]], kind="valu")
+    # a zeroed tuple used only here: the chain writes it in place
+    out = in_place([Label("L")] + zero + [_mfma(d1, a, b, c), _mfma(d2, a, b, d1), read])
+    ms = [i for i in out if isinstance(i, Inst) and i.op.startswith("v_mfma")]
+    assert all(i.defs[0] is c and i.uses[2] is c for i in ms)
+    # C read after the first MFMA: its value is live, D1 keeps its own registers
+    keep = Inst("v_accvgpr_read_b32", [Reg("v")], [c[0]], kind="valu")
+    out = in_place([Label("L")] + zero + [_mfma(d1, a, b, c), keep, _mfma(d2, a, b, d1), read])
+    ms = [i for i in out if isinstance(i, Inst) and i.op.startswith("v_mfma")]
+    assert ms[0].defs[0] is d1 and ms[0].uses[2] is c
+    # C read in another block (live into it): not in place either
+    later = [Label("M"), Inst("v_accvgpr_read_b32", [Reg("v")], [c[1]], kind="valu")]
+    out = in_place([Label("L")] + zero + [_mfma(d1, a, b, c), _mfma(d2, a, b, d1), read] + later)
+    ms = [i for i in out if isinstance(i, Inst) and i.op.startswith("v_mfma")]
+    assert ms[0].defs[0] is d1
