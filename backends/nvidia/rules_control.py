@@ -152,11 +152,14 @@ def _if(em, op):
     em.emit(f"@!{cond} bra {els if has_else else end};")
     dirty0 = em.smem_dirty
     saved = em.loc
+    inflight0 = list(em.flags.get("wgmma_inflight", []))
     with em.scope():
         ys = em.run_block(then_b, [])
         em.loc = saved
         _copy(em, outs, ys, types, ns)
     dirty_then = em.smem_dirty
+    inflight_then = list(em.flags.get("wgmma_inflight", []))
+    em.flags["wgmma_inflight"] = list(inflight0)  # the else branch starts where the then did
     if has_else:
         em.emit(f"bra.uni {end};")
         em.emit(f"{els}:")
@@ -167,6 +170,10 @@ def _if(em, op):
             _copy(em, outs, ys, types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
+    # after the join a wgmma group is in flight if it may be on either path
+    inflight_else = em.flags.get("wgmma_inflight", [])
+    em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
+        [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
     return _widened(em, outs, types, ns)
 
 

@@ -431,7 +431,7 @@ def _wgmma(em, op):
         for r, x in zip(regs, cur[key]):
             out[r] = x
     if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
-        em.flags.setdefault("wgmma_inflight", set()).update(out)
+        em.flags.setdefault("wgmma_inflight", []).append(set(out))
     return [out]
 
 
@@ -440,8 +440,8 @@ def settle_inflight(em, regs) -> None:
     carried accumulator): reading a wgmma's destination before its group retires is undefined,
     so wait for every group if any of them may still be in flight. (Chains that carry their
     accumulator in place never copy it and never wait here.)"""
-    live = em.flags.get("wgmma_inflight")
-    if live and not live.isdisjoint(regs):
+    live = em.flags.get("wgmma_inflight")  # the groups in commit order, oldest first
+    if live and any(not group.isdisjoint(regs) for group in live):
         em.emit("wgmma.wait_group.sync.aligned 0;")
         live.clear()
 
@@ -449,7 +449,9 @@ def settle_inflight(em, regs) -> None:
 @rule("wgmma_wait")
 def _wgmma_wait(em, op):
     ptx.require(em.target, "warpgroup_mma_wait (wgmma.wait_group)", 90, op.loc, suffix_a=True)
-    em.emit(f"wgmma.wait_group.sync.aligned {int(op.attrs['num_outstanding'])};")
-    if int(op.attrs["num_outstanding"]) == 0:
-        em.flags.pop("wgmma_inflight", None)
+    n = int(op.attrs["num_outstanding"])
+    em.emit(f"wgmma.wait_group.sync.aligned {n};")
+    live = em.flags.get("wgmma_inflight")
+    if live:  # all but the newest n groups have retired: their registers may be read
+        del live[:max(len(live) - n, 0)]
     return [em.vals[v] for v in op.operands]

@@ -404,6 +404,10 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
     # (only the mask is a branch), never one at a time, and carried to its wgmma in those pairs
     assert loop.count("cvt.rn.bf16x2.f32") == 64 * bn // 128 // 2
     assert "cvt.rn.bf16.f32" not in loop
+    # S(j) retires at wait_group 1 while P(j-1) @ V runs on: the masked branch's copy of S must
+    # not wait for that one too (it did: every in-flight group counted until a wait_group 0)
+    assert loop.count("wgmma.wait_group.sync.aligned 1;") == 1
+    assert loop.count("wgmma.wait_group.sync.aligned 0;") == 1
     # the wgmma of P @ V takes the carried .b32 pairs as they are: nothing packs halves again
     assert not re.search(r"mov\.b32 %r\d+, \{%h\d+, %h\d+\};", loop)
     # operands are made before the fence: an A register written after it has ptxas fence and
