@@ -24,11 +24,11 @@ def default_target(prog: Program) -> str:
     return "sm_90" if prog.warp_size == 32 else "gfx942"
 
 
-def kernel_of(prog: Program, name: str = "fuzz_kernel"):
+def kernel_of(prog: Program, name: str = "fuzz_kernel", fname: str | None = None):
     """The program's ``@gt.jit`` kernel, defined from its source (registered with linecache
-    so errors show the generated line)."""
+    as ``fname``, a new name by default, so errors show the generated line)."""
     src = kernel_source(prog, name)
-    fname = f"<gluon_trace.fuzz program {next(_counter)}>"
+    fname = fname or f"<gluon_trace.fuzz program {next(_counter)}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     scope: dict = {"__name__": "gluon_trace_fuzz_program"}
     exec(compile(src, fname, "exec"), scope)
