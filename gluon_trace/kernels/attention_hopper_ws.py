@@ -93,21 +93,17 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_re
         t += 1
 
 
-def _mask(qk, rows, col0, seq_len, MASK):
-    """S with the columns past the sequence end (and, MASK == 2, above the diagonal) at -inf;
-    ``col0`` is the tile's first column. (The column indices are made here: held across the
-    loop they would cost BN/4 registers.)"""
-    cols = col0 + gl.arange(0, qk.shape[1], layout=gl.SliceLayout(0, qk.type.layout))
-    keep = cols[None, :] < seq_len
-    if MASK == 2:
-        keep = keep & (cols[None, :] <= rows[:, None])
-    return gl.where(keep, qk, -float("inf"))
-
-
-def _softmax(qk, m_i, l_i, qk_scale, dtype):
-    """Online softmax of one raw S tile: (P in ``dtype``, the factor rescaling what was summed,
-    m, l). The scale rides in one fma with the max (qk_scale > 0, so the max of the raw scores
-    scales)."""
+def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
+    """Online softmax of one raw S tile whose first column is ``col0``: (P in ``dtype``, the factor
+    rescaling what was summed, m, l). The scale rides in one fma with the max (qk_scale > 0, so
+    the max of the raw scores scales)."""
+    if MASK:  # only tiles crossing the sequence end or the diagonal pay for the mask
+        # (the column indices are made here: held across the loop they would cost BN/4 registers)
+        cols = col0 + gl.arange(0, qk.shape[1], layout=gl.SliceLayout(0, qk.type.layout))
+        keep = cols[None, :] < seq_len
+        if MASK == 2:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        qk = gl.where(keep, qk, -float("inf"))
     m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
     # terms below 2**-126 of a row whose largest is 1 change nothing: flushing them makes each
     # exp2 one MUFU.EX2 instead of a range check, the EX2 and two multiplies
@@ -161,11 +157,11 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
         mbarrier.arrive(turn.index(nxt))
         qk = warpgroup_mma_wait(0, deps=[qk])
         mbarrier.arrive(k_empty.index(s0))
-        # only tiles crossing the sequence end or the diagonal pay for the mask; one softmax
-        # follows either way (P made in one place reaches its wgmma without register copies)
-        with gl.if_(n_free <= 0):
-            qk = _mask(qk, rows, 0, seq_len, mask_kind)
-        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, dtype)
+        p, alpha = qk.to(dtype), m_i  # (both branches rebind them)
+        with gl.if_(0 < n_free):
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, 0, dtype)
+        with gl.else_():
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, mask_kind, dtype)
 
         for j in gl.range(1, n_tiles):
             g = it + j
@@ -183,9 +179,10 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
             mbarrier.arrive(turn.index(nxt))
             qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
             mbarrier.arrive(k_empty.index(s))
-            with gl.if_(n_free <= j):
-                qk = _mask(qk, rows, j * BN, seq_len, mask_kind)
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, dtype)
+            with gl.if_(j < n_free):
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, 0, dtype)
+            with gl.else_():
+                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, mask_kind, dtype)
             acc = warpgroup_mma_wait(0, deps=[acc])
             mbarrier.arrive(v_empty.index(ps))
             acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]

@@ -400,9 +400,9 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
               for lb in labels]
     loops = [b for b in bodies if "wgmma.mma_async" in b]
     loop = min(loops, key=len)  # the KV loop (inside the persistent loop over tiles)
-    # P (BM*BN/128 values a thread) is rounded by one paired cvt per two values in the one softmax
-    # (only the mask is a branch), never one at a time, and carried to its wgmma in those pairs
-    assert loop.count("cvt.rn.bf16x2.f32") == 64 * bn // 128 // 2
+    # P (BM*BN/128 values a thread) is rounded by one paired cvt per two values in each softmax
+    # branch (masked or not), never one at a time, and carried to its wgmma in those .b32 pairs
+    assert loop.count("cvt.rn.bf16x2.f32") == 2 * (64 * bn // 128 // 2)
     assert "cvt.rn.bf16.f32" not in loop
     # S(j) retires at wait_group 1 while P(j-1) @ V runs on: the masked branch's copy of S must
     # not wait for that one too (it did: every in-flight group counted until a wait_group 0)
@@ -416,6 +416,48 @@ def test_warp_specialized_attention_assembles_without_spills(bn, causal):
         assert all(line.startswith("\twgmma.mma_async") for line in group.splitlines())
     info = _assemble(text, locs, "attention_fwd_ws")
     assert info["spill_stores"] == 0 and info["spill_loads"] == 0
+
+
+def _sass(cubin: bytes) -> list[str]:
+    """The instructions of a cubin, by nvdisasm (the dev extras install it beside ptxas)."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    exe = os.path.join(os.path.dirname(ptxas.locate()[0]), "nvdisasm")
+    exe = exe if os.path.exists(exe) else shutil.which("nvdisasm")
+    if exe is None:
+        pytest.skip("nvdisasm is not installed (pip install -e '.[dev]' brings it)")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([exe, "-c", f.name], capture_output=True, text=True, check=True).stdout
+    return [m.group(1).strip() for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", out)]
+
+
+@pytest.mark.parametrize("d, consumers, regs", [(128, 2, 240), (64, 3, 160)])
+def test_warp_specialized_attention_overlaps_the_softmax_with_p_v(d, consumers, regs):
+    """In the SASS of each consumer's KV loop, the softmax's exponentials run between the wait
+    that retires S(j) (gsb0 0x1) and the one that retires P(j-1) @ V (0x0). Seen on the H100:
+    when P(j) was rounded into the registers P(j-1) @ V was reading, ptxas hoisted the second
+    wait above the softmax and the kernel ran at 0.65x."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
+    g = attention_fwd_ws.trace(spec([64, d]), spec([128, d]), spec([128, d]), spec([64, d]), gl.int32,
+                               gl.float32, CAUSAL=False, STAGES=2, CONSUMERS=consumers, CONSUMER_REGS=regs,
+                               num_warps=4, target="sm_90a").graph
+    text, locs, _ = emit(g, "sm_90a")
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(str(e))
+    sass = _sass(ptxas.assemble(text, "sm_90a", locs, "attention_fwd_ws")[0])
+    waits = [i for i, x in enumerate(sass) if x.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1")]
+    assert len(waits) == consumers  # one KV loop per consumer
+    for w in waits:
+        nxt = next(i for i in range(w + 1, len(sass)) if sass[i].startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"))
+        exps = sum(x.startswith("MUFU.EX2") for x in sass[w:nxt])
+        assert exps >= 64 * 128 // 128, (exps, sass[w:w + 8])
 
 
 @gt.jit
