@@ -56,7 +56,8 @@ class dtype:
 
     @property
     def is_fp8(self) -> bool:
-        """float8e4nv / float8e5: storage and MMA operand types; convert them to compute."""
+        """float8e4nv / float8e5 (NVIDIA's OCP formats), float8e4b8 / float8e5b16 (gfx942's FNUZ
+        formats): storage and MMA operand types; convert them to compute."""
         return self.kind == "float" and self.bits == 8
 
     @property
@@ -98,9 +99,11 @@ float32 = dtype("float32", 32, "float")
 float64 = dtype("float64", 64, "float")
 float8e4nv = dtype("float8e4nv", 8, "float")  # OCP E4M3 (fn): max 448, no infinities
 float8e5 = dtype("float8e5", 8, "float")      # E5M2
+float8e4b8 = dtype("float8e4b8", 8, "float")  # E4M3 FNUZ (AMD gfx942): bias 8, max 240, NaN 0x80 only
+float8e5b16 = dtype("float8e5b16", 8, "float")  # E5M2 FNUZ (AMD gfx942): bias 16, max 57344, NaN 0x80 only
 
 ALL = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-       float16, bfloat16, float32, float64, float8e4nv, float8e5)
+       float16, bfloat16, float32, float64, float8e4nv, float8e5, float8e4b8, float8e5b16)
 BY_NAME = {t.name: t for t in ALL}
 
 _NUMPY = {
@@ -110,15 +113,18 @@ _NUMPY = {
     "float16": np.dtype(np.float16), "bfloat16": np.dtype(np.float32),
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
     "float8e4nv": np.dtype(np.float32), "float8e5": np.dtype(np.float32),
+    "float8e4b8": np.dtype(np.float32), "float8e5b16": np.dtype(np.float32),
 }
 _FROM_NUMPY = {np.dtype(v): BY_NAME[k] for k, v in _NUMPY.items()
-               if k not in ("bfloat16", "float8e4nv", "float8e5")}
+               if k != "bfloat16" and not k.startswith("float8")}
 try:  # ml_dtypes (JAX's numpy extension types) gives numpy arrays a real bfloat16
     import ml_dtypes as _ml
 
     _FROM_NUMPY[np.dtype(_ml.bfloat16)] = bfloat16
     _FROM_NUMPY[np.dtype(_ml.float8_e4m3fn)] = float8e4nv
     _FROM_NUMPY[np.dtype(_ml.float8_e5m2)] = float8e5
+    _FROM_NUMPY[np.dtype(_ml.float8_e4m3fnuz)] = float8e4b8
+    _FROM_NUMPY[np.dtype(_ml.float8_e5m2fnuz)] = float8e5b16
 except ImportError:  # optional: without it, bfloat16 data comes as torch tensors
     _ml = None
 
@@ -140,7 +146,8 @@ def from_torch(tdt) -> dtype:
     name = str(tdt).replace("torch.", "")
     name = {"bool": "int1", "half": "float16", "float": "float32", "double": "float64",
             "long": "int64", "int": "int32", "short": "int16", "float8_e4m3fn": "float8e4nv",
-            "float8_e5m2": "float8e5"}.get(name, name)
+            "float8_e5m2": "float8e5", "float8_e4m3fnuz": "float8e4b8",
+            "float8_e5m2fnuz": "float8e5b16"}.get(name, name)
     if name not in BY_NAME:
         raise TypeError(f"torch dtype {tdt} has no gluon_trace equivalent")
     return BY_NAME[name]

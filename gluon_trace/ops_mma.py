@@ -15,7 +15,7 @@ from .ops import _yield_types, define
 from .ops_memory import _require_target, is_tile_like, sm_version
 
 _FLOAT_IN = ("float16", "bfloat16", "float32")
-_FP8 = ("float8e4nv", "float8e5")
+_FP8 = ("float8e4nv", "float8e5", "float8e4b8", "float8e5b16")
 
 
 def _mma_layouts():
@@ -41,11 +41,26 @@ def _check_dtypes(ctx, name, a, b, acc, allowed) -> None:
         raise ctx.error(f"{name}: {a.dtype} operands accumulate into "
                         f"{' or '.join(_acc_dtypes(a.dtype))}, not {acc.dtype}")
     if a.dtype.name in _FP8:
-        v = sm_version(ctx.target)
-        if v is not None and v < 89:
-            raise ctx.error(f"{name}: fp8 MMA needs sm_89 or newer; this kernel is traced for {ctx.target}")
-        if ctx.target == "gfx90a":
-            raise ctx.error(f"{name}: fp8 MFMA needs CDNA3 (gfx942); this kernel is traced for gfx90a")
+        _check_fp8_target(ctx, name, a.dtype)
+
+
+def _check_fp8_target(ctx, name, d) -> None:
+    """NVIDIA's MMAs take the OCP formats (float8e4nv, float8e5), gfx942's MFMAs the FNUZ ones
+    (float8e4b8, float8e5b16): the same names mean different bits, so one is never taken for
+    the other."""
+    from .fp8 import AMD_NAME, FORMATS, NVIDIA_NAME, is_fnuz
+    t = ctx.target
+    v = sm_version(t)
+    if v is not None and v < 89:
+        raise ctx.error(f"{name}: fp8 MMA needs sm_89 or newer; this kernel is traced for {t}")
+    if v is not None and is_fnuz(d.name):
+        raise ctx.error(f"{name}: {d} is AMD gfx942's FNUZ fp8 (bias {FORMATS[d.name][1]}, no -0, NaN 0x80); "
+                        f"no NVIDIA instruction takes it: use gl.{NVIDIA_NAME[d.name]}")
+    if t == "gfx90a":
+        raise ctx.error(f"{name}: fp8 MFMA needs CDNA3 (gfx942); this kernel is traced for gfx90a")
+    if t == "gfx942" and not is_fnuz(d.name):
+        raise ctx.error(f"{name}: gfx942's fp8 MFMAs take the FNUZ formats; {d} is NVIDIA's OCP format: "
+                        f"use gl.{AMD_NAME[d.name]}")
 
 
 def _check_shapes(ctx, name, a, b, acc, instr) -> None:

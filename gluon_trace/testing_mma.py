@@ -62,7 +62,7 @@ def _ops_for(target: str) -> list[tuple[str, tuple[str, ...]]]:
         return [("mma_v2", nv)] + ([("wgmma", nv)] if sm >= 90 else [])
     if target in ("gfx90a", "gfx942"):
         return [("mfma", ("float16", "bfloat16", "float32")
-                 + (("float8e4nv", "float8e5") if target == "gfx942" else ()))]
+                 + (("float8e4b8", "float8e5b16") if target == "gfx942" else ()))]
     if target == "gfx1100":
         return [("wmma", ("float16", "bfloat16"))]
     raise ValueError(f"no MMA instructions on {target!r}: use sm_80/sm_89/sm_90a, gfx90a/gfx942 or gfx1100")

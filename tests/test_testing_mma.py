@@ -20,7 +20,8 @@ from gluon_trace.language.nvidia.hopper import fence_async_shared, warpgroup_mma
 FEW = settings(max_examples=12, deadline=None, derandomize=True, database=None,
                suppress_health_check=list(HealthCheck))
 NP = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32,
-      "float8e4nv": ml_dtypes.float8_e4m3fn, "float8e5": ml_dtypes.float8_e5m2}
+      "float8e4nv": ml_dtypes.float8_e4m3fn, "float8e5": ml_dtypes.float8_e5m2,
+      "float8e4b8": ml_dtypes.float8_e4m3fnuz, "float8e5b16": ml_dtypes.float8_e5m2fnuz}
 OPS = {"mma_v2": mma_v2, "mfma": mfma, "wmma": wmma}
 
 
@@ -101,7 +102,7 @@ def test_instruction_strategies_cover_each_target_and_refuse_what_is_not_there()
             for t in ("sm_80", "sm_89", "sm_90a", "gfx942", "gfx1100")}
     assert ("mma_v2", "bfloat16") in seen["sm_80"] and not any("float8" in d for _, d in seen["sm_80"])
     assert ("mma_v2", "float8e4nv") in seen["sm_89"] and not any(o == "wgmma" for o, _ in seen["sm_89"])
-    assert ("wgmma", "float16") in seen["sm_90a"] and ("mfma", "float8e5") in seen["gfx942"]
+    assert ("wgmma", "float16") in seen["sm_90a"] and ("mfma", "float8e5b16") in seen["gfx942"]
     assert seen["gfx1100"] <= {("wmma", "float16"), ("wmma", "bfloat16")}
     with pytest.raises(ValueError):
         gtt.mma_instrs("interpreter")

@@ -1,5 +1,5 @@
 """What kernel authors call, imported as ``gl`` (names follow Gluon's)."""
-from ..dtypes import (bfloat16, dtype, float8e4nv, float8e5, float16, float32, float64, int1, int8,
+from ..dtypes import (bfloat16, dtype, float8e4b8, float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
                       int16, int32, int64, pointer, uint8, uint16, uint32, uint64)
 from ..layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout, LinearLayout,
                        SliceLayout)

@@ -334,10 +334,11 @@ def test_fp8_mfma_refused_on_gfx90a():
     assert "fp8 MFMA needs CDNA3 (gfx942)" in msg and "test_amd_mfma.py" in msg
 
 
-def test_fp8_mfma_on_gfx942_refused_until_amd_lowers_fp8():
-    """gfx942 has fp8 MFMAs, but the AMD backend does not lower fp8 values yet: a clear refusal."""
+def test_ocp_fp8_mfma_refused_on_gfx942():
+    """gfx942's fp8 MFMAs take the FNUZ formats (test_amd_fp8.py runs them); NVIDIA's OCP
+    float8e4nv is refused at the line, naming the format to use."""
     msg = _trace_error("gfx942", "mfma", "float8e4nv", im=32, ik=16, kw=8, v=3)
-    assert "does not lower fp8" in msg and "test_amd_mfma.py" in msg
+    assert "use gl.float8e4b8" in msg and "test_amd_mfma.py" in msg
 
 
 def test_mfma_layout_of_other_cdna_refused():
