@@ -77,22 +77,23 @@ def fp8() -> int:
     return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
 
 
-def _attention(kernel_name, stages, bn=64, ctas=None):
-    bh, seq, d, bm = 4, 300, 128, 64
+def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
+    bh, seq, bm = 4, 300, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lm, ln = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
     qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lm) for x in (q, o))
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], ln) for x in (k, v))
-    if kernel_name == "attention_fwd_ws":  # two 64-row consumers per CTA; ctas: persistent 1-D grid
-        grid = (-(-seq // (2 * bm)), bh) if ctas is None else (ctas,)
-        attention_fwd_ws[grid](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, STAGES=stages, num_warps=4)
+    if kernel_name == "attention_fwd_ws":  # 64-row consumers per CTA; ctas: persistent 1-D grid
+        grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (ctas,)
+        extra = dict(CONSUMERS=3, CONSUMER_REGS=160) if consumers == 3 else {}
+        attention_fwd_ws[grid](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, STAGES=stages, num_warps=4, **extra)
     else:
         getattr(attention_hopper, kernel_name)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True,
                                                                      STAGES=stages, num_warps=4)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
-    return _report(f"{kernel_name} causal", o, ref, tol=3e-2)
+    return _report(f"{kernel_name} causal D{d}", o, ref, tol=3e-2)
 
 
 def attention() -> int:
@@ -104,7 +105,8 @@ def attention_pipelined() -> int:
 
 
 def attention_ws() -> int:
-    return _attention("attention_fwd_ws", 2, bn=128) + _attention("attention_fwd_ws", 2, bn=128, ctas=3)
+    return (_attention("attention_fwd_ws", 2, bn=128) + _attention("attention_fwd_ws", 2, bn=128, ctas=3)
+            + _attention("attention_fwd_ws", 3, bn=128, ctas=2, d=64, consumers=3))
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8,
