@@ -739,7 +739,7 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
 @pytest.mark.parametrize("d, bn, stages, consumers, ctas", [(64, 64, 2, 2, None), (128, 128, 2, 2, None),
                                                             (128, 64, 4, 2, None), (64, 128, 2, 2, None),
                                                             (64, 64, 4, 3, None), (128, 128, 2, 2, 5),
-                                                            (64, 64, 2, 3, 7)])
+                                                            (64, 64, 2, 3, 7), (64, 128, 3, 3, 6)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [256, 200, 1000])
 def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, ctas, causal, seq):
