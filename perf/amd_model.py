@@ -133,7 +133,7 @@ def _scan(body: list[str], outstanding: list) -> tuple[Mix, list]:
         elif op.startswith("ds_write") or op.startswith("ds_store"):
             w = _width(op)
             m.ds_write[w] = m.ds_write.get(w, 0) + 1
-        elif op.startswith(("global_load", "buffer_load")):
+        elif op.startswith(("global_load", "buffer_load", "scratch_load")):  # (spill reloads too)
             w = _width(op.replace("_lds", ""))
             m.global_load[w] = m.global_load.get(w, 0) + 1
             outstanding.append(waits)
@@ -282,9 +282,27 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
     return k.asm["amdgcn"], int(k.metadata.shared)
 
 
-def run(configs=CONFIGS, gpus=("MI300X", "MI250X"), with_triton=True) -> dict:
+ATTN_CONFIGS = [(64, 32, 64, 2, "float16"), (64, 64, 128, 2, "float16")]  # BM, BN, D, warps
+
+
+def ours_attention(cfg, gpu: str, dtype="float16") -> str:
+    """attention_fwd_mfma's K loop (one key tile a step; not causal, so every tile is full)."""
+    from gluon_trace import language as gl
+    from gluon_trace.kernels.attention_amd import attention_fwd_mfma
+    bm, bn, d, nw = cfg
+    target = GPUS[gpu]["target"]
+    p = gl.pointer(getattr(gl, dtype))
+    tk = attention_fwd_mfma.trace(p, p, p, p, 4096, 0.125, BM=bm, BN=bn, D=d, CAUSAL=False,
+                                  num_warps=nw, target=target)
+    return tk.for_target(target).compile(target).asm
+
+
+def run(configs=CONFIGS, gpus=("MI300X", "MI250X"), with_triton=True, attn_configs=ATTN_CONFIGS) -> dict:
     rows, triton_note = [], None
     for gpu in gpus:
+        for *cfg, dtype in attn_configs:
+            rows.append(dict(kernel="gluon_trace attention_mfma", config=list(cfg), dtype=dtype,
+                             **model(ours_attention(cfg, gpu, dtype), gpu, cfg[3])))
         for *cfg, dtype in configs:
             asm, _ = ours(cfg, gpu, dtype)
             rows.append(dict(kernel="gluon_trace matmul_mfma", config=list(cfg), dtype=dtype,

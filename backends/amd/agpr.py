@@ -67,6 +67,42 @@ def _moved(code) -> set:
     return moved
 
 
+def _worked_on_in_loops(code, moved: set) -> set:
+    """``moved`` less the accumulators (with the registers copies join them to) that a VALU
+    instruction reads or writes inside a loop: on gfx90a/gfx942 an MFMA takes srcC and vdst in
+    VGPRs as well, and an accumulator in AGPRs costs a v_accvgpr_read and a v_accvgpr_write for
+    every value of it the loop computes on (attention's S each step, O rescaled each step); the
+    GEMM's accumulator, touched only by its MFMAs in the loop, stays in AGPRs."""
+    if not moved:
+        return moved
+    parent = {r: r for r in moved}
+
+    def find(r):
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+    for i in code:  # an accumulator: its chain of MFMAs (srcC -> vdst) and the copies of it
+        if _is_copy(i) or (isinstance(i, Inst) and i.op.startswith("v_mfma")):
+            a, b = _reg(i.defs[0]), _reg(i.uses[0] if _is_copy(i) else i.uses[2])
+            if a is not None and b is not None and a.id in moved and b.id in moved:
+                parent[find(a.id)] = find(b.id)
+    labels = {x.name: k for k, x in enumerate(code) if isinstance(x, Label)}
+    spans = [(labels[i.target], k) for k, i in enumerate(code)
+             if isinstance(i, Inst) and i.kind in ("branch", "cbranch") and labels.get(i.target, k) < k]
+    inside = [False] * len(code)
+    for a, b in spans:
+        for k in range(a, b + 1):
+            inside[k] = True
+    worked = set()
+    for k, i in enumerate(code):
+        if inside[k] and isinstance(i, Inst) and not _is_copy(i) and not i.op.startswith("v_mfma"):
+            for r in i.mentioned():
+                if r.id in moved:
+                    worked.add(find(r.id))
+    return {r for r in moved if find(r) not in worked}
+
+
 def _as_agpr(x, regs: dict):
     """The operand with its register swapped for the AGPR one."""
     neg = isinstance(x, Neg)
@@ -78,14 +114,29 @@ def _as_agpr(x, regs: dict):
     return Neg(y) if neg else y
 
 
-def use_agprs(code: list, target) -> list:
-    """The program with MFMA accumulators (and their copies) in AGPRs; on RDNA3 the WMMA
-    accumulators stay in VGPRs and only their loop copies go (``coalesce``)."""
+def agpr_variants(code: list, target):
+    """The programs to try allocating, best first (each different from ``code``, which is the
+    all-VGPR fallback): accumulators the loops compute on kept in VGPRs, the rest in AGPRs; then
+    every accumulator in AGPRs, for when the first does not fit the VGPRs."""
+    first = use_agprs(code, target)
+    if first is not code:
+        yield first
+    if target.gfx9 and _worked_on_in_loops(code, _moved(code)) != _moved(code):
+        yield use_agprs(code, target, keep_worked=False)
+
+
+def use_agprs(code: list, target, keep_worked: bool = True) -> list:
+    """The program with MFMA accumulators (and their copies) in AGPRs -- but for those a loop
+    computes on, with ``keep_worked`` -- ; on RDNA3 the WMMA accumulators stay in VGPRs and only
+    their loop copies go (``coalesce``)."""
     if not target.gfx9:
         return coalesce(code)
     moved = _moved(code)
-    if not moved:
+    if not moved:  # no MFMA
         return code
+    moved = _worked_on_in_loops(code, moved) if keep_worked else moved
+    if not moved:  # every accumulator in VGPRs: their chains still accumulate in place
+        return read_through(copy_back(in_place(coalesce(code))))
     regs: dict = {}
     for i in code:
         if isinstance(i, Inst):
@@ -102,7 +153,7 @@ def use_agprs(code: list, target) -> list:
         if not isinstance(i, Inst) or not any(hit(x) for x in (*i.defs, *i.uses)):
             out.append(i)
             continue
-        if i.op.startswith("v_mfma"):
+        if i.op.startswith("v_mfma") and hit(i.defs[0]):
             pre = []
             c = i.uses[2]
             if not hit(c):  # srcC from a register that also has other writers: copy it over
@@ -310,8 +361,8 @@ def in_place(code: list) -> list:
             if not _is_mma(m) or not m.op.startswith("v_mfma"):
                 continue
             c, d = strip(m.uses[2]), strip(m.defs[0])
-            if not (isinstance(c, Reg) and isinstance(d, Reg) and c is not d and c.cls == d.cls == "a"
-                    and c.size == d.size and c.fixed is None and d.fixed is None):
+            if not (isinstance(c, Reg) and isinstance(d, Reg) and c is not d and c.cls == d.cls
+                    and c.cls in ("a", "v") and c.size == d.size and c.fixed is None and d.fixed is None):
                 continue
             if defs.get(d.id) != [k] or any(r is c for r in (strip(m.uses[0]), strip(m.uses[1]))):
                 continue
@@ -379,6 +430,13 @@ def _touches(x, reg, i) -> bool:
     return (isinstance(x, Reg) and x is reg) or (isinstance(x, Sub) and x.reg is reg and x.index == i)
 
 
+_FILE = {"v_accvgpr_mov_b32": "a", "v_mov_b32": "v"}
+
+
+def _mfma_acc(code, r) -> bool:
+    return any(isinstance(i, Inst) and i.op.startswith("v_mfma") and strip(i.defs[0]) is r for i in code)
+
+
 def copy_back(code: list) -> list:
     """The loop-carried accumulator kept in one-dword AGPR homes, rescaled each iteration into a
     tuple the MFMAs accumulate in (``acc = mfma(p, v, acc * alpha)``) and copied back from it:
@@ -390,11 +448,12 @@ def copy_back(code: list) -> list:
         changed = False
         defs, uses = _defs_uses(code)
         for p, i in enumerate(code):
-            if not (isinstance(i, Inst) and i.op == "v_accvgpr_mov_b32"):
+            if not (isinstance(i, Inst) and i.op in ("v_accvgpr_mov_b32", "v_mov_b32") and len(i.uses) == 1):
                 continue
             h, src = strip(i.defs[0]), strip(i.uses[0])
-            if not (isinstance(h, Reg) and h.size == 1 and h.cls == "a" and h.fixed is None
-                    and isinstance(src, Sub) and src.reg.cls == "a" and src.reg.fixed is None):
+            if not (isinstance(h, Reg) and h.size == 1 and h.cls == _FILE[i.op] and h.fixed is None
+                    and isinstance(src, Sub) and src.reg.cls == h.cls and src.reg.fixed is None
+                    and src.reg.size > 1 and _mfma_acc(code, src.reg)):
                 continue
             r, n = src.reg, src.index
             bs, be = _block_of(code, p)

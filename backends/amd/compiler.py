@@ -12,8 +12,8 @@ from gluon_trace.errors import CompileError
 
 from . import metadata as md
 from . import printing
-from .agpr import use_agprs
-from .dce import remove_dead
+from .agpr import agpr_variants
+from .dce import remove_dead, reuse_literals
 from .emitter import Emitter, prologue
 from .hazards import fix_hazards
 from .mir import Inst, Label, render_inst
@@ -60,11 +60,10 @@ def lower(graph, target: str) -> Emitted:
     em.emit_block(graph.body)
     em.loc = None
     em.emit("s_endpgm", kind="end")
-    code = remove_dead(prologue(em, lay.hidden_start, lay.hidden) + em.code)
+    code = remove_dead(reuse_literals(prologue(em, lay.hidden_start, lay.hidden) + em.code))
     t = em.t
     alloc = None
-    with_agprs = use_agprs(code, t)
-    if with_agprs is not code:  # MFMA accumulators in AGPRs, unless VGPRs + AGPRs do not fit
+    for with_agprs in agpr_variants(code, t):  # MFMA accumulators in AGPRs, unless VGPRs + AGPRs do not fit
         try:  # without spilling: spill code rewrites instructions both programs share
             alloc = allocate(with_agprs, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
                              sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps)
@@ -72,6 +71,8 @@ def lower(graph, target: str) -> Emitted:
             alloc = None
         if alloc is not None and not fits_unified(graph, alloc):
             alloc = None
+        if alloc is not None:
+            break
     if alloc is None:  # all in VGPRs (spilling where they do not fit)
         alloc = allocate(code, em.loops, name=graph.name, vgpr_limit=t.vgpr_limit(graph.num_warps),
                          sgpr_limit=t.sgpr_limit, target=t.name, num_warps=graph.num_warps,

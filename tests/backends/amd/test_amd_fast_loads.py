@@ -182,17 +182,25 @@ def test_simulator_f16_round_toward_zero():
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-def test_attention_agprs_are_its_accumulators():
-    """S (32x32 f32 a wave: 16 values a lane) and O (32x64: 32) in 48 AGPRs: the S chain accumulates
-    in its zeroed tuple, O's rescaled tuple is its loop-carried home (no copies back a step)."""
+def test_attention_accumulators():
+    """S and O, which the softmax reads and rescales every step, stay in VGPRs where they fit
+    (an MFMA on gfx942 takes them there; in AGPRs each step would read and write every value),
+    each MFMA chain accumulating in place. At D=128 they do not fit: both go to AGPRs, as many
+    as their values (O 32x128 + S 32x64 f32 a wave: 96), the rescaled tuple their loop home."""
+    import re
     from gluon_trace.backends.amd.compiler import lower
     from gluon_trace.kernels.attention_amd import attention_fwd_mfma
     p = gl.pointer(gl.float16)
-    tk = attention_fwd_mfma.trace(p, p, p, p, 1024, 0.125, BM=64, BN=32, D=64, CAUSAL=True,
-                                  num_warps=2, target="gfx942")
-    e = lower(tk.for_target("gfx942").graph, "gfx942")
-    assert e.agprs == 48
-    assert "v_accvgpr_mov_b32" not in _loop(e.text, "attention_fwd_mfma")
+    for d, bn, agprs in ((64, 32, 0), (128, 64, 96)):
+        tk = attention_fwd_mfma.trace(p, p, p, p, 1024, 0.125, BM=64, BN=bn, D=d, CAUSAL=True,
+                                      num_warps=2, target="gfx942")
+        e = lower(tk.for_target("gfx942").graph, "gfx942")
+        body = _loop(e.text, "attention_fwd_mfma")
+        assert e.agprs == agprs and "v_accvgpr_mov_b32" not in body and "scratch_" not in e.text
+        if not agprs:
+            assert "v_accvgpr" not in body
+        mf = re.findall(r"v_mfma\S* (\S+), \S+, \S+, (\S+)", body)
+        assert mf and all(dst == c for dst, c in mf)
 
 
 def _mfma(d, a, b, c):
@@ -221,3 +229,25 @@ def test_in_place_only_where_the_old_accumulator_is_dead():
     out = in_place([Label("L")] + zero + [_mfma(d1, a, b, c), _mfma(d2, a, b, d1), read] + later)
     ms = [i for i in out if isinstance(i, Inst) and i.op.startswith("v_mfma")]
     assert ms[0].defs[0] is d1
+
+
+def test_a_literal_is_moved_into_a_vgpr_once_a_block():
+    from gluon_trace.backends.amd.dce import remove_dead, reuse_literals
+    from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Reg
+    ninf = Imm(0xFF800000)
+    x, m = Reg("v"), Reg("s", 2)
+    t1, t2, t3, t4 = Reg("v"), Reg("v"), Reg("v"), Reg("v")
+    exec_ = Fixed("exec", "special", 2)
+
+    def use(t):  # (a store: what it reads is live)
+        return Inst("global_store_dword", [], [x, t, "off"], kind="vmem_store")
+    code = [Inst("v_mov_b32", [t1], [ninf], kind="valu"), use(t1),
+            Inst("v_mov_b32", [t2], [ninf], kind="valu"), use(t2),                # -> t1
+            Inst("s_and_saveexec_b64", [m, exec_], [Fixed("vcc", "special", 2)]),
+            Inst("v_mov_b32", [t3], [ninf], kind="valu"), use(t3),                # EXEC changed: kept
+            Label("next"),
+            Inst("v_mov_b32", [t4], [ninf], kind="valu"), use(t4)]                # another block: kept
+    out = remove_dead(reuse_literals(code))
+    movs = [i.defs[0] for i in out if isinstance(i, Inst) and i.op == "v_mov_b32"]
+    assert movs == [t1, t3, t4]
+    assert [i.uses[1] for i in out if isinstance(i, Inst) and i.op == "global_store_dword"] == [t1, t1, t3, t4]

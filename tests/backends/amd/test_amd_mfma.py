@@ -206,7 +206,7 @@ def test_mfma_accumulators_spill(monkeypatch, tmp_path):
     assert not any(sim.text(k).startswith("scratch_") for k in range(len(sim.code)))
     assert tk.for_target("gfx942").compile("gfx942").extra["agprs"] == 256
     from gluon_trace.backends.amd import compiler
-    monkeypatch.setattr(compiler, "use_agprs", lambda code, t: code)
+    monkeypatch.setattr(compiler, "agpr_variants", lambda code, t: iter(()))
     monkeypatch.setenv("GLUON_TRACE_CACHE_DIR", str(tmp_path))  # (binaries built with AGPRs)
     tk, sim = run("gfx942", "mfma", "float16", 128, 128, 16, im=32, ik=8, kw=4, wm=1, nw=1, seed=37)
     assert any(sim.text(k).startswith("scratch_store") for k in range(len(sim.code)))
@@ -443,12 +443,12 @@ def test_gemm_accumulators_in_agprs(target):
     body = e.text.split(".Lfor_matmul_mfma_1:")[1].split("s_branch .Lfor_matmul_mfma_1")[0]
     assert body.count("v_mfma") == 4 and "v_accvgpr" not in body
     from gluon_trace.backends.amd import compiler
-    orig = compiler.use_agprs
+    orig = compiler.agpr_variants
     try:
-        compiler.use_agprs = lambda code, t: code
+        compiler.agpr_variants = lambda code, t: iter(())
         plain = lower(tk.for_target(target).graph, target)
     finally:
-        compiler.use_agprs = orig
+        compiler.agpr_variants = orig
     assert plain.agprs == 0 and plain.vgprs >= e.vgprs + 16
     ck = tk.for_target(target).compile(target)
     assert ck.extra["agprs"] == e.agprs and ck.registers == e.vgprs
@@ -488,12 +488,12 @@ def test_wmma_gemm_accumulates_in_place():
     ops = re.findall(r"v_wmma\S* (v\[\d+:\d+\]), v\[\d+:\d+\], v\[\d+:\d+\], (v\[\d+:\d+\])", e.text)
     dsts = {d for d, _ in ops}
     assert len(ops) == 8 and all(c_ in dsts for _, c_ in ops)  # each srcC is a WMMA's vdst
-    orig = compiler.use_agprs
+    orig = compiler.agpr_variants
     try:
-        compiler.use_agprs = lambda code, t: code
+        compiler.agpr_variants = lambda code, t: iter(())
         plain = compiler.lower(tk.for_target("gfx1100").graph, "gfx1100")
     finally:
-        compiler.use_agprs = orig
+        compiler.agpr_variants = orig
     assert plain.text.count("v_mov_b32") >= e.text.count("v_mov_b32") + 64
 
 
