@@ -5,6 +5,7 @@ so no s_waitcnt sits between a load and the MFMAs; matmul_amd's B is K-contiguou
 (ds_write_b16 / ds_write_b16_d16_hi of the loaded halves, ds_read_b64 operand reads).
 Each case runs on amdsim against the interpreter, with masked edges and non-zero ``other``."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -251,3 +252,44 @@ def test_a_literal_is_moved_into_a_vgpr_once_a_block():
     movs = [i.defs[0] for i in out if isinstance(i, Inst) and i.op == "v_mov_b32"]
     assert movs == [t1, t3, t4]
     assert [i.uses[1] for i in out if isinstance(i, Inst) and i.op == "global_store_dword"] == [t1, t1, t3, t4]
+
+
+@gt.jit
+def shifted_rows(x, out, n, OFF: gl.constexpr, OTHER: gl.constexpr, C: gl.constexpr):
+    T: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 8], [T // 8, 8], [1, 1], [1, 0])
+    rows = gl.arange(0, T // 8, layout=gl.SliceLayout(1, L))
+    cols = gl.arange(0, C, layout=gl.SliceLayout(0, L))
+    offs = rows[:, None] * C + cols[None, :]
+    v = gl.load(x + OFF + offs, mask=offs < n, other=OTHER)  # (n a multiple of 16: one mask a run)
+    gl.store(out + offs, v * 3)
+
+
+@pytest.mark.parametrize("off, kinds", [(0, {"dwordx4"}), (4, {"dwordx2"}), (2, {"dword", "dwordx2"}),
+                                        (1, {"ushort", "dword", "dwordx2"})])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int16"])
+def test_runs_split_by_alignment(dtype, off, kinds):
+    """A run of 8 starting 2, 4 or 8 bytes past a 16-byte boundary splits into the widest aligned
+    pieces (2 + 4 + 8 + 2 bytes, 4 + 8 + 4, 8 + 8);
+    the mask (one per run: the bound is a multiple of 16) and ``other`` stay exact."""
+    T, C, n = 64, 64, 8 * 64 - 48
+    r = np.random.default_rng(off + 3)
+    size = T // 8 * C + off
+    if dtype == "bfloat16":
+        x, _ = _bf16(r.standard_normal(size))
+        ptr = gl.pointer(gl.bfloat16)
+        out = np.full(size - off, 0xFFFF, np.uint16)
+    else:
+        x = (r.integers(-500, 500, size) if dtype == "int16" else r.standard_normal(size)).astype(_NP[dtype])
+        ptr, out = x, np.full(size - off, 77 if dtype == "int16" else np.nan, _NP[dtype])
+    ref = out.copy()
+    other = -7 if dtype == "int16" else 2.5
+    tk = shifted_rows.trace(ptr, ptr if dtype == "bfloat16" else out, n, OFF=off, OTHER=other, C=C,
+                            num_warps=1, target="gfx942")
+    asm = _asm(tk, "gfx942")
+    got = set(re.findall(r"global_load_(\w+)", asm))
+    assert got == ({k.replace("ushort", "sshort") for k in kinds} if dtype == "int16" else kinds)
+    amdsim.simulate(tk, "gfx942", (1,), [x, out, n])
+    from gluon_trace.backend import get
+    get("interpreter").run(tk.graph, (1, 1, 1), [x, ref, n])
+    np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
