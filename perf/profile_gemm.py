@@ -3,6 +3,7 @@
     ncu -k regex:'matmul|kernel' --launch-skip 1 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section ComputeWorkloadAnalysis python perf/profile_gemm.py ws
 
+(``python perf/profile_gemm.py KERNEL [SIZE]``; cuBLAS through torch.matmul as ``cublas``.)
 The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
 warp-specialized one), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps)."""
@@ -19,11 +20,13 @@ from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 which = sys.argv[1] if len(sys.argv) > 1 else "hopper"
-m = n = k = 8192
+m = n = k = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-if which == "triton":
+if which == "cublas":
+    run = lambda: torch.matmul(a, b, out=c)  # noqa: E731
+elif which == "triton":
     from bench_gemm import triton_matmul
     tri = triton_matmul()
     run = lambda: tri(a, b, c)  # noqa: E731
