@@ -21,7 +21,7 @@ from . import arith
 from .emitter import elem_key
 from .mir import Aff, Imm
 
-AWARE = {"add", "sub", "mul", "shl", "ptr_add", "lt", "le", "gt", "ge"}
+AWARE = {"add", "sub", "mul", "shl", "ptr_add", "lt", "le", "gt", "ge", "mod", "floordiv"}
 
 
 def tracks(d: dt.dtype) -> bool:
@@ -66,6 +66,8 @@ def _k(x):
 def binary(em, name, d, a, b):
     """add/sub/mul/shl that keep the constant apart; None when they cannot."""
     size = 2 if d.bits == 64 else 1
+    if name in ("mod", "floordiv"):
+        return _by_pow2(em, name, d, a, b)
     va, ca = split(a, d)
     vb, cb = split(b, d)
     if name == "add":
@@ -108,6 +110,28 @@ def binary(em, name, d, a, b):
                  em.mult(va) * (k & -k) if k else None)
         return make(em, v, ca * k, size)
     return None
+
+
+def _by_pow2(em, name, d, a, b):
+    """x % 2^n and x // 2^n (32-bit, truncating as the interpreter and C): shifts and masks, on
+    the scalar unit for a uniform x (a loop counter's ``k % 2`` was a 27-instruction division
+    on the vector unit). Signed: x + (2^n - 1 if x < 0 else 0) rounds the quotient toward 0."""
+    vb, k = split(b, d)
+    if d.bits != 32 or d.is_ptr or d.is_bool or vb is not None or k <= 1 or k & (k - 1):
+        return None
+    x = em.real(a)
+    if isinstance(x, Imm):
+        return None  # (folded by the generic rule)
+    n = k.bit_length() - 1
+    if not d.is_signed:
+        return arith.binary(em, "and", d, x, Imm(k - 1)) if name == "mod" else \
+            arith.binary(em, "shr", d, x, Imm(n))
+    sign = arith.binary(em, "shr", d, x, Imm(31))                 # 0 or -1
+    bias = arith.binary(em, "shr", dt.uint32, sign, Imm(32 - n))  # 0 or 2^n - 1
+    t = arith.binary(em, "add", d, x, bias)
+    if name == "floordiv":
+        return arith.binary(em, "shr", d, t, Imm(n))
+    return arith.binary(em, "sub", d, x, arith.binary(em, "and", d, t, Imm(-k & 0xFFFFFFFF)))
 
 
 def ptr_add(em, esize: int, p, off, odt):

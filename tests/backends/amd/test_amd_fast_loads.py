@@ -293,3 +293,34 @@ def test_runs_split_by_alignment(dtype, off, kinds):
     from gluon_trace.backend import get
     get("interpreter").run(tk.graph, (1, 1, 1), [x, ref, n])
     np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
+
+
+@gt.jit
+def div_by_pow2(x, out, s, K: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1], [64], [1], [0])
+    offs = gl.arange(0, 64, layout=L)
+    v = gl.load(x + offs)
+    u = s + 0  # a uniform (SGPR) operand
+    gl.store(out + offs, v % K + (v // K) * 1000 + (u % K) * 7 + (u // K) * 11)
+
+
+@pytest.mark.parametrize("dtype, k", [("int32", 2), ("int32", 8), ("int32", 1 << 20), ("uint32", 4),
+                                      ("uint32", 1 << 30)])
+@pytest.mark.parametrize("s", [-37, 37])
+def test_mod_and_floordiv_by_powers_of_two(dtype, k, s):
+    """x % 2^n and x // 2^n by shifts and masks (SALU for a uniform x), truncating toward zero
+    like the interpreter, for negative and positive x."""
+    r = np.random.default_rng(k)
+    npd = np.dtype(dtype)
+    x = r.integers(-3000, 3000, 64).astype(np.int64).astype(npd)
+    x[:4] = np.array([0, -1, 1 << 30, -(1 << 31)], np.int64).astype(npd)
+    got = np.full(64, 12345, npd)
+    ref = got.copy()
+    sv = np.array(s).astype(npd).item()
+    tk = div_by_pow2.trace(x, got, sv, K=k, num_warps=1, target="gfx942")
+    asm = _asm(tk, "gfx942")
+    assert "v_rcp" not in asm and "v_cvt_f32_u32" not in asm  # no division sequence
+    amdsim.simulate(tk, "gfx942", (1,), [x, got, sv])
+    from gluon_trace.backend import get
+    get("interpreter").run(tk.graph, (1, 1, 1), [x, ref, sv])
+    np.testing.assert_array_equal(got, ref)
