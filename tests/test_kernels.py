@@ -83,6 +83,19 @@ def test_matmul_hopper_persistent(rng, m, n, k, programs):
     check(c, a, b)
 
 
+@pytest.mark.parametrize("m, n, k, stages, programs", [(200, 130, 20, 4, 2), (150, 64, 70, 4, 3),
+                                                       (64, 200, 100, 2, 1)])
+def test_matmul_hopper_ring_runs_across_tiles(rng, m, n, k, stages, programs):
+    """The producer runs STAGES - 1 steps ahead across tile boundaries: with fewer K steps than
+    that (k=20: one step a tile) its loads reach several tiles ahead, through the epilogues."""
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper[(programs,)](*descs(a, b, c, 64, 64, 32), m, n, k, STAGES=stages, GROUP_M=2,
+                               backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
 @pytest.mark.parametrize("m, n, k", SHAPES[:2])
 def test_matmul_hopper_warp_specialized(rng, m, n, k):
     a, b = operands(rng, m, n, k, np.float16)
