@@ -29,6 +29,9 @@ def f32_bits(x: float) -> int:
 
 def const_elem(value, d: dt.dtype) -> Imm:
     """The element of a constant, in the widened form the emitter keeps values in."""
+    if d.is_fp8:  # held as its byte (fp8.py)
+        from . import fp8
+        return fp8.const(value, d)
     if d.is_floating:
         if d.bits == 64:
             return Imm.f64(float(value))
@@ -513,6 +516,9 @@ def where(em, d, c, a, b):
 def cast(em, src: dt.dtype, to: dt.dtype, x, bitcast=False):
     if src == to:
         return x
+    if src.is_fp8 or to.is_fp8:
+        from . import fp8
+        return fp8.cast(em, src, to, x, bitcast)
     if bitcast:
         return _bitcast(em, src, to, x)
     if src.is_ptr or to.is_ptr:

@@ -41,12 +41,11 @@ class Emitted:
 
 
 def lower(graph, target: str) -> Emitted:
-    from gluon_trace.backend import refuse_types
     from .tensorcore import refuse_unlowered
     refuse_unlowered(graph)
     from gluon_trace.decompose import F64_MATH, expand_math
-    refuse_types(graph, "amd", lambda d: d.is_fp8, "the AMD backend does not lower fp8 yet "
-                 "(the interpreter runs it: backend='interpreter')")
+    from .fp8 import refuse_unlowered as refuse_fp8
+    refuse_fp8(graph, target)  # fp8: gfx942's FNUZ formats only
     # float64 exp/log/sin/... become core ops here (one implementation for every backend)
     graph = expand_math(graph, F64_MATH)
     from gluon_trace.schedule import hoist_stores

@@ -70,8 +70,9 @@ def device_pointer(x, name: str, loc=None, want: dt.dtype | None = None, kernel:
     if cai is not None:
         if want is not None:
             got = np.dtype(cai["typestr"])
-            # bfloat16 and bool have no portable typestr: 2- and 1-byte ints stand for them
-            raw = {"bfloat16": 2, "int1": 1}.get(want.name) == got.itemsize and got.kind in "uiVb"
+            # bfloat16, bool and fp8 have no portable typestr: 2- and 1-byte ints stand for them
+            size = 1 if want.is_fp8 else {"bfloat16": 2, "int1": 1}.get(want.name)
+            raw = size == got.itemsize and got.kind in "uiVb"
             if not raw and not _same(dt.from_numpy, got, want):
                 raise ArgumentError(f"argument `{name}` holds {cai['typestr']} elements, but the kernel was "
                                     f"traced with a pointer to {want}", loc)
@@ -95,6 +96,9 @@ def scalar_bytes(d: dt.dtype, x, name: str, loc=None) -> bytes:
         return dt.f32_to_bf16_bits(np.float32(x)).tobytes()
     if d.is_bool:
         return bytes([1 if x else 0])
+    if d.is_fp8:
+        from gluon_trace import fp8
+        return fp8.encode(np.float32(x), d.name).tobytes()
     if d.is_floating:
         return np.asarray(x, dtype=d.np).tobytes()
     v = int(x)

@@ -29,7 +29,8 @@ from .mir import Imm, Reg, Sub, strip
 # (family, operand dtype, M) -> (mnemonic, K, passes). A pass is 4 cycles; the pass count sets
 # the wait states of the MFMA hazards (hazards.py). Cycles as AMD's Matrix Instruction Calculator
 # lists them (ROCm/amd_matrix_instruction_calculator): CDNA2 64 (32x32) / 32 (16x16) for all of
-# these; CDNA3 half that for 16/8-bit inputs, the same for f32.
+# these; CDNA3 half that for 16/8-bit inputs, the same for f32. gfx942's fp8 MFMAs (FNUZ "fp8" =
+# float8e4b8, "bf8" = float8e5b16) take twice the K of f16 in the cycles of f16, as int8 does.
 MFMA = {
     ("cdna2", "float16", 32): ("v_mfma_f32_32x32x8f16", 8, 16),
     ("cdna2", "float16", 16): ("v_mfma_f32_16x16x16f16", 16, 8),
@@ -47,6 +48,10 @@ MFMA = {
     ("cdna3", "int8", 16): ("v_mfma_i32_16x16x32_i8", 32, 4),
     ("cdna3", "float32", 32): ("v_mfma_f32_32x32x2_f32", 2, 16),
     ("cdna3", "float32", 16): ("v_mfma_f32_16x16x4_f32", 4, 8),
+    ("cdna3", "float8e4b8", 32): ("v_mfma_f32_32x32x16_fp8_fp8", 16, 8),
+    ("cdna3", "float8e4b8", 16): ("v_mfma_f32_16x16x32_fp8_fp8", 32, 4),
+    ("cdna3", "float8e5b16", 32): ("v_mfma_f32_32x32x16_bf8_bf8", 16, 8),
+    ("cdna3", "float8e5b16", 16): ("v_mfma_f32_16x16x32_bf8_bf8", 32, 4),
 }
 WMMA = {"float16": "v_wmma_f32_16x16x16_f16", "bfloat16": "v_wmma_f32_16x16x16_bf16"}
 
@@ -82,6 +87,9 @@ def _operand_words(em, d, elems, table, coords, what):
     xs = [elems[_lookup(em, table, c, what)] for c in coords]
     if d.name == "float32":
         xs = [_tf32(em, x) for x in xs]
+    if d.is_fp8:
+        from . import fp8
+        return _contiguous(em, fp8.operand_words(em, d, xs, lambda g: packed(em, d, g)))
     return _contiguous(em, packed(em, d, xs))
 
 
@@ -122,7 +130,7 @@ def _family(em, d, m: int, k: int):
                        "gl.amd.AMDWMMALayout and wmma")
     entry = MFMA.get((fam, d.name, m))
     if entry is None:
-        why = ("fp8 MFMA needs gfx942 and the AMD backend does not lower fp8 yet"
+        why = (f"no {m}x{m} MFMA on {t} takes {d} (gfx942's fp8 MFMAs take float8e4b8 and float8e5b16)"
                if d.is_fp8 else f"no {m}x{m} MFMA on {t} takes {d} operands")
         raise em.error(f"mfma: {why} (run it with backend='interpreter')")
     if entry[1] != k:

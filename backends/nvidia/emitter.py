@@ -684,6 +684,9 @@ def emit(graph: Graph, target: str) -> tuple[str, dict, int]:
     if int("".join(ch for ch in target[3:] if ch.isdigit())) < MIN_SM:
         refuse_types(graph, "nvidia", lambda d: d.is_fp8, f"fp8 needs sm_{MIN_SM} or newer (its conversions "
                      f"and MMAs); this kernel is compiled for {target}")
+    refuse_types(graph, "nvidia", lambda d: d.is_fp8 and d.name in ("float8e4b8", "float8e5b16"),
+                 "AMD gfx942's FNUZ fp8 format; no NVIDIA instruction takes it: use gl.float8e4nv "
+                 "(for float8e4b8) or gl.float8e5 (for float8e5b16)")
     graph = expand_math(graph, F64_MATH)  # float64 exp/log/sin/...: core ops, shared with AMD
     graph = hoist_stores(graph)  # each tile stored (and dead) as early as memory order allows
     em = Emitter(graph, target)

@@ -18,6 +18,7 @@ import numpy as np
 from gluon_trace import dtypes
 from gluon_trace.backends.interpreter.interpreter import fma as _fma
 from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Neg, Reg, Sub
+from amdsim_fp8 import vector_op as fp8_op
 from amdsim_mma import step as mma_step
 
 M32 = 0xFFFFFFFF
@@ -771,6 +772,10 @@ def vector_op(op, srcs, w, i):
         return u64(np.asarray(x, np.float64))
 
     M = np.uint64(M32)
+    if "fp8" in op or "bf8" in op:  # gfx942's fp8 conversions: amdsim_fp8.py
+        r = fp8_op(op, U, F, w.read(i.defs[0])[0], i.suffix)
+        if r is not None:
+            return r
     with np.errstate(all="ignore"):
         if op == "v_mov_b32":
             return U(0)

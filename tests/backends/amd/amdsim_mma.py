@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import amdsim_fp8
 from gluon_trace.backends.amd.mir import Imm, Inst, Reg, Sub
 
 # mnemonic -> (M, K, operand kind, passes) per target family
@@ -46,6 +47,7 @@ _GFX90A = {"32x32x8f16": 16, "16x16x16f16": 8, "32x32x8bf16_1k": 16, "16x16x16bf
            "32x32x8i8": 16, "16x16x16i8": 8, "32x32x2f32": 16, "16x16x4f32": 8}
 _GFX942 = {"32x32x8_f16": 8, "16x16x16_f16": 4, "32x32x8_bf16": 8, "16x16x16_bf16": 4,
            "32x32x16_i8": 8, "16x16x32_i8": 4, "32x32x2_f32": 16, "16x16x4_f32": 8}
+_KINDS = ("f16", "bf16", "i8", "f32")  # the fp8 MFMAs of gfx942: amdsim_fp8.py
 
 
 class _State:
@@ -207,15 +209,21 @@ def _mfma(sim, w, i, s: _State, t: int) -> None:
     from amdsim import SimError
     name = i.op[len("v_mfma_"):]
     out, shape = name.split("_", 1)
-    table = _GFX942 if sim.t.gfx940 else _GFX90A
-    if shape not in _SHAPES or shape not in table:
+    table = (_GFX942 | amdsim_fp8.PASSES) if sim.t.gfx940 else _GFX90A
+    shapes = _SHAPES | amdsim_fp8.SHAPES
+    if shape not in shapes or shape not in table:
         raise SimError(f"{i.op} is not an MFMA of {sim.t.name}")
-    M, K, kind = _SHAPES[shape]
+    M, K, kind = shapes[shape]
     P = table[shape]
     N = M
     kpl = K // (64 // M)
-    a = _elements(_dwords(w, i.uses[0]), kind)
-    b = _elements(_dwords(w, i.uses[1]), kind)
+    if kind in _KINDS:
+        a = _elements(_dwords(w, i.uses[0]), kind)
+        b = _elements(_dwords(w, i.uses[1]), kind)
+    else:  # fp8/bf8: srcA's format, then srcB's
+        ka, kb = kind.split("_")
+        a = amdsim_fp8.elements(_dwords(w, i.uses[0]), ka)
+        b = amdsim_fp8.elements(_dwords(w, i.uses[1]), kb)
     if a.shape[1] != kpl or b.shape[1] != kpl:
         raise SimError(f"{i.op}: srcA/srcB hold {a.shape[1]}/{b.shape[1]} elements per lane, not {kpl}")
     A = np.zeros((M, K), a.dtype)

@@ -1,0 +1,230 @@
+"""fp8 on gfx942 (the FNUZ formats float8e4b8 / float8e5b16): conversions to and from
+f32/f16/bf16 and the fp8 MFMAs, run on amdsim (whose fp8 instructions, amdsim_fp8.py, decode
+with ml_dtypes, not with gluon_trace.fp8) against the interpreter and ml_dtypes/numpy: random
+and edge inputs (overflow, NaN, subnormals, -0), poisoned outputs; operands loaded as fp8,
+rounded from f32 in the kernel, or staged through LDS; and the refusals a user can hit."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import fp8
+from gluon_trace import language as gl
+from gluon_trace.language.amd.cdna3 import mfma
+
+import amdsim
+
+pytestmark = pytest.mark.usefixtures("amd_toolchain")
+
+FORMATS = [("float8e4b8", ml_dtypes.float8_e4m3fnuz), ("float8e5b16", ml_dtypes.float8_e5m2fnuz)]
+WIDE = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def edge_values(rng, name, n):
+    top = fp8.FORMATS[name][2]
+    x = rng.standard_normal(n) * np.exp2(rng.integers(-22, 18, n))
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, -1e-30, top, -top, top * 1.03, top * 1.07, -top * 1.07,
+               top * 2, 2.0 ** -(fp8.FORMATS[name][1] + 3)]
+    x[:len(special)] = special
+    return x.astype(np.float32)
+
+
+@gt.jit
+def convert_kernel(out_ptr, out16_ptr, bits_ptr, in_ptr, F8: gl.constexpr, SRC: gl.constexpr, N: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([4], [gl.threads_per_warp()], [gl.num_warps()], [0])
+    offs = gl.arange(0, N, layout=L)
+    q = gl.load(in_ptr + offs).to(SRC).to(F8)
+    gl.store(bits_ptr + offs, q)                          # bytes to memory
+    back = gl.load(bits_ptr + offs)                       # and back (a load of fp8)
+    gl.store(out_ptr + offs, back.to(gl.float32))
+    gl.store(out16_ptr + offs, q.to(gl.float16))
+
+
+@pytest.mark.parametrize("src", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_conversions_on_amdsim(rng, name, ml, src):
+    n = 1024
+    x = edge_values(rng, name, n)
+    with np.errstate(over="ignore"):
+        xs = x.astype(WIDE[src]).astype(np.float32)       # the value .to(SRC) holds
+    want = xs.astype(ml)
+    runs = {}
+    for backend in ("amdsim", "interpreter"):
+        out = np.full(n, 7.0, np.float32)
+        o16 = np.full(n, 7.0, np.float16)
+        bits = np.full(n, 0x5A, np.uint8).view(ml)
+        cx = dict(F8=getattr(gl, name), SRC=getattr(gl, src), N=n)
+        if backend == "amdsim":
+            tk = convert_kernel.trace(out, o16, bits, x, **cx, num_warps=4, target="gfx942")
+            text = tk.amdgcn("gfx942")
+            kind = "fp8" if name == "float8e4b8" else "bf8"
+            assert f"v_cvt_pk_{kind}_f32" in text and f"v_cvt_f32_{kind}" in text
+            amdsim.simulate(tk, "gfx942", (1,), [out, o16, bits, x])
+        else:
+            convert_kernel[(1,)](out, o16, bits, x, **cx, backend="interpreter", target="gfx942")
+        assert np.array_equal(bits.view(np.uint8), want.view(np.uint8)), backend
+        assert np.array_equal(out, want.astype(np.float32), equal_nan=True), backend
+        assert np.array_equal(o16.astype(np.float32), want.astype(np.float32), equal_nan=True), backend
+        runs[backend] = bits.view(np.uint8).copy()
+    assert (runs["amdsim"] == 0x80).any() and (runs["amdsim"] == 0).any()   # overflow and underflow seen
+
+
+# -- the fp8 MFMAs ------------------------------------------------------------------------------------
+
+@gt.jit
+def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                   F8: gl.constexpr, IM: gl.constexpr, TR: gl.constexpr, SOURCE: gl.constexpr):
+    """acc += A @ B over K in BK steps. SOURCE: "fp8" loads fp8 arrays straight into the operand
+    layouts, "f32" loads f32 and rounds in the kernel, "lds" stages fp8 tiles through LDS."""
+    W: gl.constexpr = gl.num_warps()
+    T: gl.constexpr = gl.threads_per_warp()
+    IK: gl.constexpr = 16 if IM == 32 else 32
+    acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=3, instr_shape=[IM, IM, IK], transposed=TR,
+                                               warps_per_cta=[2, W // 2])
+    a_l: gl.constexpr = gl.DotOperandLayout(0, acc_l, k_width=8)
+    b_l: gl.constexpr = gl.DotOperandLayout(1, acc_l, k_width=8)
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [T // 4, 4], [W, 1], [1, 0])
+    la: gl.constexpr = ld if SOURCE == "lds" else a_l
+    lb: gl.constexpr = ld if SOURCE == "lds" else b_l
+    rm = gl.arange(0, BM, layout=gl.SliceLayout(1, la))
+    ka = gl.arange(0, BK, layout=gl.SliceLayout(0, la))
+    kb = gl.arange(0, BK, layout=gl.SliceLayout(1, lb))
+    rn = gl.arange(0, BN, layout=gl.SliceLayout(0, lb))
+    if SOURCE == "lds":
+        sl: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0])
+        a_s = gl.allocate_shared_memory(F8, [BM, BK], sl)
+        b_s = gl.allocate_shared_memory(F8, [BK, BN], sl)
+    acc = gl.zeros([BM, BN], gl.float32, acc_l)
+    for k0 in gl.range(0, K, BK):
+        am = (rm[:, None] < M) & (k0 + ka[None, :] < K)
+        bm = (k0 + kb[:, None] < K) & (rn[None, :] < N)
+        a = gl.load(a_ptr + rm[:, None] * K + k0 + ka[None, :], mask=am, other=0.0).to(F8)
+        b = gl.load(b_ptr + (k0 + kb[:, None]) * N + rn[None, :], mask=bm, other=0.0).to(F8)
+        if SOURCE == "lds":
+            gl.thread_barrier()
+            a_s.store(a)
+            b_s.store(b)
+            gl.thread_barrier()
+            a = a_s.load(a_l)
+            b = b_s.load(b_l)
+        acc = mfma(a, b, acc)
+    cm = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_l))
+    cn = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_l))
+    gl.store(c_ptr + cm[:, None] * N + cn[None, :], acc, mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+CASES = [("fp8-32x32", dict(im=32)), ("fp8-16x16-transposed", dict(im=16, tr=True)),
+         ("f32-32x32-odd", dict(im=32, source="f32", m=50, n=37, k=72)),
+         ("f32-16x16", dict(im=16, source="f32")),
+         ("lds-32x32-odd-k", dict(im=32, source="lds", k=80)), ("lds-16x16", dict(im=16, source="lds", tr=True))]
+
+
+@pytest.mark.parametrize("name, ml", FORMATS)
+@pytest.mark.parametrize("case, kw", CASES, ids=[c for c, _ in CASES])
+def test_fp8_mfma_gemm(rng, name, ml, case, kw):
+    m, n, k = kw.get("m", 64), kw.get("n", 64), kw.get("k", 64)
+    source = kw.get("source", "fp8")
+    scale = 4.0 if name == "float8e4b8" else 64.0
+    a32 = (rng.standard_normal((m, k)) * scale).astype(np.float32)
+    b32 = (rng.standard_normal((k, n)) * scale).astype(np.float32)
+    a32[0, :4] = [1e-3, -2e-3, 3e-4, 0.0]                  # subnormal / zero operands
+    if source == "f32":
+        a, b = a32, b32
+    else:
+        a, b = a32.astype(ml), b32.astype(ml)
+    exact = a32.astype(ml).astype(np.float64) @ b32.astype(ml).astype(np.float64)
+    assert np.isfinite(exact).all()
+    cx = dict(BM=64, BN=64, BK=32, F8=getattr(gl, name), IM=kw["im"], TR=kw.get("tr", False), SOURCE=source)
+    got = np.full((m, n), np.nan, np.float32)
+    ref = np.full((m, n), np.nan, np.float32)
+    tk = fp8_mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=4, target="gfx942")
+    kind = "fp8" if name == "float8e4b8" else "bf8"
+    ins = f"v_mfma_f32_{'32x32x16' if kw['im'] == 32 else '16x16x32'}_{kind}_{kind}"
+    assert ins in tk.amdgcn("gfx942")
+    amdsim.simulate(tk, "gfx942", (1,), [got, a, b, m, n, k])
+    fp8_mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=4, backend="interpreter", target="gfx942")
+    # products of fp8 values are exact in f32; sums of at most K of them differ only in order
+    tol = 1e-5 * (np.abs(a32.astype(ml).astype(np.float64)) @ np.abs(b32.astype(ml).astype(np.float64))) + 1e-30
+    assert np.all(np.abs(got - exact) <= tol), np.max(np.abs(got - exact) / tol)
+    assert np.all(np.abs(ref - exact) <= tol)
+
+
+def test_rounded_operands_are_packed_from_f32():
+    """Operands rounded from f32 in the kernel go to the MFMA as two v_cvt_pk and one v_perm per
+    dword, not one convert and mask per byte."""
+    a = np.zeros((64, 16), np.float32)
+    b = np.zeros((16, 32), np.float32)
+    cx = dict(BM=64, BN=32, BK=16, F8=gl.float8e4b8, IM=32, TR=False, SOURCE="f32")
+    text = fp8_mma_kernel.trace(np.zeros((64, 32), np.float32), a, b, 64, 32, 16, **cx, num_warps=2,
+                                target="gfx942").amdgcn("gfx942")
+    # one MFMA per wave: 8 bytes of A and 8 of B a lane, 4 dwords, 2 cvt_pk and a v_perm each
+    assert text.count("v_mfma_f32_32x32x16_fp8_fp8") == 1
+    assert text.count("v_cvt_pk_fp8_f32") == 8 and text.count("v_perm_b32") == 4
+    assert "0xff," not in text
+
+
+def test_mfma_passes_and_hazards():
+    from gluon_trace.backends.amd import mfma as mf
+    import amdsim_fp8
+    for ins, p in (("v_mfma_f32_32x32x16_fp8_fp8", 8), ("v_mfma_f32_16x16x32_bf8_bf8", 4)):
+        assert mf.passes(ins) == p == amdsim_fp8.PASSES[ins[len("v_mfma_f32_"):]]
+
+
+def test_simulator_fp8_tables_match_amds_matrix_calculator():
+    """amdsim's fp8 MFMA operand and result tables (all eight fp8/bf8 combinations) against AMD's
+    Matrix Instruction Calculator (set GLUON_TRACE_MATRIX_CALCULATOR to its matrix_calculator.py):
+    A/B byte j of lane l is k = 8 * (l // M) + j of row/column l % M, D as the other MFMAs."""
+    import os
+    import amdsim_fp8 as F
+    import amdsim_mma as S
+    from test_amd_mfma import _calculator_table
+    path = os.environ.get("GLUON_TRACE_MATRIX_CALCULATOR")
+    if not path:
+        pytest.skip("set GLUON_TRACE_MATRIX_CALCULATOR to AMD's matrix_calculator.py to run this")
+    for shape, (M, K, _) in F.SHAPES.items():
+        ins = "v_mfma_f32_" + shape
+        kpl = K // (64 // M)
+        for mat in "AB":
+            for (x, y), cells in _calculator_table(path, "cdna3", ins, mat).items():
+                i, k = (x, y) if mat == "A" else (y, x)
+                j = k % kpl
+                assert cells == {(j // 4, i % M + M * (k // kpl), 8 * (j % 4))}, (ins, mat, x, y, cells)
+        rows, cols = S._d_map(M)
+        for (i, n), cells in _calculator_table(path, "cdna3", ins, "D").items():
+            ((r, ln, _),) = cells
+            assert (rows[ln, r], cols[ln, r]) == (i, n), (ins, i, n, cells)
+
+
+# -- refusals -----------------------------------------------------------------------------------------
+
+@gt.jit
+def widen_kernel(out_ptr, in_ptr):
+    L: gl.constexpr = gl.BlockedLayout([4], [gl.threads_per_warp()], [gl.num_warps()], [0])
+    offs = gl.arange(0, 256, layout=L)
+    gl.store(out_ptr + offs, gl.load(in_ptr + offs).to(gl.float32))
+
+
+@pytest.mark.parametrize("ocp, fnuz", [("float8e4nv", "float8e4b8"), ("float8e5", "float8e5b16")])
+def test_ocp_fp8_refused_on_gfx942(ocp, fnuz):
+    k = widen_kernel.trace(gl.pointer(gl.float32), gl.pointer(getattr(gl, ocp)), num_warps=4)
+    with pytest.raises(gt.CompileError) as e:
+        k.amdgcn("gfx942")
+    msg = str(e.value)
+    assert f"gl.{fnuz} (for {ocp})" in msg and "FNUZ" in msg and "test_amd_fp8.py" in msg
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx1100"])
+def test_fp8_refused_before_gfx942(target):
+    k = widen_kernel.trace(gl.pointer(gl.float32), gl.pointer(gl.float8e4b8), num_warps=2)
+    with pytest.raises(gt.CompileError) as e:
+        k.amdgcn(target)
+    assert "fp8 needs gfx942" in str(e.value) and target in str(e.value) and "test_amd_fp8.py" in str(e.value)
+
+
+@pytest.mark.parametrize("fnuz, ocp", [("float8e4b8", "float8e4nv"), ("float8e5b16", "float8e5")])
+def test_fnuz_refused_on_nvidia(fnuz, ocp):
+    k = widen_kernel.trace(gl.pointer(gl.float32), gl.pointer(getattr(gl, fnuz)), num_warps=4)
+    with pytest.raises(gt.CompileError) as e:
+        k.ptx("sm_90a")
+    msg = str(e.value)
+    assert f"gl.{ocp} (for {fnuz})" in msg and "no NVIDIA instruction" in msg and "test_amd_fp8.py" in msg
