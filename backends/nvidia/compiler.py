@@ -101,6 +101,43 @@ def register_cap(regs: int, warps: int, smem: int, target: str) -> int | None:
     return cap if cap * 8 >= regs * 7 and cap < regs else None
 
 
+# ptxas -O3 on a kernel whose threads each hold thousands of values spends time growing with
+# the square of the values live at once, and allocates them to 64 registers with heavy
+# spilling; -O1 takes 0.5-0.65 of the time and spills less (random programs of 1024 values
+# a thread: 13 -> 7 s, 23 -> 14 s; see perf/results/compile-fuzz.json). Results are the
+# same: every rounding is fixed in the PTX. Real kernels hold at most a few hundred.
+LARGE_VALUES_PER_THREAD = 1024
+
+
+def values_per_thread(graph: Graph) -> int:
+    """The most 32-bit registers one thread needs for one tile of the kernel (64-bit
+    values count twice; tiles of pointers not at all: their offsets' tile is counted, and
+    affine addresses are one base plus immediates)."""
+    from gluon_trace.ir import Type
+    best = 0
+    for op in graph.body.walk():
+        for r in op.results:
+            t = r.type
+            if not isinstance(t, Type) or t.layout is None or not hasattr(t.layout, "to_linear") \
+                    or t.dtype.is_ptr:
+                continue
+            try:
+                regs = 1 << len(t.layout.to_linear(t.shape).reg_bases)
+            except Exception:  # noqa: BLE001 - a layout without a linear form: not counted
+                continue
+            best = max(best, regs * (2 if t.dtype.itemsize == 8 else 1))
+    return best
+
+
+def ptxas_options(graph: Graph) -> tuple[tuple, str | None]:
+    """(ptxas options, why) for the kernel: -O1 above LARGE_VALUES_PER_THREAD."""
+    n = values_per_thread(graph)
+    if n >= LARGE_VALUES_PER_THREAD:
+        return ("-O1",), (f"-O1 ({n} registers of values per thread in one tile, >= "
+                          f"{LARGE_VALUES_PER_THREAD}: -O3's time grows with their square)")
+    return (), None
+
+
 def build(graph: Graph, target: str) -> CompiledKernel:
     """Emit, then assemble. A kernel a few registers past an occupancy cliff (one CTA per SM
     fewer than its warps and shared memory allow) is assembled again with ``.maxnreg`` at
@@ -109,9 +146,12 @@ def build(graph: Graph, target: str) -> CompiledKernel:
     from .emitter import emit, kernel_name
     text, line_locs, smem = emit(graph, target)
     name = kernel_name(graph)
-    cubin, info = ptxas.assemble(text, target, line_locs, name)
+    options, why = ptxas_options(graph)
+    cubin, info = ptxas.assemble(text, target, line_locs, name, options)
     extra = {"ptxas_version": info["ptxas_version"], "stack_bytes": info["stack"],
              "spill_loads": info["spill_loads"], "scratch_bytes": smem}
+    if why:
+        extra["ptxas_opt_level"] = why
     from .warpspec import launch_warps
     warps = launch_warps(graph, target)
     # a warp-specialized kernel sets its own .maxnreg (the pool its partitions share)
@@ -120,7 +160,7 @@ def build(graph: Graph, target: str) -> CompiledKernel:
         maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"
         capped = text.replace(maxntid, f"{maxntid}\n.maxnreg {cap}", 1)
         try:
-            cubin2, info2 = ptxas.assemble(capped, target, line_locs, name)
+            cubin2, info2 = ptxas.assemble(capped, target, line_locs, name, options)
         except CompileError:  # e.g. a wgmma that needs more registers than the cap: keep the first
             info2 = None
         if info2 is not None and not (info2["spill_stores"] or info2["spill_loads"] or info2["stack"]) \

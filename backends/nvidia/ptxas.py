@@ -113,8 +113,10 @@ _INFO = {
 }
 
 
-def assemble(ptx: str, target: str, line_locs: dict | None = None, kernel: str = "") -> tuple[bytes, dict]:
-    """(cubin, facts from ``ptxas -v``); a ptxas error becomes a CompileError at the user's line."""
+def assemble(ptx: str, target: str, line_locs: dict | None = None, kernel: str = "",
+             options: tuple = ()) -> tuple[bytes, dict]:
+    """(cubin, facts from ``ptxas -v``); a ptxas error becomes a CompileError at the user's line.
+    ``options`` go to ptxas before the file (e.g. ``("-O1",)``)."""
     import subprocess
     import tempfile
     path, version = locate()
@@ -123,7 +125,7 @@ def assemble(ptx: str, target: str, line_locs: dict | None = None, kernel: str =
         out = os.path.join(d, "kernel.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        cmd = [path, f"-arch={target}", "-v", "-lineinfo", src, "-o", out]
+        cmd = [path, f"-arch={target}", "-v", "-lineinfo", *options, src, "-o", out]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except OSError as e:
