@@ -85,9 +85,9 @@ def test_matmul_hopper_persistent(rng, m, n, k, programs):
 
 @pytest.mark.parametrize("m, n, k, stages, programs", [(200, 130, 20, 4, 2), (150, 64, 70, 4, 3),
                                                        (64, 200, 100, 2, 1)])
-def test_matmul_hopper_ring_runs_across_tiles(rng, m, n, k, stages, programs):
-    """The producer runs STAGES - 1 steps ahead across tile boundaries: with fewer K steps than
-    that (k=20: one step a tile) its loads reach several tiles ahead, through the epilogues."""
+def test_matmul_hopper_ring_phases_across_tiles(rng, m, n, k, stages, programs):
+    """Slots and phases counted over all of a CTA's tiles: with fewer K steps than the ring has
+    slots (k=20: one step a tile) the phases turn over mid-ring, several tiles in a row."""
     a, b = operands(rng, m, n, k, BF16)
     a, b = padded(a), padded(b)
     c = padded(np.full((m, n), np.nan, np.float32))

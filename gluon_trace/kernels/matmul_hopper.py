@@ -18,41 +18,11 @@ def grouped_tile(tile, num_m, num_n, GROUP_M):
     return pid_m, pid_n
 
 
-def _produce(a_desc, b_desc, a_bufs, b_bufs, bars, prod, p_tile, p_k, p_m, p_n, total, stride, k_tiles,
-             num_m, num_n, GROUP_M, STAGES, B_KMAJOR):
-    """The TMA loads of the producer's next K step -- step p_k of tile p_tile, whose first row and
-    column are (p_m, p_n) -- if this CTA has one; then the producer moves on, into its next
-    tile after a tile's last step. Returns the new (prod, p_tile, p_k, p_m, p_n)."""
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
-    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
-    with gl.if_(p_tile < total):
-        s = prod % STAGES
-        kk = p_k * BK
-        mbarrier.expect(bars.index(s), nbytes)
-        tma.async_load(a_desc, [p_m, kk], bars.index(s), a_bufs.index(s))
-        tma.async_load(b_desc, [p_n, kk] if B_KMAJOR else [kk, p_n], bars.index(s), b_bufs.index(s))
-        prod += 1
-        p_k += 1
-        with gl.if_(p_k == k_tiles):
-            p_k -= k_tiles
-            p_tile += stride
-            pid_m, pid_n = grouped_tile(p_tile, num_m, num_n, GROUP_M)
-            p_m = pid_m * BM
-            p_n = pid_n * BN
-    return prod, p_tile, p_k, p_m, p_n
-
-
 @gt.jit
 def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr = False):
     """C = A @ B; B is [K, N], or with B_KMAJOR its transpose [N, K] (K contiguous: what
-    8-bit and tf32 wgmma operands need, and cuBLAS's "NT" layout).
-
-    The ring runs on across tiles: a tile's last steps already load the CTA's next tile, so its
-    first K steps are in flight through the epilogue (the tensor cores then start it at once,
-    as a warp-specialized producer would have it)."""
+    8-bit and tf32 wgmma operands need, and cuBLAS's "NT" layout)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
@@ -65,31 +35,26 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
     bars = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
 
     num_m = gl.cdiv(M, BM)
     num_n = gl.cdiv(N, BN)
     k_tiles = gl.cdiv(K, BK)
-    total = num_m * num_n
-    stride = gl.num_programs(0)
-    # TMA steps issued and wgmma steps consumed, over all tiles: they pick slot and phase.
+    # TMA loads issued and wgmma steps consumed, over all tiles: they pick slot and phase.
     # Run-time values (a Python int rebound in a gl.range body would change once, at trace time)
     prod = gl.full([], 0, gl.int32)
     cons = gl.full([], 0, gl.int32)
-    # the producer's place: its tile, its K step there, and that tile's first row and column
-    p_tile = gl.program_id(0) + 0
-    p_k = gl.full([], 0, gl.int32)
-    pid_m, pid_n = grouped_tile(p_tile, num_m, num_n, GROUP_M)
-    p_m = pid_m * BM
-    p_n = pid_n * BN
-    ring = (a_desc, b_desc, a_bufs, b_bufs, bars)
-    for tile in gl.range(gl.program_id(0), total, stride):
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
-        # STAGES - 1 steps ahead (all of them on the first tile; none once a tile's tail loaded them)
-        for _ in gl.range(prod - cons, STAGES - 1):
-            prod, p_tile, p_k, p_m, p_n = _produce(*ring, prod, p_tile, p_k, p_m, p_n, total, stride, k_tiles,
-                                                   num_m, num_n, GROUP_M, STAGES, B_KMAJOR)
+        for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 1)):
+            s = prod % STAGES
+            mbarrier.expect(bars.index(s), nbytes)
+            tma.async_load(a_desc, [off_m, kk * BK], bars.index(s), a_bufs.index(s))
+            tma.async_load(b_desc, [off_n, kk * BK] if B_KMAJOR else [kk * BK, off_n], bars.index(s),
+                           b_bufs.index(s))
+            prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         for k in gl.range(0, k_tiles):
             s = cons % STAGES
@@ -99,8 +64,14 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
             # one group in flight: the wgmma of step k - 1 is done, so its slot can be refilled
             acc = warpgroup_mma_wait(1, deps=[acc])
             cons += 1
-            prod, p_tile, p_k, p_m, p_n = _produce(*ring, prod, p_tile, p_k, p_m, p_n, total, stride, k_tiles,
-                                                   num_m, num_n, GROUP_M, STAGES, B_KMAJOR)
+            with gl.if_(k + STAGES - 1 < k_tiles):
+                ps = prod % STAGES
+                mbarrier.expect(bars.index(ps), nbytes)
+                tma.async_load(a_desc, [off_m, (k + STAGES - 1) * BK], bars.index(ps), a_bufs.index(ps))
+                kn = (k + STAGES - 1) * BK
+                tma.async_load(b_desc, [off_n, kn] if B_KMAJOR else [kn, off_n], bars.index(ps),
+                               b_bufs.index(ps))
+                prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         tma.store_wait(0)  # the previous tile's store has read c_smem
         c_smem.store(acc.to(c_desc.dtype))
