@@ -93,10 +93,27 @@ def triton_compile_s():
     return statistics.median(times), None
 
 
+def ptxas_alone(make, flags) -> float:
+    """Median seconds of ptxas by itself on the kernel's PTX with ``flags`` (what the flags cost)."""
+    import subprocess
+    from gluon_trace.backends.nvidia import ptxas
+    exe = ptxas.locate()[0]
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(make().ptx("sm_90a"))
+        return _median(lambda: subprocess.run([exe, "-arch=sm_90a", "-v", *flags, src, "-o",
+                                               os.path.join(d, "k.cubin")], capture_output=True, check=True), 5)
+
+
 def main() -> int:
     rows = {"gemm_trace_emit_ms": 1e3 * _median(lambda: gemm().ptx("sm_90a")),
             "attention_trace_emit_ms": 1e3 * _median(lambda: attention().ptx("sm_90a")),
             "gemm_full_s": _median(_full(gemm), 3), "attention_full_s": _median(_full(attention), 3)}
+    for name, flags in (("lineinfo", ["-lineinfo"]), ("plain", []), ("O1", ["-O1", "-lineinfo"])):
+        rows[f"gemm_ptxas_{name}_s"] = ptxas_alone(gemm, flags)
+    print("ptxas alone on the Hopper GEMM: " + ", ".join(f"{k[11:-2]} {v:.3f} s" for k, v in rows.items()
+                                                         if k.startswith("gemm_ptxas_")))
     t_tri, why = triton_compile_s()
     rows["triton_matmul_compile_s"] = t_tri
     if why:
