@@ -228,3 +228,46 @@ def test_fnuz_refused_on_nvidia(fnuz, ocp):
         k.ptx("sm_90a")
     msg = str(e.value)
     assert f"gl.{ocp} (for {fnuz})" in msg and "no NVIDIA instruction" in msg and "test_amd_fp8.py" in msg
+
+
+# -- tinygrad's CDNA emulator (marker amd_emulator) ---------------------------------------------------
+
+@pytest.mark.amd_emulator
+@pytest.mark.parametrize("name, ml", FORMATS)
+@pytest.mark.parametrize("source", ["fp8", "f32"])
+def test_fp8_mfma_on_tinygrads_cdna_emulator(rng, name, ml, source):
+    """The fp8 MFMA GEMM (16x16x32; operands loaded as bytes, or rounded in the kernel by
+    v_cvt_pk and packed by v_perm) run by tinygrad's CDNA emulator, an executor we did not write.
+
+    tinygrad (a9069c1) decodes and encodes gfx942's fp8/bf8 as the OCP formats (bias 7 / 15), where
+    gfx942 has the FNUZ ones (bias 8 / 16). Away from the codes the two read differently (0x80,
+    the top exponent), the same byte is worth twice as much in OCP, so the emulator must compute
+    4 * (A @ B) from the bytes of our run, and round 2x to those same bytes: that checks the lane
+    tables, the packing and the byte order without trusting our simulator, but not the bias.
+    Its f32 -> fp8 also flushes subnormal results to (signed) zero, so the inputs stay normal."""
+    import emulator
+    try:
+        emulator.load()
+    except emulator.EmulatorMissing as e:
+        pytest.skip(f"tinygrad's emulator is not available: {e}")
+    m, n, k = 64, 64, 64
+    scale = 4.0 if name == "float8e4b8" else 64.0
+    def normal_values(shape):  # magnitudes in [scale / 4, 4 * scale): fp8 normals in both readings
+        return (rng.choice([-1.0, 1.0], shape) * scale * np.exp2(rng.uniform(-2, 2, shape))).astype(np.float32)
+    a32, b32 = normal_values((m, k)), normal_values((k, n))
+    a8, b8 = a32.astype(ml), b32.astype(ml)
+    for x in (a8, b8):   # no code the two formats read as different kinds of value
+        bits = x.view(np.uint8)
+        assert not ((bits & 0x7F) == 0x7F).any() and not (bits == 0x80).any() and not ((bits & 0x7C) == 0x7C).any()
+    cx = dict(BM=64, BN=64, BK=32, F8=getattr(gl, name), IM=16, TR=False, SOURCE=source)
+    ref = np.full((m, n), np.nan, np.float32)
+    a, b = (a8, b8) if source == "fp8" else (a32, b32)
+    fp8_mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=4, backend="interpreter", target="gfx942")
+    got = np.full((m, n), np.nan, np.float32)
+    ea, eb = (a8, b8) if source == "fp8" else (2 * a32, 2 * b32)
+    tk = fp8_mma_kernel.trace(got, ea, eb, m, n, k, **cx, num_warps=4, target="gfx942")
+    ck = emulator.run(tk, (1,), [got, ea, eb, m, n, k], target="gfx942")
+    assert ("v_cvt_pk_" in ck.asm) == (source == "f32") and "v_mfma_f32_16x16x32" in ck.asm
+    # the same products, summed in another order: as close as the other MFMA emulator tests ask
+    np.testing.assert_allclose(got, 4 * ref, rtol=1e-5, atol=1e-5 * np.sqrt(k) * 4 * scale ** 2)
+    assert np.mean(got == 4 * ref) > 0.9   # not merely within tolerance: mostly the very same sums
