@@ -29,10 +29,11 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 HOPPER = [  # (BM, BN, BK, STAGES, num_warps): TMA + mbarrier ring + wgmma, persistent
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 256, 32, 6, 8),
+    (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),  # cuBLAS's tile shape at 4096^3 (without its clusters)
 ]
 WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4), (128, 64, 128, 4, 4),
-    (128, 64, 64, 9, 4), (128, 256, 32, 6, 8),
+    (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
