@@ -181,8 +181,12 @@ class Pool:
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                code = w.proc.exitcode
-                done.append(self._replace(w, f"the worker preparing it died (exit code {code})", REFUSED))
+                if not w.ready:  # it could not start (an import failing): no run would go better
+                    raise RuntimeError(f"a fuzz worker process died while starting (exit code "
+                                       f"{w.proc.exitcode}); see its output above") from None
+                lost = self._replace(w, f"the worker preparing it died (exit code {w.proc.exitcode})", REFUSED)
+                if lost is not None:
+                    done.append(lost)
                 continue
             if msg == "ready":
                 w.ready = True
@@ -201,12 +205,13 @@ class Pool:
         self._dispatch()
         return done
 
-    def _replace(self, w: _Worker, why: str, kind: str) -> Prepared:
+    def _replace(self, w: _Worker, why: str, kind: str) -> Prepared | None:
+        """A new worker for ``w`` (killed); what its task (if any) came to."""
         task = w.task
         w.kill()
         self.workers[self.workers.index(w)] = _Worker(self.ctx, self.target, self.cfg)
         if task is None:
-            return Prepared("worker", failures=[("worker", why, kind)])
+            return None
         return Prepared(task.key, list(task.choices or []), None, [("compile", why, kind)])
 
     def close(self) -> None:
