@@ -18,7 +18,7 @@ import numpy as np
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import InterpreterError
 
-from .interpreter import fix, rule, run_block
+from .interpreter import fix, fma, rule, run_block
 from .rules_memory import state
 from .sync import View, merge
 
@@ -88,10 +88,11 @@ def _dot_fma(p, op, a, b, acc):
     t = op.results[0].type.dtype
     out = np.asarray(acc)
     a, b = np.asarray(a), np.asarray(b)
-    if t.is_int:
-        return _matmul(a, b, acc, t)
-    for k in range(a.shape[1]):
-        out = fix(np.outer(a[:, k].astype(np.float64), b[k].astype(np.float64)) + out.astype(np.float64), t)
+    if t.is_int:  # products and sums wrap in the accumulator's type, in any order
+        with np.errstate(all="ignore"):
+            return fix(a.astype(np.int64) @ b.astype(np.int64) + out.astype(np.int64), t)
+    for k in range(a.shape[1]):  # each step rounded once, as fma.rn / v_fma round
+        out = fma(a[:, k, None], b[None, k], out, t)
     return out
 
 

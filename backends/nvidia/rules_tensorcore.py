@@ -1,26 +1,23 @@
 """Shared memory, async copies, TMA, mbarriers, MMA and warp specialization on NVIDIA.
 
 Lowered: shared buffers and views, smem load/store, thread_barrier, cp.async with its groups
-(rules_smem.py), mma_v2 (rules_mma.py), mbarriers, fence_async_shared, TMA and wgmma
+(rules_smem.py), mma_v2 (rules_mma.py), dot_fma (rules_fma.py), mbarriers, fence_async_shared, TMA and wgmma
 (rules_hopper.py, descriptors in wgmma.py), warp specialization (warpspec.py). The rest (the
-AMD-only MMAs, dot_fma) stays an explicit entry that refuses at compile time, naming the user's line.
+AMD-only MMAs) stays an explicit entry that refuses at compile time, naming the user's line.
 """
 from __future__ import annotations
 
 from gluon_trace.backend import Unsupported
 from gluon_trace.ops_memory import MEMORY_OPS
 
-from . import rules_hopper, rules_mma, rules_smem, warpspec  # noqa: F401  (they register their rules)
+from . import rules_fma, rules_hopper, rules_mma, rules_smem, warpspec  # noqa: F401  (they register their rules)
 from .emitter import RULES
 
 _WHY = ("warp specialization runs in the interpreter; the NVIDIA backend does not lower it "
         "yet (run with backend='interpreter')")
 _AMD = "this is an AMD instruction; NVIDIA GPUs run mma_v2"
 _AMD_OPS = ("mfma", "wmma")
-_OWN = {"dot_fma": "gl.dot_fma is not lowered by the NVIDIA backend yet; for f16/bf16/tf32/int8 "
-                   "operands use mma_v2 (gl.nvidia.ampere), or run with backend='interpreter'"}
-for _n in _AMD_OPS:
-    _OWN[_n] = _AMD
+_OWN = {_n: _AMD for _n in _AMD_OPS}
 
 UNLOWERED = tuple(n for n in MEMORY_OPS if n not in RULES)
 

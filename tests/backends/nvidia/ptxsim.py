@@ -481,10 +481,16 @@ class Sim:
         with np.errstate(all="ignore"):
             if t == "f32":
                 r = fma_f32(self.val(a, t), self.val(b, t), self.val(c, t))
-            else:  # one rounding, as fma.rn.f64 (the interpreter's exact emulation)
+            elif t == "bf16":  # one rounding of the bf16 patterns, as fma.rn.bf16 (sm_80+)
                 from gluon_trace import dtypes
                 from gluon_trace.backends.interpreter.interpreter import fma
-                r = fma(self.val(a, t), self.val(b, t), self.val(c, t), dtypes.float64)
+                x = [(self.val(v, "b16").astype(U32) << U32(16)).view(np.float32) for v in (a, b, c)]
+                r = (np.asarray(fma(*x, dtypes.bfloat16), np.float32).view(U32) >> U32(16)).astype(U16)
+            else:  # one rounding, as fma.rn.f64 / fma.rn.f16 (the interpreter's exact emulation)
+                from gluon_trace import dtypes
+                from gluon_trace.backends.interpreter.interpreter import fma
+                ty = dtypes.float16 if t == "f16" else dtypes.float64
+                r = fma(self.val(a, t), self.val(b, t), self.val(c, t), ty)
         self.set(d, r, m)
 
     def op_testp(self, parts, args, m, active):

@@ -404,7 +404,7 @@ def test_f16_accumulator_passes_as_f16x2_words():
 def test_amd_mma_is_refused_with_the_nvidia_alternative():
     from gluon_trace.backends.nvidia import rules_tensorcore
     assert "mfma" in rules_tensorcore.UNLOWERED and "mma_v2" not in rules_tensorcore.UNLOWERED
-    assert "smem_load" not in rules_tensorcore.UNLOWERED and "dot_fma" in rules_tensorcore.UNLOWERED
+    assert "smem_load" not in rules_tensorcore.UNLOWERED and "dot_fma" not in rules_tensorcore.UNLOWERED
 
 
 # -- GPU ---------------------------------------------------------------------------------------
@@ -508,18 +508,5 @@ def test_loop_carried_buffer_is_refused_at_its_use():
     x = np.zeros((32, 32), np.float32)
     g = k.trace(x, x, 3, L=_ROW4, SL=_SW4, target="sm_80").graph
     with pytest.raises(CompileError, match="loop-carried or branch-selected buffer") as e:
-        emit(g, "sm_80")
-    assert e.value.loc is not None
-
-
-def test_dot_fma_is_refused_with_the_alternative():
-    @gt.jit
-    def k(c_ptr, P: gl.constexpr):
-        a = gl.zeros([16, 16], gl.float32, gl.DotOperandLayout(0, P, k_width=1))
-        b = gl.zeros([16, 16], gl.float32, gl.DotOperandLayout(1, P, k_width=1))
-        gl.store(_tile(c_ptr, 16, 16, P, 16), gl.dot_fma(a, b, gl.zeros([16, 16], gl.float32, P)))
-    g = k.trace(np.zeros((16, 16), np.float32), P=_blocked([1, 1], [4, 8], [4, 1])).graph
-    with pytest.raises(CompileError, match="dot_fma is not lowered by the NVIDIA backend yet; for "
-                                           "f16/bf16/tf32/int8 operands use mma_v2") as e:
         emit(g, "sm_80")
     assert e.value.loc is not None
