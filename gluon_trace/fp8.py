@@ -70,7 +70,8 @@ def _table(name: str) -> np.ndarray:
     for b in range(256):
         s, e, m = b >> 7, (b >> mant) & emax, b & ((1 << mant) - 1)
         if fam == "fnuz" and b == 0x80:
-            v = np.nan
+            out[b] = np.nan    # its sign bit is what makes it NaN: read as a positive NaN
+            continue
         elif fam == "ieee" and e == emax:
             v = np.inf if m == 0 else np.nan
         elif fam == "fn" and e == emax and m == (1 << mant) - 1:

@@ -148,6 +148,9 @@ def format_value(dtype: str, lo: int, hi: int) -> str:
     if dtype.startswith("ptr_"):
         return f"0x{lo | hi << 32:x}"
     d = dt.BY_NAME[dtype]
+    if d.is_fp8:  # travels as its byte (fp8.py)
+        from gluon_trace import fp8
+        return _c_float(float(fp8.decode(np.uint8(lo & 0xFF), d.name)))
     if d.is_floating:  # narrower floats travel as the float32 of their value
         bits = lo | hi << 32 if d.bits == 64 else lo
         x = np.array([bits], np.uint64 if d.bits == 64 else np.uint32).view(

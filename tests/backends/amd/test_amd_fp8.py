@@ -271,3 +271,21 @@ def test_fp8_mfma_on_tinygrads_cdna_emulator(rng, name, ml, source):
     # the same products, summed in another order: as close as the other MFMA emulator tests ask
     np.testing.assert_allclose(got, 4 * ref, rtol=1e-5, atol=1e-5 * np.sqrt(k) * 4 * scale ** 2)
     assert np.mean(got == 4 * ref) > 0.9   # not merely within tolerance: mostly the very same sums
+
+
+# -- gl.device_print of fp8 values ------------------------------------------------------------------
+
+@gt.jit
+def print_fp8_kernel(x_ptr, F8: gl.constexpr):
+    offs = gl.arange(0, 128, layout=gl.BlockedLayout([2], [gl.threads_per_warp()], [1], [0]))
+    q = gl.load(x_ptr + offs).to(F8)
+    gl.device_print("q=", q)
+
+
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_device_print_of_fp8(rng, monkeypatch, name, ml):
+    """The byte an fp8 element is printed as its value, as the interpreter prints it (NaN included)."""
+    from test_amd_print import check
+    x = edge_values(rng, name, 128)
+    lines = check(print_fp8_kernel, lambda: [x.copy()], (1,), dict(F8=getattr(gl, name)), 1, "gfx942", monkeypatch)
+    assert any("nan" in ln for ln in lines) and len(lines) == 128
