@@ -32,9 +32,11 @@ def _acc_dtypes(a: dt.dtype) -> tuple[str, ...]:
 
 
 def _check_dtypes(ctx, name, a, b, acc, allowed) -> None:
-    if a.dtype != b.dtype:
+    fnuz = {"float8e4b8", "float8e5b16"}
+    if a.dtype != b.dtype and not (name == "mfma" and {a.dtype.name, b.dtype.name} <= fnuz):
         raise ctx.error(f"{name}: A is {a.dtype} and B is {b.dtype}; both operands need one dtype",
-                        notes=("convert one with .to(dtype)",))
+                        notes=("convert one with .to(dtype) (gfx942's mfma also takes float8e4b8 with "
+                               "float8e5b16)",))
     if a.dtype.name not in allowed:
         raise ctx.error(f"{name} takes {', '.join(allowed)} operands, not {a.dtype}")
     if acc.dtype.name not in _acc_dtypes(a.dtype):

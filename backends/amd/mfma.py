@@ -56,8 +56,16 @@ MFMA = {
 WMMA = {"float16": "v_wmma_f32_16x16x16_f16", "bfloat16": "v_wmma_f32_16x16x16_bf16"}
 
 
+# gfx942's fp8 MFMAs also mix the two formats (srcA's first), in the same passes
+FP8_KIND = {"float8e4b8": "fp8", "float8e5b16": "bf8"}
+MIXED_FP8 = {f"v_mfma_f32_{shape}_{x}_{y}": p for shape, p in (("32x32x16", 8), ("16x16x32", 4))
+             for x, y in (("fp8", "bf8"), ("bf8", "fp8"))}
+
+
 def passes(op: str) -> int:
     """Passes of an MFMA mnemonic (0 for anything else)."""
+    if op in MIXED_FP8:
+        return MIXED_FP8[op]
     for name, _, p in MFMA.values():
         if name == op:
             return p
@@ -169,6 +177,12 @@ def _mma(em, op, wmma: bool):
         name = _family(em, d, m, k)[0]
         kpl = k // (64 // m)          # K elements per lane per instruction
         nregs = m * n // 64
+    db = b_v.type.dtype
+    mixed = {}                        # fp8 A with bf8 B or back: the format of srcA first
+    if db != d:
+        ka, kb = FP8_KIND[d.name], FP8_KIND[db.name]
+        stem = name.rsplit("_", 2)[0]
+        mixed = {False: f"{stem}_{ka}_{kb}", True: f"{stem}_{kb}_{ka}"}
     kw = a_v.type.layout.k_width
     ktile = kw if wmma else kw * (64 // m)  # K one register group of the operand spans
     per_tile = kw // kpl              # instructions per register group along K (kpack)
@@ -190,10 +204,10 @@ def _mma(em, op, wmma: bool):
             for h in range(per_tile):
                 k0 = c * ktile + h * kpl
                 aw = _operand_words(em, d, A, a_tab, [(base[0], k0 + j) for j in range(kpl)], "operand A")
-                bw = _operand_words(em, d, B, b_tab, [(k0 + j, base[1]) for j in range(kpl)], "operand B")
+                bw = _operand_words(em, db, B, b_tab, [(k0 + j, base[1]) for j in range(kpl)], "operand B")
                 src_a, src_b = (bw, aw) if transposed else (aw, bw)
                 dst = em.v(nregs)
-                em.emit(name, [dst], [src_a, src_b, cur], kind="valu")
+                em.emit(mixed.get(transposed, name), [dst], [src_a, src_b, cur], kind="valu")
                 cur = dst
         for i, r in enumerate(regs):
             result[r] = Sub(cur, i)

@@ -73,9 +73,12 @@ def test_conversions_on_amdsim(rng, name, ml, src):
 
 @gt.jit
 def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                   F8: gl.constexpr, IM: gl.constexpr, TR: gl.constexpr, SOURCE: gl.constexpr):
+                   F8: gl.constexpr, IM: gl.constexpr, TR: gl.constexpr, SOURCE: gl.constexpr,
+                   F8B: gl.constexpr = None):
     """acc += A @ B over K in BK steps. SOURCE: "fp8" loads fp8 arrays straight into the operand
-    layouts, "f32" loads f32 and rounds in the kernel, "lds" stages fp8 tiles through LDS."""
+    layouts, "f32" loads f32 and rounds in the kernel, "lds" stages fp8 tiles through LDS. B is
+    in F8B when given (gfx942 mixes the two formats), else in F8."""
+    FB: gl.constexpr = F8 if F8B is None else F8B
     W: gl.constexpr = gl.num_warps()
     T: gl.constexpr = gl.threads_per_warp()
     IK: gl.constexpr = 16 if IM == 32 else 32
@@ -93,13 +96,13 @@ def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.conste
     if SOURCE == "lds":
         sl: gl.constexpr = gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[1, 0])
         a_s = gl.allocate_shared_memory(F8, [BM, BK], sl)
-        b_s = gl.allocate_shared_memory(F8, [BK, BN], sl)
+        b_s = gl.allocate_shared_memory(FB, [BK, BN], sl)
     acc = gl.zeros([BM, BN], gl.float32, acc_l)
     for k0 in gl.range(0, K, BK):
         am = (rm[:, None] < M) & (k0 + ka[None, :] < K)
         bm = (k0 + kb[:, None] < K) & (rn[None, :] < N)
         a = gl.load(a_ptr + rm[:, None] * K + k0 + ka[None, :], mask=am, other=0.0).to(F8)
-        b = gl.load(b_ptr + (k0 + kb[:, None]) * N + rn[None, :], mask=bm, other=0.0).to(F8)
+        b = gl.load(b_ptr + (k0 + kb[:, None]) * N + rn[None, :], mask=bm, other=0.0).to(FB)
         if SOURCE == "lds":
             gl.thread_barrier()
             a_s.store(a)
@@ -149,6 +152,52 @@ def test_fp8_mfma_gemm(rng, name, ml, case, kw):
     assert np.all(np.abs(ref - exact) <= tol)
 
 
+MIXED = [("fp8-bf8-32x32", dict(im=32, fa="float8e4b8", fb="float8e5b16")),
+         ("bf8-fp8-16x16-transposed", dict(im=16, tr=True, fa="float8e5b16", fb="float8e4b8")),
+         ("fp8-bf8-32x32-transposed-f32", dict(im=32, tr=True, source="f32", fa="float8e4b8", fb="float8e5b16")),
+         ("bf8-fp8-16x16-lds", dict(im=16, source="lds", fa="float8e5b16", fb="float8e4b8"))]
+
+
+@pytest.mark.parametrize("case, kw", MIXED, ids=[c for c, _ in MIXED])
+def test_mixed_fp8_bf8_mfma(rng, case, kw):
+    """A in one FNUZ format and B in the other: v_mfma_*_fp8_bf8 / _bf8_fp8 (srcA's format
+    first, so a transposed accumulator, which puts B in srcA, swaps the suffixes)."""
+    m = n = k = 64
+    mla, mlb = (dict(FORMATS)[kw[f]] for f in ("fa", "fb"))
+    source = kw.get("source", "fp8")
+    a32 = (rng.standard_normal((m, k)) * 8).astype(np.float32)
+    b32 = (rng.standard_normal((k, n)) * 8).astype(np.float32)
+    a, b = (a32, b32) if source == "f32" else (a32.astype(mla), b32.astype(mlb))
+    av, bv = a32.astype(mla).astype(np.float64), b32.astype(mlb).astype(np.float64)
+    exact = av @ bv
+    cx = dict(BM=64, BN=64, BK=32, F8=getattr(gl, kw["fa"]), F8B=getattr(gl, kw["fb"]), IM=kw["im"],
+              TR=kw.get("tr", False), SOURCE=source)
+    got = np.full((m, n), np.nan, np.float32)
+    ref = np.full((m, n), np.nan, np.float32)
+    tk = fp8_mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=4, target="gfx942")
+    fa, fb = ("fp8" if kw[f] == "float8e4b8" else "bf8" for f in ("fa", "fb"))
+    first, second = (fb, fa) if kw.get("tr") else (fa, fb)
+    assert f"_{first}_{second} " in tk.amdgcn("gfx942")
+    amdsim.simulate(tk, "gfx942", (1,), [got, a, b, m, n, k])
+    fp8_mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=4, backend="interpreter", target="gfx942")
+    tol = 1e-5 * (np.abs(av) @ np.abs(bv)) + 1e-30
+    assert np.all(np.abs(got - exact) <= tol) and np.all(np.abs(ref - exact) <= tol)
+
+
+def test_mixed_formats_only_on_mfma():
+    from gluon_trace.language.nvidia.ampere import mma_v2
+
+    @gt.jit
+    def k(p):
+        acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[4, 1], instr_shape=[16, 8])
+        a = gl.zeros([64, 32], gl.float8e4nv, gl.DotOperandLayout(0, acc_l, k_width=4))
+        b = gl.zeros([32, 64], gl.float8e5, gl.DotOperandLayout(1, acc_l, k_width=4))
+        mma_v2(a, b, gl.zeros([64, 64], gl.float32, acc_l))
+    with pytest.raises(gt.TraceError) as e:
+        k.trace(gl.pointer(gl.float32), target="sm_90a")
+    assert "both operands need one dtype" in str(e.value) and "test_amd_fp8.py" in str(e.value)
+
+
 def test_rounded_operands_are_packed_from_f32():
     """Operands rounded from f32 in the kernel go to the MFMA as two v_cvt_pk and one v_perm per
     dword, not one convert and mask per byte."""
@@ -166,7 +215,8 @@ def test_rounded_operands_are_packed_from_f32():
 def test_mfma_passes_and_hazards():
     from gluon_trace.backends.amd import mfma as mf
     import amdsim_fp8
-    for ins, p in (("v_mfma_f32_32x32x16_fp8_fp8", 8), ("v_mfma_f32_16x16x32_bf8_bf8", 4)):
+    for ins, p in (("v_mfma_f32_32x32x16_fp8_fp8", 8), ("v_mfma_f32_16x16x32_bf8_bf8", 4),
+                   ("v_mfma_f32_32x32x16_bf8_fp8", 8), ("v_mfma_f32_16x16x32_fp8_bf8", 4)):
         assert mf.passes(ins) == p == amdsim_fp8.PASSES[ins[len("v_mfma_f32_"):]]
 
 
