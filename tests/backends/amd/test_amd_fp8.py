@@ -152,6 +152,42 @@ def test_fp8_mfma_gemm(rng, name, ml, case, kw):
     assert np.all(np.abs(ref - exact) <= tol)
 
 
+@gt.jit
+def matmul_fp8(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
+    """matmul_amd's MFMA GEMM (LDS-staged K loop, register prefetch) on fp8 operands: the 32x32x16
+    fp8 instruction and k_width=8 in place of the f16 ones."""
+    from gluon_trace.kernels import matmul_amd
+    W: gl.constexpr = gl.num_warps()
+    acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=3, instr_shape=[32, 32, 16], transposed=True,
+                                               warps_per_cta=[2, W // 2])
+    matmul_amd._gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN, BK, acc_l,
+                     gl.DotOperandLayout(0, acc_l, k_width=8), gl.DotOperandLayout(1, acc_l, k_width=8), mfma)
+
+
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_matmul_amd_gemm_on_fp8(rng, name, ml):
+    """The example GEMM's K loop carries fp8 tiles: global -> LDS as bytes, each lane's 8 operand
+    bytes back as one ds_read_b64 straight into the MFMA (no unpacking or converts in the loop)."""
+    M, N, K = 100, 60, 96
+    scale = 4.0 if name == "float8e4b8" else 64.0
+    a = (rng.standard_normal((M, K)) * scale).astype(ml)
+    b = (rng.standard_normal((K, N)) * scale).astype(ml)
+    got = np.full((M, N), np.nan, np.float32)
+    ref = np.full((M, N), np.nan, np.float32)
+    args = (M, N, K, K, N, N)
+    cx = dict(BM=64, BN=64, BK=32)
+    tk = matmul_fp8.trace(a, b, got, *args, **cx, num_warps=4, target="gfx942")
+    text = tk.amdgcn("gfx942")
+    kind = "fp8" if name == "float8e4b8" else "bf8"
+    assert f"v_mfma_f32_32x32x16_{kind}_{kind}" in text and "ds_read_b64" in text and "v_cvt" not in text
+    amdsim.simulate(tk, "gfx942", (2, 1), [a, b, got, *args])
+    matmul_fp8[(2, 1)](a, b, ref, *args, **cx, num_warps=4, backend="interpreter", target="gfx942")
+    av, bv = a.astype(np.float64), b.astype(np.float64)
+    tol = 1e-5 * (np.abs(av) @ np.abs(bv)) + 1e-30
+    assert np.all(np.abs(got - av @ bv) <= tol) and np.all(np.abs(ref - av @ bv) <= tol)
+
+
 MIXED = [("fp8-bf8-32x32", dict(im=32, fa="float8e4b8", fb="float8e5b16")),
          ("bf8-fp8-16x16-transposed", dict(im=16, tr=True, fa="float8e5b16", fb="float8e4b8")),
          ("fp8-bf8-32x32-transposed-f32", dict(im=32, tr=True, source="f32", fa="float8e4b8", fb="float8e5b16")),
