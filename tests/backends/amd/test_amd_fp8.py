@@ -256,6 +256,28 @@ def test_mfma_passes_and_hazards():
         assert mf.passes(ins) == p == amdsim_fp8.PASSES[ins[len("v_mfma_f32_"):]]
 
 
+@pytest.mark.parametrize("ins, p", [("v_mfma_f32_32x32x16_fp8_fp8", 8), ("v_mfma_f32_16x16x32_bf8_bf8", 4),
+                                     ("v_mfma_f32_32x32x16_bf8_fp8", 8), ("v_mfma_f32_16x16x32_fp8_bf8", 4)])
+def test_fp8_mfma_result_read_waits_p_plus_3(ins, p):
+    """hazards.py: a VALU reading an fp8 MFMA's D waits P + 3 states (CDNA3 ISA 7.6), a VALU
+    writing srcA 2 states before the MFMA reads it."""
+    from gluon_trace.backends.amd.hazards import fix_hazards
+    from gluon_trace.backends.amd.mir import Imm, Inst
+    from gluon_trace.backends.amd.target import TARGETS
+    from physregs import v
+    nd = 16 if "32x32" in ins else 4
+    d = v(20, nd)
+    code = [Inst("v_mov_b32", [v(4)], [Imm(1)], kind="valu"),
+            Inst(ins, [d], [v(4, 2), v(6, 2), d], kind="valu"),
+            Inst("v_add_f32", [v(2)], [v(20), v(3)], kind="valu")]
+    out = [x for x in fix_hazards(code, TARGETS["gfx942"]) if isinstance(x, Inst)]
+    at = next(j for j, x in enumerate(out) if x.op == ins)
+
+    def waits(part):
+        return sum(int(x.uses[0]) + 1 for x in part if x.op == "s_nop")
+    assert waits(out[1:at]) == 2 and waits(out[at + 1:]) == p + 3 and out[-1].op == "v_add_f32"
+
+
 def test_simulator_fp8_tables_match_amds_matrix_calculator():
     """amdsim's fp8 MFMA operand and result tables (all eight fp8/bf8 combinations) against AMD's
     Matrix Instruction Calculator (set GLUON_TRACE_MATRIX_CALCULATOR to its matrix_calculator.py):
