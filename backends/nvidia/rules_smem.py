@@ -465,3 +465,20 @@ def _commit(em, op):
 def _wait(em, op):
     em.emit(f"cp.async.wait_group {int(op.attrs['num_outstanding'])};")
     return []
+
+
+@rule("async_copy_mbarrier_arrive")
+def _copy_arrive(em, op):
+    """The interpreter counts one arrival per call (net zero with ``increment_count``), made once
+    the partition's earlier copies land; PTX tracks each thread's own cp.async. So every thread
+    makes the mbarrier track its copies with a net-zero ``cp.async.mbarrier.arrive`` (pending
+    count +1 now, -1 when they land), then the partition meets (every thread's +1 is in before
+    anything else could complete the phase), and for ``increment_count=False`` one thread adds
+    the call's arrival (``.noinc``: -1 once its own copies, already tracked, land)."""
+    from .rules_hopper import _addr  # (rules_hopper imports this module)
+    a = _addr(em, _view_of(em, op.operands[0]))
+    em.emit(f"cp.async.mbarrier.arrive.shared::cta.b64 [{a}];")
+    em.barrier()
+    if not op.attrs["increment_count"]:
+        em.emit(f"@{em.owner_pred(None)} cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{a}];")
+    return []

@@ -1,0 +1,150 @@
+"""async_copy.mbarrier_arrive on NVIDIA (backends/nvidia/rules_smem.py): cp.async copies waited
+for through an mbarrier instead of wait_group.
+
+CPU: a two-slot ring (copies of a K tile into a slot, the arrive, the consumer's wait with
+a run-time phase, a sum of the tiles) and a single copy, with ``increment_count`` True (net
+zero; an mbarrier.arrive or expect completes the phase) and False (the call is the arrival),
+emitted for sm_90a and run on the PTX simulator (ptxsim_tc's mbarrier model: pending count,
+phase, arrivals deferred until the arriving thread's copies land) against the interpreter on
+fresh random inputs with poisoned outputs, and assembled by ptxas for sm_80 (the arrive alone)
+and sm_90a. The simulator's mbarrier model is itself checked to fail a kernel whose phase
+would complete before every thread's copies are tracked. GPU (``pytest -m gpu``): the same
+kernels against numpy.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ptxsim_async  # noqa: E402
+
+import gluon_trace as gt  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.backend import get  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
+from gluon_trace.language.nvidia.ampere import async_copy, mbarrier  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia import ptxas  # noqa: E402
+from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+
+LAY = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+SL = gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=8, order=[1, 0])
+
+
+@gt.jit
+def ring_k(src, out, K_TILES: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, INC: gl.constexpr,
+           L: gl.constexpr, SL: gl.constexpr):
+    """out = sum over k of src[:, k*BN:(k+1)*BN], each tile copied by cp.async into one of two
+    slots and waited for on the slot's mbarrier (phase k // 2)."""
+    bufs = gl.allocate_shared_memory(gl.float32, [2, BM, BN], SL)
+    full = mbarrier.allocate_mbarrier(batch=2)
+    for s in gl.static_range(2):
+        mbarrier.init(full.index(s), count=1)
+    rows = gl.arange(0, BM, gl.SliceLayout(1, L))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, L))
+    acc = gl.zeros([BM, BN], gl.float32, L)
+    for k in gl.range(0, K_TILES):
+        s = k % 2
+        async_copy.async_load(bufs.index(s), src + rows[:, None] * (K_TILES * BN) + (k * BN + cols)[None, :])
+        async_copy.mbarrier_arrive(full.index(s), increment_count=INC)
+        if INC:
+            mbarrier.arrive(full.index(s))
+        mbarrier.wait(full.index(s), (k // 2) & 1)
+        acc += bufs.index(s).load(L)
+    gl.store(out + rows[:, None] * BN + cols[None, :], acc)
+
+
+def _run(inc, k_tiles=5, bm=32, bn=32, target="sm_90a"):
+    rng = np.random.default_rng()
+    src = rng.standard_normal((bm, k_tiles * bn)).astype(np.float32)
+    out = np.full((bm, bn), np.nan, np.float32)
+    g = ring_k.trace(src, out, K_TILES=k_tiles, BM=bm, BN=bn, INC=inc, L=LAY, SL=SL,
+                     target=target, num_warps=4).graph
+    text, locs, smem = emit(g, target)
+    ref, sim = [src.copy(), out.copy()], [src.copy(), out.copy()]
+    get("interpreter").run(g, (1, 1, 1), ref)
+    return g, text, locs, smem, src, ref, sim
+
+
+@pytest.mark.parametrize("inc", [True, False])
+def test_ring_simulated_matches_interpreter(inc):
+    g, text, _, smem, src, ref, sim = _run(inc)
+    ptxsim_async.run(text, (1, 1, 1), sim, smem)
+    assert not np.isnan(sim[1]).any()
+    assert np.array_equal(sim[1], ref[1])
+    np.testing.assert_allclose(ref[1], src.reshape(32, 5, 32).sum(1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_instructions():
+    """Every thread makes the mbarrier track its copies (net zero), the partition meets, and with
+    increment_count=False one thread adds the arrival; no wait_group."""
+    for inc in (True, False):
+        text = _run(inc)[1]
+        assert text.count("cp.async.mbarrier.arrive.shared::cta.b64") == 1
+        assert text.count("cp.async.mbarrier.arrive.noinc.shared::cta.b64") == (0 if inc else 1)
+        assert "cp.async.wait_group" not in text
+        body = text[text.index("cp.async.mbarrier.arrive.shared::cta.b64"):]
+        assert body.splitlines()[1].strip().startswith("bar.sync")
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_assembles(target):
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(str(e))
+    if target == "sm_90a":
+        for inc in (True, False):
+            _, text, locs, *_ = _run(inc)
+            ptxas.assemble(text, target, locs, "copy_arrive_ring")
+        return
+
+    @gt.jit
+    def arrive_only(src, out, INC: gl.constexpr, L: gl.constexpr, SL: gl.constexpr):
+        buf = gl.allocate_shared_memory(gl.float32, [32, 32], SL)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        rows = gl.arange(0, 32, gl.SliceLayout(1, L))
+        cols = gl.arange(0, 32, gl.SliceLayout(0, L))
+        async_copy.async_load(buf, src + rows[:, None] * 32 + cols[None, :])
+        async_copy.mbarrier_arrive(bar, increment_count=INC)
+        async_copy.wait_group(0)
+        gl.store(out + rows[:, None] * 32 + cols[None, :], buf.load(L))
+    for inc in (True, False):
+        a = [np.zeros((32, 32), np.float32)] * 2
+        g = arrive_only.trace(*a, INC=inc, L=LAY, SL=SL, target=target, num_warps=4).graph
+        text, locs, _ = emit(g, target)
+        ptxas.assemble(text, target, locs, "copy_arrive_sm80")
+
+
+def test_simulator_catches_an_early_phase():
+    """Without the partition's meeting, the .noinc arrival of thread 0 could complete the phase
+    before the other threads' copies are tracked: the simulator's model must catch that (it
+    delays the copies' landing until the arriving thread's next wait)."""
+    g, text, _, smem, src, ref, sim = _run(False)
+    lines = text.splitlines()
+    i = next(j for j, l in enumerate(lines) if "cp.async.mbarrier.arrive.shared::cta.b64" in l)
+    assert lines[i + 1].strip().startswith("bar.sync")
+    broken = "\n".join(lines[:i] + lines[i + 2:])  # drop the tracking arrive and the meeting
+    with pytest.raises(RuntimeError, match="before the copies"):
+        ptxsim_async.run(broken, (1, 1, 1), sim, smem)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("inc", [True, False])
+def test_gpu_ring_matches_numpy(inc):
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            raise ImportError
+    except ImportError:
+        pytest.skip("no CUDA GPU (torch.cuda)")
+    src = torch.randn(32, 5 * 32, device="cuda")
+    out = torch.full((32, 32), float("nan"), device="cuda")
+    ring_k[(1,)](src, out, K_TILES=5, BM=32, BN=32, INC=inc, L=LAY, SL=SL, num_warps=4)
+    torch.cuda.synchronize()
+    exp = src.double().reshape(32, 5, 32).sum(1)
+    torch.testing.assert_close(out.double(), exp, rtol=1e-5, atol=1e-5)
