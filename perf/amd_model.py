@@ -95,14 +95,17 @@ def steady_loop(asm: str) -> list[str]:
     back to it; the smallest such span with a v_mfma/v_wmma in it."""
     lines = [ln.split(";")[0].strip() for ln in asm.splitlines()]
     labels = {ln[:-1]: i for i, ln in enumerate(lines) if re.match(r"^\.?\w+:$", ln)}
-    best = None
-    for i, ln in enumerate(lines):
+    last: dict = {}  # label -> its last backward branch (an earlier conditional one, as
+    for i, ln in enumerate(lines):  # Triton's s_cbranch_execz around a load, is not the loop's end)
         m = re.match(r"^s_(?:c)?branch\S*\s+(\S+)$", ln)
         if m and m.group(1) in labels and labels[m.group(1)] < i:
-            body = lines[labels[m.group(1)] + 1:i + 1]
-            if any(x.startswith(("v_mfma", "v_wmma")) for x in body):
-                if best is None or len(body) < len(best):
-                    best = body
+            last[m.group(1)] = i
+    best = None
+    for name, i in last.items():
+        body = lines[labels[name] + 1:i + 1]
+        if any(x.startswith(("v_mfma", "v_wmma")) for x in body):
+            if best is None or len(body) < len(best):
+                best = body
     if best is None:
         raise ValueError("no loop with an MFMA/WMMA in this kernel")
     return [x for x in best if x and not x.endswith(":") and not x.startswith(".")]
@@ -261,7 +264,7 @@ def matmul(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, 
 
 
 def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
-    """The same GEMM (same masks, same tile, same warps) through Triton's AMD backend:
+    """The same GEMM (same masks, same tile, same warps, same divisibility) through Triton's AMD backend:
     (asm, LDS bytes) or raises with the reason it cannot be built here."""
     import importlib.util
     import os
@@ -277,7 +280,10 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
     spec.loader.exec_module(mod)
     t = {"bfloat16": "*bf16", "float16": "*fp16"}[dtype]
     sig = {"a": t, "b": t, "c": "*fp32", **{n: "i32" for n in ("M", "N", "K", "sam", "sbk", "scm")}}
-    src = triton.compiler.ASTSource(mod.matmul, sig, constexprs={"BM": bm, "BN": bn, "BK": bk})
+    # every argument divisible by 16, as our kernel is traced (gluon_trace specializes 4096 and
+    # the pointers so): Triton vectorizes its loads from the same facts
+    attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(sig))}
+    src = triton.compiler.ASTSource(mod.matmul, sig, constexprs={"BM": bm, "BN": bn, "BK": bk}, attrs=attrs)
     k = triton.compile(src, target=GPUTarget("hip", GPUS[gpu]["target"], 64), options={"num_warps": nw})
     return k.asm["amdgcn"], int(k.metadata.shared)
 

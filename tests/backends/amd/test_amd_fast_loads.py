@@ -324,3 +324,20 @@ def test_mod_and_floordiv_by_powers_of_two(dtype, k, s):
     from gluon_trace.backend import get
     get("interpreter").run(tk.graph, (1, 1, 1), [x, ref, sv])
     np.testing.assert_array_equal(got, ref)
+
+
+def test_model_loop_runs_to_the_last_branch_back():
+    """Triton's loop skips a load with s_cbranch_execz to its header before its own s_branch back:
+    the loop is the span to the last branch back, both loads in it."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "perf"))
+    import amd_model
+    asm = """
+.L1:
+  v_mfma_f32_32x32x8_bf16 v[0:15], v[16:17], v[18:19], v[0:15]
+  global_load_dwordx4 v[20:23], v[24:25], off
+  s_cbranch_execz .L1
+  global_load_dwordx4 v[26:29], v[24:25], off
+  s_branch .L1
+"""
+    m = amd_model.mix_of(amd_model.steady_loop(asm))
+    assert m.global_load == {16: 2} and m.branch == 2
