@@ -184,6 +184,10 @@ def pack(em, d, xs, dsts=None) -> list:
                 a, b = _narrow(em, d, xs[i]), _narrow(em, d, xs[i + 1])
                 words.append(_perm(em, b, a, 0x05040100, dst))
         return words
+    if d.is_fp8 and dsts is None:  # bytes just rounded from f32: two v_cvt_pk and a v_perm a dword
+        from gluon_trace import dtypes as dt
+        from .fp8 import operand_words
+        return operand_words(em, d, xs, lambda g: pack(em, dt.uint8, g))
     for i in range(0, len(xs), 4):
         b = [em.to_v(em.real(x)) for x in xs[i:i + 4]]
         p01 = _perm(em, b[1], b[0], 0x0C0C0400)

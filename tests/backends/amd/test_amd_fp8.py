@@ -246,6 +246,13 @@ def test_rounded_operands_are_packed_from_f32():
     assert text.count("v_mfma_f32_32x32x16_fp8_fp8") == 1
     assert text.count("v_cvt_pk_fp8_f32") == 8 and text.count("v_perm_b32") == 4
     assert "0xff," not in text
+    # stored to LDS: the same, for each dword a ds_write takes
+    cx["SOURCE"] = "lds"
+    text = fp8_mma_kernel.trace(np.zeros((64, 32), np.float32), a, b, 64, 32, 16, **cx, num_warps=2,
+                                target="gfx942").amdgcn("gfx942")
+    dwords = sum({"ds_write_b64": 2, "ds_write_b32": 1, "ds_write2_b32": 2, "ds_write2_b64": 4}.get(
+        ln.split()[0], 0) for ln in text.splitlines() if ln.strip().startswith("ds_write"))
+    assert dwords and text.count("v_cvt_pk_fp8_f32") == 2 * dwords and "0xff," not in text
 
 
 def test_mfma_passes_and_hazards():
