@@ -404,3 +404,67 @@ def test_device_print_of_fp8(rng, monkeypatch, name, ml):
     x = edge_values(rng, name, 128)
     lines = check(print_fp8_kernel, lambda: [x.copy()], (1,), dict(F8=getattr(gl, name)), 1, "gfx942", monkeypatch)
     assert any("nan" in ln for ln in lines) and len(lines) == 128
+
+
+@gt.jit
+def other_types_kernel(bits_i_ptr, bits_d_ptr, out_i_ptr, out_d_ptr, out_b_ptr, out_q_ptr, i_ptr, d_ptr,
+                       F8: gl.constexpr, G8: gl.constexpr, N: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([2], [gl.threads_per_warp()], [gl.num_warps()], [0])
+    offs = gl.arange(0, N, layout=L)
+    qi = gl.load(i_ptr + offs).to(F8)          # int32 -> fp8
+    qd = gl.load(d_ptr + offs).to(F8)          # float64 -> fp8: one rounding
+    gl.store(bits_i_ptr + offs, qi)
+    gl.store(bits_d_ptr + offs, qd)
+    gl.store(out_i_ptr + offs, qd.to(gl.int32))       # fp8 -> int32 (truncating)
+    gl.store(out_d_ptr + offs, qd.to(gl.float64))
+    gl.store(out_b_ptr + offs, qd.to(gl.int1).to(gl.int32))
+    gl.store(out_q_ptr + offs, qd.to(G8))            # one fp8 format to the other
+
+
+def nearest_codes(x, name, ml):
+    """Codes of the fp8 values nearest float64 x, found among all 256 (ml_dtypes' own cast from
+    float64 goes through float32, which rounds twice); past the top, NaN (0x80)."""
+    codes = np.arange(256, dtype=np.uint8)
+    vals = codes.view(ml).astype(np.float64)
+    ok = ~np.isnan(vals) & ~((vals == 0) & (codes != 0))
+    codes, vals = codes[ok], vals[ok]
+    d = np.abs(x[:, None] - vals[None, :])
+    best = np.where(d == d.min(axis=1, keepdims=True), codes[None, :] & 1, 2)   # a tie goes to the even code
+    out = codes[np.argmin(best, axis=1)]
+    mant, _, top, _ = fp8.FORMATS[name]
+    return np.where(np.abs(x) >= top * (1 + 2.0 ** -(mant + 1)), np.uint8(0x80), out)
+
+
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_conversions_with_other_types_on_amdsim(rng, name, ml):
+    n = 512
+    top = fp8.FORMATS[name][2]
+    ints = rng.integers(-int(top) * 2, int(top) * 2, n).astype(np.int32)
+    ints[:4] = [0, -1, 2**31 - 1, -2**31]
+    x = rng.standard_normal(n) * np.exp2(rng.integers(-12, 12, n))
+    # float64 values just past an fp8 rounding tie, which rounding through f32 to nearest would lose
+    ulp = 2.0 ** (np.floor(np.log2(np.abs(x[:64]) + 1e-300)) - fp8.FORMATS[name][0])
+    x[:64] = (np.round(x[:64] / ulp) + 0.5) * ulp * (1 + 2.0 ** -40)
+    other = "float8e5b16" if name == "float8e4b8" else "float8e4b8"
+    results = []
+    for backend in ("amdsim", "interpreter"):
+        outs = [np.full(n, 0x5A, np.uint8).view(ml), np.full(n, 0x5A, np.uint8).view(ml),
+                np.full(n, -7, np.int32), np.full(n, 7.5, np.float64), np.full(n, -7, np.int32),
+                np.full(n, 0x5A, np.uint8).view(dict(FORMATS)[other])]
+        cx = dict(F8=getattr(gl, name), G8=getattr(gl, other), N=n)
+        if backend == "amdsim":
+            tk = other_types_kernel.trace(*outs, ints, x, **cx, num_warps=2, target="gfx942")
+            amdsim.simulate(tk, "gfx942", (1,), [*outs, ints, x])
+        else:
+            other_types_kernel[(1,)](*outs, ints, x, **cx, num_warps=2, backend="interpreter", target="gfx942")
+        results.append(outs)
+    for got, ref in zip(*results):
+        assert np.array_equal(got.view(np.uint8) if got.itemsize == 1 else got,
+                              ref.view(np.uint8) if ref.itemsize == 1 else ref, equal_nan=True)
+    bits_i, bits_d, out_i, out_d, out_b, out_q = results[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.array_equal(bits_i.view(np.uint8), ints.astype(np.float64).astype(ml).view(np.uint8))
+        assert np.array_equal(bits_d.view(np.uint8), nearest_codes(x, name, ml))
+        v = bits_d.astype(np.float64)
+        assert np.array_equal(out_d, v, equal_nan=True) and np.array_equal(out_b, (v != 0).astype(np.int32))
+        assert np.array_equal(out_q.view(np.uint8), v.astype(np.float32).astype(out_q.dtype).view(np.uint8))
