@@ -143,6 +143,8 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
             return Val(v)
         ax, ay = np.abs(np.asarray(x.v, float)), np.abs(np.asarray(y.v, float))
         return _finish(v, ax * y.e + ay * x.e + x.e * y.e + z.e + _ulp(v, t), t)
+    if n.op == "dot_fma":
+        return _dot_fma(arg, n.dtype)
     if n.op == "reduce":
         from .reductions import reduce
         return reduce(arg[0], src[0], n, mode)
@@ -205,3 +207,26 @@ def _unary(fn, x: Val, t: str, mode: str) -> Val:
     if fn in ("sin", "cos"):  # the approximate instructions lose accuracy far from zero
         e = np.where(np.abs(np.asarray(x.v, float)) > 100, np.inf, e + 1e-5 * (t != "float64"))
     return _finish(v, e, t)
+
+
+def _dot_fma(arg, t: str) -> Val:
+    """acc + A @ B as the chain along K in order, k = 0..K-1, each step one fma rounded to ``t``
+    (integers: wrapping multiply and add). The bound: the inputs' errors through each product,
+    plus one rounding of each partial sum."""
+    a, b, c = arg
+    m, k = a.v.shape
+    v, e = c.v, np.array(c.e, float)
+    exact = not (a.e.any() or b.e.any() or c.e.any())
+    for kk in range(k):
+        x = np.broadcast_to(a.v[:, kk:kk + 1], v.shape)
+        y = np.broadcast_to(b.v[kk:kk + 1, :], v.shape)
+        if is_float(t):
+            v = R.fma(x, y, v, t)
+        else:
+            v = R.binary("add", R.binary("mul", x, y, t), v, t)
+        if not exact:
+            ex = np.broadcast_to(a.e[:, kk:kk + 1], v.shape)
+            ey = np.broadcast_to(b.e[kk:kk + 1, :], v.shape)
+            ax, ay = np.abs(np.asarray(x, float)), np.abs(np.asarray(y, float))
+            e = e + ax * ey + ay * ex + ex * ey + _ulp(v, t)
+    return Val(v) if exact else _finish(v, e, t)

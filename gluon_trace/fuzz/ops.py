@@ -3,8 +3,9 @@ appends the node(s) it makes. Result dtypes follow the promotion rules documente
 gluon_trace/dtypes.py, restated here (not imported) so the fuzzer checks them."""
 from __future__ import annotations
 
-from ..layouts import SliceLayout, permute_layout, reshape_layout
-from .program import (ARITH, COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2)
+from ..layouts import BlockedLayout, SliceLayout, permute_layout, reshape_layout
+from .program import (ARITH, COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2,
+                      blocked_layout)
 
 _BITS = {"int1": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
          "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
@@ -146,6 +147,27 @@ def op_fma(b: _Builder) -> None:
     b.add("fma", (a, y, z), promote(promote(a.dtype, y.dtype), z.dtype), a.shape, a.layout)
 
 
+def op_dot_fma(b: _Builder) -> None:
+    """acc + A @ B: the accumulator in a BlockedLayout, A [M, K] and B [K, N] of its dtype in
+    the DotOperandLayouts over it (tiles of that shape converted, or loaded fresh)."""
+    from ..mma_layouts import DotOperandLayout
+    acc = b.pick(lambda n: n.rank == 2 and not is_bool(n.dtype))
+    if acc is None:
+        return
+    m, n = acc.shape
+    k = 1 << b.ch.int(0, 3)
+    lay = acc.layout if isinstance(acc.layout, BlockedLayout) else \
+        blocked_layout(b.ch, acc.shape, b.num_warps, b.cfg.warp_size)
+    acc = b.convert(acc, lay)
+    ops = []
+    for i, shape in ((0, (m, k)), (1, (k, n))):
+        x = b.pick(lambda c: c.shape == shape and c.dtype == acc.dtype)
+        if x is None or b.ch.chance(40):
+            x = b.load(shape, acc.dtype)
+        ops.append(b.convert(x, DotOperandLayout(i, lay, k_width=1)))
+    b.add("dot_fma", (ops[0], ops[1], acc), acc.dtype, acc.shape, lay)
+
+
 def _sum_dtype(d: str) -> str:
     return "int32" if is_bool(d) or (not is_float(d) and _BITS[d] < 32) else d
 
@@ -268,6 +290,7 @@ OPS = {
     "reshape": (lambda c: True, op_reshape),
     "permute": (lambda c: c.max_rank > 1, op_permute),
     "fma": (lambda c: True, op_fma),
+    "dot_fma": (lambda c: c.dot_fma, op_dot_fma),
     "loop": (lambda c: c.loops, op_loop),
     "branch": (lambda c: c.branches, op_branch),
 }

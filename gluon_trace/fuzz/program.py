@@ -52,6 +52,8 @@ class FuzzConfig:
     # values one thread may hold for one tile (None: any). Compile time grows with it far
     # faster than linearly (perf/bench_compile_fuzz.py): CI bounds it, the benchmark does not
     max_values_per_thread: int | None = None
+    # gl.dot_fma on 2-D tiles (off by default: enabling an op changes which program a seed gives)
+    dot_fma: bool = False
 
 
 @dataclass

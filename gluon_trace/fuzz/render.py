@@ -45,6 +45,9 @@ def layout_source(layout, names: dict) -> str:
         return (f"gl.BlockedLayout(size_per_thread={list(layout.size_per_thread)}, "
                 f"threads_per_warp={list(layout.threads_per_warp)}, "
                 f"warps_per_cta={list(layout.warps_per_cta)}, order={list(layout.order)})")
+    if type(layout).__name__ == "DotOperandLayout":  # (mma_layouts imports the language)
+        return (f"gl.DotOperandLayout({layout.operand_index}, {layout_source(layout.parent, names)}, "
+                f"k_width={layout.k_width})")
     if isinstance(layout, DistributedLinearLayout):
         def bases(bs):
             return "[" + ", ".join(str(list(b)) for b in bs) + "]"
@@ -120,6 +123,8 @@ def _node_source(n, lay) -> list[str]:
         return [f"{v} = gl.where({a[0]}, {a[1]}, {a[2]})"]
     if n.op == "fma":
         return [f"{v} = gl.fma({a[0]}, {a[1]}, {a[2]})"]
+    if n.op == "dot_fma":
+        return [f"{v} = gl.dot_fma({a[0]}, {a[1]}, {a[2]})"]
     if n.op == "reduce":
         kind, axis, keep = at["kind"], at["axis"], at["keep"]
         if kind == "xor_sum":
