@@ -155,7 +155,10 @@ def build(graph: Graph, target: str) -> CompiledKernel:
     from .warpspec import launch_warps
     warps = launch_warps(graph, target)
     # a warp-specialized kernel sets its own .maxnreg (the pool its partitions share)
-    cap = None if warps != graph.num_warps else register_cap(info["registers"], warps, smem + info["static_smem"], target)
+    # a kernel that already spills would spill more under a lower limit: not assembled again
+    spills = info["spill_stores"] or info["spill_loads"] or info["stack"]
+    cap = None if warps != graph.num_warps or spills else \
+        register_cap(info["registers"], warps, smem + info["static_smem"], target)
     if cap is not None:
         maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"
         capped = text.replace(maxntid, f"{maxntid}\n.maxnreg {cap}", 1)
