@@ -10,7 +10,9 @@ whole K of every row (column) its outputs need, so no data moves between threads
 off the layouts at lane 0 of warp 0 (the lanes and warps of an operand must carry the
 accumulator's rows or columns and no K), as in the AMD rule; a layout that does not is a
 CompileError naming the user's line. The output elements are interleaved across K (all of a
-step's FMAs before the next step's), so neighbouring instructions are independent.
+step's FMAs before the next step's), so neighbouring instructions are independent. 16-bit
+outputs of one row go two to an ``fma.rn.f16x2`` (``bf16x2``) where a thread holds enough of
+them for that to save instructions (``_pairs``); each half rounds as the scalar fma does.
 """
 from __future__ import annotations
 
@@ -85,21 +87,57 @@ def _dot_fma(em, op):
         def step(a, b, c):
             return em.ins(cls, f"mad.lo.{it} {{d}}, {a}, {b}, {c};")
 
+    def elem(vals, table, coord, what):
+        r = table.get(coord)
+        if r is None:
+            raise CompileError(f"gl.dot_fma: no register of operand {what} holds element {coord}, which "
+                               "the thread's outputs need", op.loc)
+        return pick(vals, r)
+
     # one chain per distinct output coordinate (a register index repeating one, as a tile
     # smaller than the layout's coverage does, takes the same chain's result)
     first: dict = {}
     for r in range(lc.num_regs):
         first.setdefault(tuple(lc.coord(r, 0, 0)), r)
-    chains = {mn: operand(pick(cv, r)) for mn, r in first.items()}
+    pairs = _pairs(first, K) if half else []
+    paired = {mn for m, n0, n1 in pairs for mn in ((m, n0), (m, n1))}
+    chains = {mn: operand(pick(cv, r)) for mn, r in first.items() if mn not in paired}
+    twos = {(m, n0, n1): em.pack16x2(pick(cv, first[(m, n0)]), pick(cv, first[(m, n1)]), t)
+            for m, n0, n1 in pairs}
     for kk in range(K):
         for (mm, nn) in chains:
-            ra, rb = ta.get((mm, kk)), tb.get((kk, nn))
-            if ra is None or rb is None:
-                raise CompileError(f"gl.dot_fma: no register of operand {'A' if ra is None else 'B'} "
-                                   f"holds the element output ({mm}, {nn}) needs at K={kk}", op.loc)
-            chains[(mm, nn)] = step(operand(pick(av, ra)), operand(pick(bv, rb)), chains[(mm, nn)])
+            a, b = elem(av, ta, (mm, kk), "A"), elem(bv, tb, (kk, nn), "B")
+            chains[(mm, nn)] = step(operand(a), operand(b), chains[(mm, nn)])
+        dup: dict = {}
+        bpair: dict = {}
+        for key in twos:  # two outputs of one row: A's element twice, B's two, one f16x2 fma
+            m, n0, n1 = key
+            if m not in dup:
+                h = operand(elem(av, ta, (m, kk), "A"))
+                dup[m] = em.ins("b32", f"mov.b32 {{d}}, {{{h}, {h}}};")
+            if (n0, n1) not in bpair:
+                bpair[(n0, n1)] = em.pack16x2(elem(bv, tb, (kk, n0), "B"), elem(bv, tb, (kk, n1), "B"), t)
+            twos[key] = em.ins("b32", f"fma.rn.{half}x2 {{d}}, {dup[m]}, {bpair[(n0, n1)]}, {twos[key]};")
     if half:
         chains = {mn: em.widen16(h, t) for mn, h in chains.items()}
+        for (m, n0, n1), w in twos.items():
+            lo, hi = em.halves16(w, t)
+            chains[(m, n0)], chains[(m, n1)] = em.widen16(lo, t), em.widen16(hi, t)
     elif ptx.needs_norm(t):
         chains = {mn: em.norm(x, t) for mn, x in chains.items()}
     return [[chains[tuple(lc.coord(r, 0, 0))] for r in range(lc.num_regs)]]
+
+
+def _pairs(outputs, K: int) -> list:
+    """(m, n0, n1): outputs of a row taken two at a time for ``fma.rn.f16x2`` where that is
+    fewer instructions: per K step a pair costs its fma plus, shared, A's element duplicated
+    into both halves (one per row) and B's two packed (one per column pair), against two fmas;
+    once, its accumulator packed and its result split."""
+    rows: dict = {}
+    for m, n in sorted(outputs):
+        rows.setdefault(m, []).append(n)
+    pairs = [(m, ns[i], ns[i + 1]) for m, ns in rows.items() for i in range(0, len(ns) - 1, 2)]
+    cols = {(n0, n1) for _, n0, n1 in pairs}
+    if 2 * len(pairs) + K * (len({m for m, _, _ in pairs}) + len(cols)) >= K * len(pairs):
+        return []
+    return pairs

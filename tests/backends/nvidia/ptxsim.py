@@ -478,6 +478,15 @@ class Sim:
     def op_fma(self, parts, args, m, active):
         t = parts[-1]
         d, a, b, c = args
+        if t in ("f16x2", "bf16x2"):  # each half as the 16-bit fma, on the halves' registers
+            words = [self.val(x, "b32").astype(U32) for x in (a, b, c)]
+            out = np.zeros(self.N, U32)
+            for sh in (0, 16):
+                hs = [(w >> U32(sh)) & U32(0xFFFF) for w in words]
+                x = [self._fma16(h.astype(U16), t[:-2]) for h in hs]
+                out |= self._fma16_done(x, t[:-2]).astype(U32) << U32(sh)
+            self.set(d, out, m)
+            return
         with np.errstate(all="ignore"):
             if t == "f32":
                 r = fma_f32(self.val(a, t), self.val(b, t), self.val(c, t))
@@ -492,6 +501,23 @@ class Sim:
                 ty = dtypes.float16 if t == "f16" else dtypes.float64
                 r = fma(self.val(a, t), self.val(b, t), self.val(c, t), ty)
         self.set(d, r, m)
+
+    @staticmethod
+    def _fma16(h, t):
+        """The 16-bit pattern ``h`` of type ``t`` ("f16" or "bf16") as float32."""
+        if t == "f16":
+            return h.view(np.float16).astype(np.float32)
+        return (h.astype(U32) << U32(16)).view(np.float32)
+
+    @staticmethod
+    def _fma16_done(x, t):
+        """fma of three 16-bit values (as float32) rounded once to ``t``; the result's bits."""
+        from gluon_trace import dtypes
+        from gluon_trace.backends.interpreter.interpreter import fma
+        with np.errstate(all="ignore"):
+            if t == "f16":
+                return np.asarray(fma(*x, dtypes.float16), np.float16).view(U16)
+            return (np.asarray(fma(*x, dtypes.bfloat16), np.float32).view(U32) >> U32(16)).astype(U16)
 
     def op_testp(self, parts, args, m, active):
         d, a = args

@@ -156,6 +156,30 @@ def test_instructions():
         assert "cvt.f64" not in text and "fma.rn.f64" not in text, name
 
 
+def test_16_bit_rows_pair_into_f16x2():
+    """A thread holding a 4x8 block of 16-bit outputs over K = 16 (LAYOUTS[1]): two outputs of a row
+    per fma.rn.f16x2 / bf16x2 (the bitwise tests above run this shape), fewer instructions than
+    one fma each; a 4x4 block with K = 1 stays scalar (packing would cost more than it saves)."""
+    def count(text):
+        body = text[text.index("{", text.index(".entry")):]
+        return sum(1 for ln in body.splitlines()
+                   if ln.strip() and not ln.strip().startswith((".", "//", "$", "{", "}")))
+    from gluon_trace.backends.nvidia import rules_fma
+    m, n, k, lay, warps = LAYOUTS[1]
+    for name, x2 in (("float16", "fma.rn.f16x2 "), ("bfloat16", "fma.rn.bf16x2 ")):
+        text = _run(m, n, k, lay, warps, name)[0]
+        assert text.count(x2) == 16 * k and x2[:-3] + " " not in text
+        pairs = rules_fma._pairs
+        try:
+            rules_fma._pairs = lambda outputs, K: []
+            scalar = _run(m, n, k, lay, warps, name)[0]
+        finally:
+            rules_fma._pairs = pairs
+        assert scalar.count(x2[:-3] + " ") == 32 * k and count(text) < count(scalar) - 100
+    m, n, k, lay, warps = LAYOUTS[5]
+    assert "x2 " not in _run(m, n, k, lay, warps, "float16")[0]
+
+
 def _matmul_args(rng, m, n, k, dtype):
     a, b = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
     return [a, b, np.full((m, n), np.nan, np.float32), m, n, k, k, n, n]
