@@ -90,6 +90,44 @@ def test_instructions():
         assert body.splitlines()[1].strip().startswith("bar.sync")
 
 
+def test_interpreter_counts_as_gluon_does():
+    """increment_count=True (no .noinc) is net zero on the pending count: with nothing else
+    arriving, the wait is a deadlock the interpreter names; increment_count=False is the arrival."""
+    from gluon_trace.errors import InterpreterError
+
+    @gt.jit
+    def one(src, out, INC: gl.constexpr, L: gl.constexpr, SL: gl.constexpr):
+        buf = gl.allocate_shared_memory(gl.float32, [32, 32], SL)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        rows = gl.arange(0, 32, gl.SliceLayout(1, L))
+        cols = gl.arange(0, 32, gl.SliceLayout(0, L))
+        async_copy.async_load(buf, src + rows[:, None] * 32 + cols[None, :])
+        async_copy.mbarrier_arrive(bar, increment_count=INC)
+        mbarrier.wait(bar, 0)
+        gl.store(out + rows[:, None] * 32 + cols[None, :], buf.load(L))
+    src = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    for inc in (False, True):
+        args = [src, np.full((32, 32), np.nan, np.float32)]
+        g = one.trace(*args, INC=inc, L=LAY, SL=SL, target="sm_90a", num_warps=4).graph
+        if inc:
+            with pytest.raises(InterpreterError, match="deadlock"):
+                get("interpreter").run(g, (1, 1, 1), args)
+            continue
+        get("interpreter").run(g, (1, 1, 1), args)
+        assert np.array_equal(args[1], src)
+        text, _, smem = emit(g, "sm_90a")
+        sim = [src.copy(), np.full((32, 32), np.nan, np.float32)]
+        ptxsim_async.run(text, (1, 1, 1), sim, smem)
+        assert np.array_equal(sim[1], src)
+
+
+def test_left_the_refusal_table():
+    from gluon_trace.backends.nvidia import rules_tensorcore
+    assert "async_copy_mbarrier_arrive" not in rules_tensorcore.UNLOWERED
+    assert "dot_fma" not in rules_tensorcore.UNLOWERED
+
+
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_assembles(target):
     try:
