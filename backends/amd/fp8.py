@@ -5,7 +5,8 @@ An fp8 element lives in a VGPR as its byte, zero-extended, as a uint8 does: load
 layout conversions and MMA operand packing move it as 8-bit data, so dwords read from LDS feed
 the fp8 MFMAs as they are. Conversions (gluon_trace/fp8.py gives the interpreter the same rule):
 
-- fp8 -> f32: ``v_cvt_f32_fp8`` / ``v_cvt_f32_bf8`` (VOP1: byte 0 of the source), exact. f16 and
+- fp8 -> f32: ``v_cvt_f32_fp8`` / ``v_cvt_f32_bf8`` (VOP1: byte 0 of the source), exact; bytes of
+  an LDS dword two at a time by ``v_cvt_pk_f32_fp8/bf8`` (SDWA ``WORD_1`` for the high two). f16 and
   bf16 hold every FNUZ value exactly, and are kept widened as f32, so they are the same value.
 - f32 (f16, bf16) -> fp8: ``v_cvt_pk_fp8_f32`` / ``v_cvt_pk_bf8_f32`` with the other source 0:
   round to nearest even; a magnitude past the maximum (infinities too) and NaN give 0x80 (NaN).
@@ -33,6 +34,7 @@ from .mir import Imm
 
 CVT_TO = {"float8e4b8": "v_cvt_pk_fp8_f32", "float8e5b16": "v_cvt_pk_bf8_f32"}
 CVT_FROM = {"float8e4b8": "v_cvt_f32_fp8", "float8e5b16": "v_cvt_f32_bf8"}
+CVT_PK_FROM = {"float8e4b8": "v_cvt_pk_f32_fp8", "float8e5b16": "v_cvt_pk_f32_bf8"}
 TARGETS = ("gfx942",)
 
 
@@ -59,9 +61,21 @@ def _f32_of_imm(x: Imm) -> float:
 
 
 def to_f32(em, d: dt.dtype, x):
-    """The f32 value of fp8 element x (exact)."""
+    """The f32 value of fp8 element x (exact). A byte unpacked from a dword LDS gave (lds.unpack)
+    is widened from that dword, with its neighbour: ``v_cvt_pk_f32_fp8`` takes the low two bytes,
+    its SDWA form ``src0_sel:WORD_1`` the high two, so a dword costs two instructions, not eight."""
     if isinstance(x, Imm):
         return Imm.f32(float(formats.decode(np.uint8(x.bits & 0xFF), d.name)))
+    hit = em.cse_get(("fp8_in_word", elem_key(x)))
+    if hit is not None:
+        word, k = hit
+        key = ("fp8_pair", d.name, elem_key(word), k // 2)
+        pair = em.cse_get(key)
+        if pair is None:
+            op = CVT_PK_FROM[d.name] + ("_sdwa" if k >= 2 else "")
+            pair = em.cse_put(key, em.valu(op, em.v(2), [word], form="vop1",
+                                           suffix="src0_sel:WORD_1" if k >= 2 else ""))
+        return pair[k % 2]
     return em.valu(CVT_FROM[d.name], em.v(), [x], form="vop1")
 
 

@@ -230,7 +230,10 @@ def unpack(em, d, word, k: int):
             return em.valu("v_and_b32", em.v(), [Imm(0xFFFF), word])
         return em.valu("v_lshrrev_b32", em.v(), [Imm(16), word])
     op = "v_bfe_i32" if d.is_signed else "v_bfe_u32"
-    return em.valu(op, em.v(), [word, Imm(8 * k), Imm(8)], form="vop3")
+    r = em.valu(op, em.v(), [word, Imm(8 * k), Imm(8)], form="vop3")
+    if d.is_fp8:  # fp8.to_f32 widens it straight from the word (two bytes an instruction)
+        em.cse_put(("fp8_in_word", elem_key(r)), (word, k))
+    return r
 
 
 def _gather(em, words):

@@ -6,6 +6,8 @@ emitter or the interpreter shows up as a wrong result.
   nearest even into FNUZ E4M3 ("fp8") / E5M2 ("bf8"), S0 the low byte, written to word w of D
   (the other word of D kept). No clamp on gfx942: overflow, infinities and NaN give 0x80.
 - ``v_cvt_f32_fp8 / v_cvt_f32_bf8 D, S [src0_sel:BYTE_n]``: byte n (0 without SDWA) widened.
+- ``v_cvt_pk_f32_fp8 / v_cvt_pk_f32_bf8 D[0:1], S [src0_sel:WORD_1]``: bytes 0, 1 (2, 3 with
+  SDWA WORD_1) widened into D[0] and D[1].
 - ``v_mfma_f32_{32x32x16,16x16x32}_{fp8,bf8}_{fp8,bf8}``: srcA's format first; 8 bytes a lane,
   lowest k first; 8 (32x32) or 4 (16x16) passes (AMD's Matrix Instruction Calculator: 32 and 16
   cycles).
@@ -56,7 +58,15 @@ def vector_op(op, U, F, old_dst, suffix):
         if sel[2]:
             return (old_dst & np.uint64(0xFFFF)) | (word << np.uint64(16))
         return (old_dst & np.uint64(0xFFFF0000)) | word
-    if op in ("v_cvt_f32_fp8", "v_cvt_f32_bf8"):
+    if op.removesuffix("_sdwa") in ("v_cvt_pk_f32_fp8", "v_cvt_pk_f32_bf8"):
+        kind = op.split("_")[4]
+        word = 1 if "src0_sel:WORD_1" in suffix else 0
+        if suffix.strip() and "src0_sel:WORD_" not in suffix:
+            raise SimError(f"{op}: modifiers {suffix!r} not simulated")
+        raw = ((U(0) >> np.uint64(16 * word)) & np.uint64(0xFFFF)).astype(np.uint16)
+        pair = raw.view(np.uint8).reshape(-1, 2).view(FORMATS[kind]).astype(np.float32).view(np.uint32)
+        return pair[:, 0].astype(np.uint64) | (pair[:, 1].astype(np.uint64) << np.uint64(32))
+    if op.removesuffix("_sdwa") in ("v_cvt_f32_fp8", "v_cvt_f32_bf8"):
         kind = op.split("_")[3]
         byte = 0
         if "src0_sel:BYTE_" in suffix:

@@ -432,7 +432,8 @@ def nearest_codes(x, name, ml):
     best = np.where(d == d.min(axis=1, keepdims=True), codes[None, :] & 1, 2)   # a tie goes to the even code
     out = codes[np.argmin(best, axis=1)]
     mant, _, top, _ = fp8.FORMATS[name]
-    return np.where(np.abs(x) >= top * (1 + 2.0 ** -(mant + 1)), np.uint8(0x80), out)
+    half_ulp = 2.0 ** (np.floor(np.log2(top)) - mant - 1)   # the tie above the top rounds up, past it
+    return np.where(np.abs(x) >= top + half_ulp, np.uint8(0x80), out)
 
 
 @pytest.mark.parametrize("name, ml", FORMATS)
@@ -468,3 +469,44 @@ def test_conversions_with_other_types_on_amdsim(rng, name, ml):
         v = bits_d.astype(np.float64)
         assert np.array_equal(out_d, v, equal_nan=True) and np.array_equal(out_b, (v != 0).astype(np.int32))
         assert np.array_equal(out_q.view(np.uint8), v.astype(np.float32).astype(out_q.dtype).view(np.uint8))
+
+
+@gt.jit
+def lds_widen_kernel(out_ptr, in_ptr, F8: gl.constexpr, OUT: gl.constexpr):
+    """fp8 tiles through LDS and widened (dequantizing fp8 weights for an f16 MMA, say)."""
+    T: gl.constexpr = gl.threads_per_warp()
+    ld: gl.constexpr = gl.BlockedLayout([1, 4], [T // 8, 8], [gl.num_warps(), 1], [1, 0])
+    use: gl.constexpr = gl.BlockedLayout([1, 8], [T // 4, 4], [gl.num_warps(), 1], [1, 0])
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, ld))
+    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, ld))
+    q = gl.load(in_ptr + rows[:, None] * 32 + cols[None, :])
+    s = gl.allocate_shared_memory(F8, [64, 32], gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=4,
+                                                                          order=[1, 0]))
+    s.store(q)
+    gl.thread_barrier()
+    w = s.load(use).to(OUT)
+    r2 = gl.arange(0, 64, layout=gl.SliceLayout(1, use))
+    c2 = gl.arange(0, 32, layout=gl.SliceLayout(0, use))
+    gl.store(out_ptr + r2[:, None] * 32 + c2[None, :], w)
+
+
+@pytest.mark.parametrize("out", ["float32", "float16"])
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_lds_bytes_widened_two_at_a_time(rng, name, ml, out):
+    """Every code (NaN, subnormals included), read from LDS a dword at a time, widened by
+    v_cvt_pk_f32_fp8/bf8 (SDWA WORD_1 for bytes 2-3): two instructions a dword, no byte extracts."""
+    q = rng.permutation(np.tile(np.arange(256, dtype=np.uint8), 8)).reshape(64, 32).view(ml)
+    odt = np.float32 if out == "float32" else np.float16
+    got = np.full((64, 32), 3.0, odt)
+    tk = lds_widen_kernel.trace(got, q, F8=getattr(gl, name), OUT=getattr(gl, out), num_warps=2, target="gfx942")
+    text = tk.amdgcn("gfx942")
+    kind = "fp8" if name == "float8e4b8" else "bf8"
+    # 64 x 32 bytes over 128 lanes: 16 a lane, 4 dwords, 8 paired converts, half of them SDWA
+    assert text.count(f"v_cvt_pk_f32_{kind}") == 8 and text.count("src0_sel:WORD_1") == 4
+    import re
+    assert not re.search(r"v_bfe_u32 v\d+, v\d+, (8|16|24), 8\b", text) and f"v_cvt_f32_{kind}" not in text
+    amdsim.simulate(tk, "gfx942", (1,), [got, q])
+    ref = np.full((64, 32), 3.0, odt)
+    lds_widen_kernel[(1,)](ref, q, F8=getattr(gl, name), OUT=getattr(gl, out), num_warps=2, backend="interpreter")
+    want = q.astype(np.float32).astype(odt)
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(ref, want, equal_nan=True)
