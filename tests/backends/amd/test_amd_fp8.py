@@ -510,3 +510,34 @@ def test_lds_bytes_widened_two_at_a_time(rng, name, ml, out):
     lds_widen_kernel[(1,)](ref, q, F8=getattr(gl, name), OUT=getattr(gl, out), num_warps=2, backend="interpreter")
     want = q.astype(np.float32).astype(odt)
     assert np.array_equal(got, want, equal_nan=True) and np.array_equal(ref, want, equal_nan=True)
+
+
+@gt.jit
+def constants_kernel(out_ptr, in_ptr, n, F8: gl.constexpr, N: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([4], [gl.threads_per_warp()], [gl.num_warps()], [0])
+    offs = gl.arange(0, N, layout=L)
+    q = gl.load(in_ptr + offs, mask=offs < n, other=1.5)            # masked fp8 load, fp8 `other`
+    big = gl.full([N], 3.25, F8, layout=L)                           # an fp8 constant tile
+    q = gl.where(offs % 3 == 0, big, q)                              # select between fp8 values
+    gl.store(out_ptr + offs, q.to(gl.float32))
+    gl.store(out_ptr + N + offs, gl.zeros([N], F8, layout=L).to(gl.float32) + offs.to(gl.float32))
+
+
+@pytest.mark.parametrize("name, ml", FORMATS)
+def test_constants_masks_and_selects(rng, name, ml):
+    n, N = 300, 512
+    x = (rng.standard_normal(N) * 8).astype(ml)
+    outs = []
+    for backend in ("amdsim", "interpreter"):
+        out = np.full(2 * N, np.nan, np.float32)
+        if backend == "amdsim":
+            tk = constants_kernel.trace(out, x, n, F8=getattr(gl, name), N=N, num_warps=4, target="gfx942")
+            amdsim.simulate(tk, "gfx942", (1,), [out, x, n])
+        else:
+            constants_kernel[(1,)](out, x, n, F8=getattr(gl, name), N=N, num_warps=4, backend="interpreter")
+        outs.append(out)
+    offs = np.arange(N)
+    want = np.where(offs % 3 == 0, np.float32(3.25).astype(ml).astype(np.float32),
+                    np.where(offs < n, x.astype(np.float32), np.float32(1.5)))
+    for out in outs:
+        assert np.array_equal(out[:N], want) and np.array_equal(out[N:], offs.astype(np.float32))
