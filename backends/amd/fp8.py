@@ -104,20 +104,21 @@ def cast(em, src: dt.dtype, to: dt.dtype, x, bitcast: bool = False):
             return f       # exact in all three, and 16-bit floats are held as their f32
         return arith.cast(em, dt.float32, to, f)
     if src.name == "float64":
-        x = Imm.f32(float(np.float32(formats.round_to(np.float64(struct.unpack("<d", struct.pack(
-            "<Q", x.bits))[0]), to.name)))) if isinstance(x, Imm) else \
-            arith.f32_round_odd(em, x)
+        if isinstance(x, Imm):  # rounded here, once, from the float64 value
+            v = struct.unpack("<d", struct.pack("<Q", x.bits))[0]
+            return const(float(formats.round_to(np.float64(v), to.name)), to)
+        x = arith.f32_round_odd(em, x)
     elif not src.is_floating:
         x = arith.cast(em, src, dt.float32, x)
     return from_f32(em, to, x)
 
 
 def operand_words(em, d: dt.dtype, xs, fallback):
-    """MFMA source dwords for fp8 elements xs (four a dword, lowest first). A group whose four
-    elements were all just rounded from f32 values is packed from those values: two
-    ``v_cvt_pk`` (two bytes each) and one ``v_perm_b32``, not four converts, four masks and
-    three permutes, straight into the register the MFMA reads when every group is; any other
-    group (loaded bytes, LDS dwords) goes to ``fallback``."""
+    """Dwords holding fp8 elements xs (four a dword, lowest first), for an MFMA source or an LDS
+    write. When every element was just rounded from an f32 value (from_f32), they are packed
+    from those values: two ``v_cvt_pk`` (two bytes each) and one ``v_perm_b32`` a dword, not four
+    converts, four masks and three permutes, into one register the instruction reads whole.
+    Anything else (loaded bytes, LDS dwords) goes to ``fallback``."""
     from .lds import _perm
     groups = [xs[i:i + 4] for i in range(0, len(xs), 4)]
     srcs = [[em.cse_get(("fp8_of_f32", d.name, elem_key(x))) for x in g] for g in groups]
