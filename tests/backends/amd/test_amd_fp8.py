@@ -74,7 +74,7 @@ def test_conversions_on_amdsim(rng, name, ml, src):
 @gt.jit
 def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                    F8: gl.constexpr, IM: gl.constexpr, TR: gl.constexpr, SOURCE: gl.constexpr,
-                   F8B: gl.constexpr = None):
+                   F8B: gl.constexpr = None, KW: gl.constexpr = 8):
     """acc += A @ B over K in BK steps. SOURCE: "fp8" loads fp8 arrays straight into the operand
     layouts, "f32" loads f32 and rounds in the kernel, "lds" stages fp8 tiles through LDS. B is
     in F8B when given (gfx942 mixes the two formats), else in F8."""
@@ -84,8 +84,8 @@ def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.conste
     IK: gl.constexpr = 16 if IM == 32 else 32
     acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=3, instr_shape=[IM, IM, IK], transposed=TR,
                                                warps_per_cta=[2, W // 2])
-    a_l: gl.constexpr = gl.DotOperandLayout(0, acc_l, k_width=8)
-    b_l: gl.constexpr = gl.DotOperandLayout(1, acc_l, k_width=8)
+    a_l: gl.constexpr = gl.DotOperandLayout(0, acc_l, k_width=KW)   # 16: two MFMAs a register group
+    b_l: gl.constexpr = gl.DotOperandLayout(1, acc_l, k_width=KW)
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [T // 4, 4], [W, 1], [1, 0])
     la: gl.constexpr = ld if SOURCE == "lds" else a_l
     lb: gl.constexpr = ld if SOURCE == "lds" else b_l
@@ -119,7 +119,8 @@ def fp8_mma_kernel(c_ptr, a_ptr, b_ptr, M, N, K, BM: gl.constexpr, BN: gl.conste
 CASES = [("fp8-32x32", dict(im=32)), ("fp8-16x16-transposed", dict(im=16, tr=True)),
          ("f32-32x32-odd", dict(im=32, source="f32", m=50, n=37, k=72)),
          ("f32-16x16", dict(im=16, source="f32")),
-         ("lds-32x32-odd-k", dict(im=32, source="lds", k=80)), ("lds-16x16", dict(im=16, source="lds", tr=True))]
+         ("lds-32x32-odd-k", dict(im=32, source="lds", k=80)), ("lds-16x16", dict(im=16, source="lds", tr=True)),
+         ("kpack2-32x32", dict(im=32, kw=16)), ("kpack2-16x16-lds", dict(im=16, kw=16, source="lds", bk=64))]
 
 
 @pytest.mark.parametrize("name, ml", FORMATS)
@@ -137,7 +138,8 @@ def test_fp8_mfma_gemm(rng, name, ml, case, kw):
         a, b = a32.astype(ml), b32.astype(ml)
     exact = a32.astype(ml).astype(np.float64) @ b32.astype(ml).astype(np.float64)
     assert np.isfinite(exact).all()
-    cx = dict(BM=64, BN=64, BK=32, F8=getattr(gl, name), IM=kw["im"], TR=kw.get("tr", False), SOURCE=source)
+    cx = dict(BM=64, BN=64, BK=kw.get("bk", 32), F8=getattr(gl, name), IM=kw["im"], TR=kw.get("tr", False),
+              SOURCE=source, KW=kw.get("kw", 8))
     got = np.full((m, n), np.nan, np.float32)
     ref = np.full((m, n), np.nan, np.float32)
     tk = fp8_mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=4, target="gfx942")
