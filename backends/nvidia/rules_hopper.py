@@ -129,30 +129,42 @@ def _mb_expect(em, op):
     return []
 
 
+def _arrive(em, g: str, a: str, count: int) -> None:
+    """``count`` arrivals on the mbarrier at ``a`` (sm_80/86/89 have no count operand and no
+    sink destination: one arrive each, into a scratch state register)."""
+    if em.target.startswith("sm_9"):
+        em.emit(f"{g}mbarrier.arrive.shared::cta.b64 _, [{a}], {count};")
+        return
+    state = em.reg("b64")
+    for _ in range(count):
+        em.emit(f"{g}mbarrier.arrive.shared::cta.b64 {state}, [{a}];")
+
+
 @rule("mbarrier_arrive")
 def _mb_arrive(em, op):
-    _sm90(em, op, "mbarrier.arrive with a count")
     a = _addr(em, _view_of(em, op.operands[0]))
     if op.operands[0] in em.arrivals:  # every thread arrives for itself: no partition barrier
         g = f"@{em.vals[op.operands[1]][0]} " if op.attrs.get("pred") else ""
-        em.emit(f"{g}mbarrier.arrive.shared::cta.b64 _, [{a}], {int(op.attrs['count'])};")
+        _arrive(em, g, a, int(op.attrs["count"]))
         return []
     em.barrier()
-    em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.shared::cta.b64 _, [{a}], {int(op.attrs['count'])};")
+    _arrive(em, f"@{_elected(em, op, 1)} ", a, int(op.attrs["count"]))
     return []
 
 
 @rule("mbarrier_wait")
 def _mb_wait(em, op):
-    _sm90(em, op, "mbarrier.wait (mbarrier.try_wait.parity)")
     a = _addr(em, _view_of(em, op.operands[0]))
+    # sm_90's try_wait may suspend the thread until the phase completes; sm_80's test_wait
+    # only looks (the loop spins)
+    kind = "try_wait" if em.target.startswith("sm_9") else "test_wait"
     phase = em.ins("b32", f"and.b32 {{d}}, {_b32(em, op.operands[1])}, 1;")
     top, done = em.label("MBW"), em.label("MBD")
     if op.attrs.get("pred"):
         em.emit(f"@!{em.vals[op.operands[2]][0]} bra {done};")
     ok = em.reg("pred")
     em.emit(f"{top}:")
-    em.emit(f"mbarrier.try_wait.parity.shared::cta.b64 {ok}, [{a}], {phase};")
+    em.emit(f"mbarrier.{kind}.parity.shared::cta.b64 {ok}, [{a}], {phase};")
     em.emit(f"@!{ok} bra {top};")
     em.emit(f"{done}:")
     return []

@@ -69,9 +69,15 @@ def _run(inc, k_tiles=5, bm=32, bn=32, target="sm_90a"):
     return g, text, locs, smem, src, ref, sim
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("inc", [True, False])
-def test_ring_simulated_matches_interpreter(inc):
-    g, text, _, smem, src, ref, sim = _run(inc)
+def test_ring_simulated_matches_interpreter(inc, target):
+    """sm_80 waits by an mbarrier.test_wait.parity loop and arrives once per count (no count
+    operand there), sm_90 by try_wait.parity and one counted arrive."""
+    g, text, _, smem, src, ref, sim = _run(inc, target=target)
+    wait = "mbarrier.try_wait.parity" if target == "sm_90a" else "mbarrier.test_wait.parity"
+    other = "mbarrier.test_wait.parity" if target == "sm_90a" else "mbarrier.try_wait.parity"
+    assert wait in text and other not in text
     ptxsim_async.run(text, (1, 1, 1), sim, smem)
     assert not np.isnan(sim[1]).any()
     assert np.array_equal(sim[1], ref[1])
@@ -128,17 +134,15 @@ def test_left_the_refusal_table():
     assert "dot_fma" not in rules_tensorcore.UNLOWERED
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_86", "sm_89", "sm_90a"])
 def test_assembles(target):
     try:
         ptxas.locate()
     except CompileError as e:
         pytest.skip(str(e))
-    if target == "sm_90a":
-        for inc in (True, False):
-            _, text, locs, *_ = _run(inc)
-            ptxas.assemble(text, target, locs, "copy_arrive_ring")
-        return
+    for inc in (True, False):  # the whole ring: copies, their arrivals, the waits
+        _, text, locs, *_ = _run(inc, target=target)
+        ptxas.assemble(text, target, locs, "copy_arrive_ring")
 
     @gt.jit
     def arrive_only(src, out, INC: gl.constexpr, L: gl.constexpr, SL: gl.constexpr):
@@ -186,3 +190,34 @@ def test_gpu_ring_matches_numpy(inc):
     torch.cuda.synchronize()
     exp = src.double().reshape(32, 5, 32).sum(1)
     torch.testing.assert_close(out.double(), exp, rtol=1e-5, atol=1e-5)
+
+
+@gt.jit
+def counted_k(src, out, L: gl.constexpr, SL: gl.constexpr):
+    """A phase of count 3 completed by one arrival of count 2 and one of count 1, then waited on."""
+    buf = gl.allocate_shared_memory(gl.float32, [32, 32], SL)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=3)
+    rows = gl.arange(0, 32, gl.SliceLayout(1, L))
+    cols = gl.arange(0, 32, gl.SliceLayout(0, L))
+    buf.store(gl.load(src + rows[:, None] * 32 + cols[None, :]) * 2.0)
+    mbarrier.arrive(bar, count=2)
+    mbarrier.arrive(bar)
+    mbarrier.wait(bar, 0)
+    gl.store(out + rows[:, None] * 32 + cols[None, :], buf.load(L))
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_counted_arrivals(target):
+    """sm_80 has no count operand: an arrival of count 2 is two arrives (the phase must not
+    complete early, nor never)."""
+    src = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    args = [src, np.full((32, 32), np.nan, np.float32)]
+    g = counted_k.trace(*args, L=LAY, SL=SL, target=target, num_warps=4).graph
+    text, _, smem = emit(g, target)
+    arrives = [ln for ln in text.splitlines() if "mbarrier.arrive.shared::cta.b64" in ln]
+    assert len(arrives) == (3 if target == "sm_80" else 2)
+    get("interpreter").run(g, (1, 1, 1), args)
+    sim = [src.copy(), np.full((32, 32), np.nan, np.float32)]
+    ptxsim_async.run(text, (1, 1, 1), sim, smem)
+    assert np.array_equal(sim[1], args[1]) and np.array_equal(args[1], src * 2)
