@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import re
 
+from gluon_trace.errors import CompileError
+
 from . import ptx
 from .emitter import Lin, _pack, rule, select
 from .rules_layout import move
@@ -51,9 +53,19 @@ def _commutative(region) -> bool:
             and set(op.operands) == set(region.args) and len(set(op.operands)) == 2)
 
 
+SIDE_EFFECTS = ("store", "atomic_rmw", "atomic_cas", "print")
+
+
 def combiner(em, region):
     """combine(lhs regs, rhs regs) -> regs: the region inlined; a body of one binary op on
     its two arguments is emitted directly (the common sum/max/min), with CSE."""
+    for o in region.walk():
+        # the interpreter runs these once per combined pair; inlined here they would run as
+        # scalar ops of one thread (most calls' effects lost): refused, not silently wrong
+        if o.name in SIDE_EFFECTS:
+            raise CompileError(f"`{o.name}` inside a combine function (gl.reduce / gl.associative_scan) "
+                               "is not supported by the NVIDIA backend; return the values from the "
+                               "reduction or scan and store them after it", o.loc)
     if _commutative(region) or (len(region.ops) == 2 and len(region.args) == 2
                                 and region.ops[0].operands == region.args):
         op = region.ops[0]
