@@ -129,3 +129,16 @@ def test_a_disagreement_is_saved_and_shrunk(fresh_cache):
 def _swap(got_poison, ref):
     got, poison = got_poison
     return got, ref, poison
+
+
+def test_a_launch_with_arrays_traces_the_graph_the_workers_compiled():
+    # the GPU run relies on it: the launch finds the workers' binary under the same IR text
+    for seed in range(40):
+        prog = fuzz.random_program(seed)
+        k = fuzz.kernel_of(prog, fname=parallel.source_name(seed))
+        compiled_graph = parallel.trace_as_launched(prog, "sm_90a", k).graph.text
+        args, _ = fuzz.kernel_args(prog, fuzz.make_inputs(prog))
+        assert k.trace(*args, num_warps=prog.num_warps, target="sm_90a").graph.text == compiled_graph
+    # and a kernel defined again from the same program (in another process) gives it too
+    again = fuzz.kernel_of(prog, fname=parallel.source_name(seed))
+    assert parallel.trace_as_launched(prog, "sm_90a", again).graph.text == compiled_graph
