@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace import dtypes as dt
+from gluon_trace.errors import CompileError
 from gluon_trace.layouts import LinearLayout
 
 from . import arith
@@ -46,7 +47,13 @@ def _order_free(body, d) -> bool:
 
 def _check_region(em, body) -> None:
     for o in body.walk():
-        if o.regions or o.name in ("store", "atomic_rmw", "atomic_cas", "print"):
+        if o.name in ("store", "atomic_rmw", "atomic_cas", "print"):
+            # the interpreter runs it once per combined pair; the lowering combines in
+            # several lanes at once (butterflies, replicas): refused, as on NVIDIA
+            raise CompileError(f"AMD backend ({em.t.name}): `{o.name}` inside a combine function "
+                               "(gl.reduce / gl.associative_scan) is not supported; return the values "
+                               "from the reduction or scan and store them after it", o.loc or em.loc)
+        if o.regions:
             raise em.error(f"a combine function may only compute on its arguments; "
                            f"found `{o.name}`")
 
