@@ -261,7 +261,8 @@ def _store(em, op):
     t = ptr_v.type.dtype.element
     ptrs, vals = em.vals[ptr_v], em.vals[val_v]
     masks = em.vals[mask_v] if mask_v is not None else None
-    owner = em.owner_pred(em.lin(ptr_v))
+    # inside a reduce's combine a scalar is each thread's own call's (rules_reduce.combiner)
+    owner = None if getattr(em, "per_thread_scalars", False) else em.owner_pred(em.lin(ptr_v))
     n = em.nregs(ptr_v)
     V = vec_width(em, ptr_v, mask_v)
     for g in range(0, n, V):

@@ -56,16 +56,19 @@ def _commutative(region) -> bool:
 SIDE_EFFECTS = ("store", "atomic_rmw", "atomic_cas", "print")
 
 
-def combiner(em, region):
+def combiner(em, region, allow_stores: bool = False):
     """combine(lhs regs, rhs regs) -> regs: the region inlined; a body of one binary op on
     its two arguments is emitted directly (the common sum/max/min), with CSE."""
     for o in region.walk():
-        # the interpreter runs these once per combined pair; inlined here they would run as
-        # scalar ops of one thread (most calls' effects lost): refused, not silently wrong
-        if o.name in SIDE_EFFECTS:
-            raise CompileError(f"`{o.name}` inside a combine function (gl.reduce / gl.associative_scan) "
-                               "is not supported by the NVIDIA backend; return the values from the "
-                               "reduction or scan and store them after it", o.loc)
+        # the interpreter runs these once per combined pair. A reduce forms exactly its pairs
+        # and a store inside runs on every thread that combines one (copies of a pair store
+        # the same value again: harmless for a store, not for an atomic or a print); a scan
+        # also combines, then discards, pairs before each step's distance
+        if o.name in SIDE_EFFECTS and not (o.name == "store" and allow_stores):
+            where = "a reduce's or scan's" if allow_stores else "a scan's"
+            raise CompileError(f"`{o.name}` inside {where} combine function is not supported by the "
+                               "NVIDIA backend; return the values from the reduction or scan and "
+                               "store them after it", o.loc)
     if _commutative(region) or (len(region.ops) == 2 and len(region.args) == 2
                                 and region.ops[0].operands == region.args):
         op = region.ops[0]
@@ -78,7 +81,15 @@ def combiner(em, region):
             return [r]
         if region.ops[1].name == "yield" and region.ops[1].operands == [op.result]:
             return direct
-    return lambda a, b: em.call_region(region, list(a) + list(b))
+
+    def inlined(a, b):
+        saved = getattr(em, "per_thread_scalars", False)
+        em.per_thread_scalars = True  # a store in the region: each thread's own call
+        try:
+            return em.call_region(region, list(a) + list(b))
+        finally:
+            em.per_thread_scalars = saved
+    return inlined
 
 
 def shfl(em, kind: str, x: str, t, lane_arg, clamp: int = 31) -> str:
@@ -194,7 +205,7 @@ def _reduce(em, op):
     lin = em.lin(xs[0])
     region = op.regions[0]
     comm = _commutative(region)
-    combine = combiner(em, region)
+    combine = combiner(em, region, allow_stores=True)
     regs = [em.vals[v] for v in xs]
     steps = _axis_bases(lin, axis)
     kinds = "".join(k for _, k, _ in steps or ())
