@@ -62,8 +62,9 @@ def combiner(em, region, allow_stores: bool = False):
     for o in region.walk():
         # the interpreter runs these once per combined pair. A reduce forms exactly its pairs
         # and a store inside runs on every thread that combines one (copies of a pair store
-        # the same value again: harmless for a store, not for an atomic or a print); a scan
-        # also combines, then discards, pairs before each step's distance
+        # the same value again: harmless for a store, not for an atomic or a print); the scan
+        # below combines other pairs than the interpreter's Hillis-Steele ones (serially in a
+        # thread, then across lanes and warps: the same result, other calls)
         if o.name in SIDE_EFFECTS and not (o.name == "store" and allow_stores):
             where = "a reduce's or scan's" if allow_stores else "a scan's"
             raise CompileError(f"`{o.name}` inside {where} combine function is not supported by the "
