@@ -271,7 +271,26 @@ def _check_axis(x: tensor, axis) -> int:
     return axis
 
 
-def _combine_region(inputs: list[tensor], combine_fn, n_args: int) -> Block:
+# Side effects a combine function may not have. The interpreter calls a reduce's combine once
+# per pair of its tree; a GPU forms the same pairs, but threads holding copies of a pair each
+# call it (a store writes the same value again; an atomic or a print would repeat), and a scan's
+# calls differ between backends altogether (the same result for an associative combine). So
+# these are not part of the language -- refused where they are written, in the interpreter too,
+# as Triton refuses side effects in its combine regions -- rather than run differently.
+_COMBINE_REFUSED = {"reduce": ("atomic_rmw", "atomic_cas", "print"),
+                    "scan": ("store", "atomic_rmw", "atomic_cas", "print")}
+
+
+def _check_combine_effects(block: Block, kind: str) -> None:
+    for o in block.walk():
+        if o.name in _COMBINE_REFUSED[kind]:
+            allowed = " (a reduce's combine may store)" if kind == "scan" and o.name == "store" else ""
+            raise TraceError(f"`{o.name}` inside a {kind}'s combine function: its calls are not the same "
+                             f"on every backend{allowed}; return the values from the reduction or scan "
+                             "and store them after it", o.loc or user_location())
+
+
+def _combine_region(inputs: list[tensor], combine_fn, n_args: int, kind: str = "reduce") -> Block:
     b = current()
     block = Block(b.block)
     loc = user_location()
@@ -288,6 +307,7 @@ def _combine_region(inputs: list[tensor], combine_fn, n_args: int) -> Block:
             if not o.type.is_scalar:
                 raise TraceError("the combine function must return scalars", loc)
         b.create("yield", [o.value for o in outs], loc=loc)
+    _check_combine_effects(block, kind)
     return block
 
 
@@ -375,7 +395,7 @@ def associative_scan(input, axis, combine_fn, reverse: bool = False):
     inputs = list(input) if isinstance(input, (tuple, list)) else [input]
     inputs = [to_tensor(t) for t in inputs]
     axis = _check_axis(inputs[0], axis)
-    region = _combine_region(inputs, combine_fn, 2)
+    region = _combine_region(inputs, combine_fn, 2, kind="scan")
     op = current().create("scan", [t.value for t in inputs], {"axis": axis, "reverse": bool(reverse)},
                           [region])
     outs = [tensor(r) for r in op.results]

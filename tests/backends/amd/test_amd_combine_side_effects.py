@@ -6,9 +6,9 @@ case below logs every call at an address no other call writes (the combine keeps
 operand, so each call's right operand is the first index of a distinct subtree) and compares
 the log with the interpreter's on the simulator: registers, lanes, warps, broadcast lanes and
 a linear layout that goes through the LDS fallback. A store inside a scan's combine, and an
-atomic or print inside any combine, are refused at the user's line (the interpreter's scan
-calls the combine on pairs the LDS lowering also forms for positions it then discards, and
-the lane copies would repeat an atomic or print)."""
+atomic or print inside any combine, are not part of the language (refused at trace time where
+they are written, the interpreter included): the backends' scans call the combine on other
+pairs than the interpreter's, and lane copies would repeat an atomic or print."""
 import os
 import sys
 
@@ -21,7 +21,7 @@ import amdsim  # noqa: E402
 import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
-from gluon_trace.errors import CompileError  # noqa: E402
+from gluon_trace.errors import TraceError  # noqa: E402
 
 
 @gt.jit
@@ -80,7 +80,7 @@ def combine_with(x, log, out, KIND: gl.constexpr, W: gl.constexpr):
             gl.atomic_add(log + b, 1)
         elif KIND == "print":
             gl.device_print("pair ", a, b)
-        elif KIND == "store":
+        elif KIND == "scan_store":
             gl.store(log + b, a)
         else:
             a = a + gl.load(log + b) * 0
@@ -100,12 +100,13 @@ def _amdgcn(kind, target):
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
-@pytest.mark.parametrize("kind, op", [("atomic", "atomic_rmw"), ("print", "print"), ("store", "store")])
-def test_other_side_effects_in_a_combine_are_refused_at_their_line(kind, op, target):
-    with pytest.raises(CompileError) as e:
+@pytest.mark.parametrize("kind, op, where", [("atomic", "atomic_rmw", "reduce"), ("print", "print", "scan"),
+                                             ("scan_store", "store", "scan")])
+def test_other_side_effects_in_a_combine_are_refused_where_written(kind, op, where, target):
+    with pytest.raises(TraceError) as e:
         _amdgcn(kind, target)
     msg = str(e.value)
-    assert f"`{op}` inside" in msg and "store them after it" in msg
+    assert f"`{op}` inside a {where}'s combine function" in msg and "store them after it" in msg
     assert "test_amd_combine_side_effects.py" in msg
 
 

@@ -6,8 +6,9 @@ same value again); it used to be emitted as one thread's scalar store, which los
 (6-7 of 63 on a 64-element reduce). Each case logs every call at an address no other call
 writes (the combine keeps its left operand, so each call's right operand is the first index
 of a distinct subtree) and compares the log with the interpreter's on the PTX simulator. A
-store inside a scan's combine, and an atomic or print inside any combine, are refused at the
-user's line. A combine that loads still compiles."""
+store inside a scan's combine, and an atomic or print inside any combine, are not part of the
+language: refused where they are written, at trace time, so the interpreter refuses them too.
+A combine that loads still compiles."""
 import os
 import sys
 
@@ -21,7 +22,7 @@ import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
-from gluon_trace.errors import CompileError  # noqa: E402
+from gluon_trace.errors import TraceError  # noqa: E402
 
 
 @gt.jit
@@ -79,14 +80,14 @@ def combine_with(x, log, out, KIND: gl.constexpr):
             gl.atomic_add(log + b, 1)
         elif KIND == "print":
             gl.device_print("pair ", a, b)
-        elif KIND == "store":
+        elif KIND == "store" or KIND == "scan_store":
             gl.store(log + b, a)
         else:
             a = a + gl.load(log + b) * 0
         return gl.minimum(a, b)
 
     v = gl.load(x + offs)
-    if KIND == "atomic":
+    if KIND == "atomic" or KIND == "store":  # reduces; the other kinds scan
         gl.store(out, gl.reduce(v, 0, comb))
     else:
         gl.store(out + offs, gl.associative_scan(v, 0, comb))
@@ -98,20 +99,26 @@ def _ptx(kind):
 
 
 def test_the_interpreter_calls_a_reduce_combine_once_per_pair():
+    """The tree's pairs (2i, 2i+1), then (4i, 4i+2), ...: with a combine that keeps its left
+    operand, the call whose right operand is index b has left operand b - lowbit(b)."""
     p = gl.pointer(gl.int32)
-    tr = combine_with.trace(p, p, p, KIND="atomic", num_warps=1, target="sm_90")
-    x = np.arange(64, dtype=np.int32)  # min keeps the left index: every b != 0 is one call's
-    cnt, out = np.zeros(64, np.int32), np.full(64, -9, np.int32)
-    get("interpreter").run(tr.graph, (1, 1, 1), [x, cnt, out])
-    assert out[0] == 0 and cnt[0] == 0 and (cnt[1:] == 1).all()
+    tr = combine_with.trace(p, p, p, KIND="store", num_warps=1, target="sm_90")
+    x = np.arange(64, dtype=np.int32)
+    log, out = np.full(64, -7, np.int32), np.full(64, -9, np.int32)
+    get("interpreter").run(tr.graph, (1, 1, 1), [x, log, out])
+    b = np.arange(1, 64)
+    assert out[0] == 0 and log[0] == -7 and (log[1:] == b - (b & -b)).all()
 
 
-@pytest.mark.parametrize("kind, op", [("atomic", "atomic_rmw"), ("print", "print"), ("store", "store")])
-def test_other_side_effects_in_a_combine_are_refused_at_their_line(kind, op):
-    with pytest.raises(CompileError) as e:
-        _ptx(kind)
+@pytest.mark.parametrize("kind, op, where", [("atomic", "atomic_rmw", "reduce"), ("print", "print", "scan"),
+                                             ("scan_store", "store", "scan")])
+def test_other_side_effects_in_a_combine_are_refused_where_written(kind, op, where):
+    """At trace time, for every backend and the interpreter alike, naming the line in the combine."""
+    p = gl.pointer(gl.int32)
+    with pytest.raises(TraceError) as e:
+        combine_with.trace(p, p, p, KIND=kind, num_warps=1, target="sm_90")
     msg = str(e.value)
-    assert f"`{op}` inside" in msg and "store them after it" in msg
+    assert f"`{op}` inside a {where}'s combine function" in msg and "store them after it" in msg
     assert "test_combine_side_effects.py" in msg
 
 
