@@ -2,7 +2,7 @@
 128-key tiles, 2 stages) for Nsight Compute, e.g.
 
     ncu -k regex:attention --launch-skip 1 --launch-count 1 --section SpeedOfLight \\
-        --section WarpStateStats --section InstructionStats python perf/profile_attention.py [causal]
+        --section WarpStateStats --section InstructionStats python perf/profile_attention.py [causal] [cudnn]
 """
 import os
 import sys
@@ -22,6 +22,12 @@ lay = gl.NVMMASharedLayout.get_default_for
 qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lay([bm, d], gl.bfloat16)) for x in (q, o))
 kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay([bn, d], gl.bfloat16)) for x in (k, v))
 for _ in range(2):
-    attention_fwd_ws[(s // (2 * bm), b * h)](qd, kd, vd, od, s, d ** -0.5, CAUSAL=causal, STAGES=2, num_warps=4,
-                                             backend="nvidia")
+    if "cudnn" in sys.argv[1:]:  # the anchor, same shape, through torch's SDPA
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(q.view(b, h, s, d), k.view(b, h, s, d),
+                                                             v.view(b, h, s, d), is_causal=causal)
+    else:
+        attention_fwd_ws[(s // (2 * bm), b * h)](qd, kd, vd, od, s, d ** -0.5, CAUSAL=causal, STAGES=2,
+                                                 num_warps=4, backend="nvidia")
 torch.cuda.synchronize()
