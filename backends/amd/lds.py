@@ -152,6 +152,16 @@ def _perm(em, hi, lo, sel, dst=None):
 
 def _narrow(em, d, x):
     """The element's memory bits in the low bytes of a VGPR (higher bits: don't care)."""
+    if d.bits == 8:  # a byte still in the dword it was loaded in: that dword, shifted down
+        hit = em.cse_get(("lds_byte", d.name, elem_key(x)))
+        if hit is not None:
+            word, k = hit
+            if not k:
+                return word
+            key = ("byte_down", elem_key(word), k)
+            down = em.cse_get(key)
+            return down if down is not None else \
+                em.cse_put(key, em.valu("v_lshrrev_b32", em.v(), [Imm(8 * k), word]))
     x = em.real(x)
     if d.name == "float16":
         return em.valu("v_cvt_f16_f32", em.v(), [x], form="vop1")

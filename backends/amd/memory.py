@@ -144,14 +144,14 @@ def rule_load(em, op):
         key = (elem_key(p), ms is not None and elem_key(ms[i]), os_ is not None and elem_key(os_[i]))
         kinds.append("new" if key not in first else first[key])
         first.setdefault(key, i)
-    groups = _packed16_groups(em, d, ps, ms, os_, kinds) if d.bits == 16 else \
+    groups = _packed_groups(em, d, ps, ms, os_, kinds) if _packs(d) else \
         _vector_groups(em, d, ps, ms, kinds)
     for r, n in groups:
         if kinds[r] != "new":
             continue
         others = [os_[r + j] for j in range(n)] if os_ else None
-        if d.bits == 16 and n > 1:
-            vals = load_packed16(em, d, ps[r], ms[r] if ms else None, others, n)
+        if _packs(d) and n > 1:
+            vals = load_packed(em, d, ps[r], ms[r] if ms else None, others, n)
         else:
             vals = load_group(em, d, ps[r], ms[r] if ms else None, others, n)
         for j, x in enumerate(vals):
@@ -184,10 +184,12 @@ def load_group(em, d, p, m=None, others=None, n=1):
     return [dst[j] for j in range(n)]
 
 
-def _bits16(d, x):
-    """The 16 memory bits of a constant element kept widened (None unless exact)."""
+def _memory_bits(d, x):
+    """The memory bits (16 or 8) of a constant element as registers hold it (None unless exact)."""
     if not isinstance(x, Imm):
         return None
+    if d.bits == 8:  # int8, uint8 and fp8 hold their byte (fp8.const), sign- or zero-extended
+        return x.bits & 0xFF
     if d.name == "bfloat16":
         return x.bits >> 16 if not x.bits & 0xFFFF else None
     if d.name == "float16":
@@ -197,21 +199,29 @@ def _bits16(d, x):
     return x.bits & 0xFFFF
 
 
-def _packed16_groups(em, d, ps, ms, os_, kinds):
-    """Runs of 8, 4 or 2 16-bit elements at consecutive addresses from one base, under one
-    mask, aligned to the run's bytes: one dwordx4/x2/dword load (their dwords go to LDS and
-    MMA operands as loaded; the widened elements are made too and dropped where unused)."""
+def _packs(d) -> bool:
+    """Elements that load several a dword: 16-bit ones and bytes (not bools, which are fixed up)."""
+    return d.bits in (8, 16) and not d.is_bool
+
+
+def _packed_groups(em, d, ps, ms, os_, kinds):
+    """Runs of 16, 8 or 4 bytes of 16- or 8-bit elements at consecutive addresses from one
+    base, under one mask, aligned to the run's bytes: one dwordx4/x2/dword load (their dwords
+    go to LDS and MMA operands as loaded; the widened elements are made too and dropped where
+    unused)."""
+    es = d.bits // 8
     n, out, r = len(ps), [], 0
     while r < n:
         b0, c0 = _base_key(ps[r])
         var = ps[r].var if isinstance(ps[r], Aff) else ps[r]
         size = 1
-        for k in (8, 4, 2):
-            if r + k > n or (c0 % (2 * k)) or em.mult(var) % (2 * k):
+        for nbytes in (16, 8, 4):
+            k = nbytes // es
+            if r + k > n or (c0 % nbytes) or em.mult(var) % nbytes:
                 continue
-            if all(_base_key(ps[r + j]) == (b0, c0 + 2 * j) and kinds[r + j] == "new"
+            if all(_base_key(ps[r + j]) == (b0, c0 + es * j) and kinds[r + j] == "new"
                    and (not ms or elem_key(ms[r + j]) == elem_key(ms[r]))
-                   and (not os_ or _bits16(d, em.real(os_[r + j])) is not None) for j in range(k)):
+                   and (not os_ or _memory_bits(d, em.real(os_[r + j])) is not None) for j in range(k)):
                 size = k
                 break
         out.append((r, size))
@@ -219,30 +229,34 @@ def _packed16_groups(em, d, ps, ms, os_, kinds):
     return out
 
 
-def load_packed16(em, d, p, m=None, others=None, n=2):
-    """n (2, 4, 8) consecutive 16-bit elements at p in n/2 dwords; masked-off lanes hold
-    ``other``'s bits. No wait here: the dwords are read where they are used."""
+def load_packed(em, d, p, m=None, others=None, n=2):
+    """n consecutive 16-bit (2, 4, 8) or 8-bit (4, 8, 16) elements at p in 1, 2 or 4 dwords;
+    masked-off lanes hold ``other``'s bits. No wait here: the dwords are read where they are used."""
     from .lds import unpack
     if isinstance(m, Imm):
         if not m.bits:
             return list(others) if others else [Imm(0)] * n
         m = None
-    nd = n // 2
+    es = d.bits // 8
+    per = 4 // es
+    nd = n // per
     dst = em.v(nd)
     words = [dst] if nd == 1 else [dst[j] for j in range(nd)]
     if m is not None:
         for j, w in enumerate(words):
-            lo16 = _bits16(d, em.real(others[2 * j])) if others else 0
-            hi16 = _bits16(d, em.real(others[2 * j + 1])) if others else 0
-            em.emit("v_mov_b32", [w], [Imm(lo16 | hi16 << 16)], kind="valu")
-    addr, suffix = address(em, p, room=2 * (n - 1))
+            bits = 0
+            for i in range(per):
+                b = _memory_bits(d, em.real(others[per * j + i])) if others else 0
+                bits |= b << (8 * es * i)
+            em.emit("v_mov_b32", [w], [Imm(bits)], kind="valu")
+    addr, suffix = address(em, p, room=es * (n - 1))
     with ExecMask(em, m):
         em.emit(_LOAD_N.get(nd, "global_load_dword"), [dst], addr, suffix=suffix, kind="vmem_load")
-    vals = [unpack(em, d, words[j // 2], j % 2) for j in range(n)]
-    for j in range(0, n, 2):  # an LDS store or MMA operand takes the loaded dword
-        em.cse_put(("lds_word", d.name, elem_key(vals[j]), elem_key(vals[j + 1])), words[j // 2])
-    for j in range(n):  # and a 16-bit LDS store its half (ds_write_b16 / _d16_hi)
-        em.cse_put(("lds_half", d.name, elem_key(vals[j])), (words[j // 2], j % 2))
+    vals = [unpack(em, d, words[j // per], j % per) for j in range(n)]
+    for j in range(0, n, per):  # an LDS store or MMA operand takes the loaded dword
+        em.cse_put(("lds_word", d.name) + tuple(elem_key(x) for x in vals[j:j + per]), words[j // per])
+    for j in range(n):  # and a narrow LDS store its half (ds_write_b16 / _d16_hi) or byte
+        em.cse_put(("lds_half" if es == 2 else "lds_byte", d.name, elem_key(vals[j])), (words[j // per], j % per))
     return vals
 
 
