@@ -11,11 +11,14 @@ the same figures for the kernel Triton's AMD backend generates for the same GEMM
 ``triton`` imports here (its AMD path compiles to amdgcn without a GPU).
 
 Figures and where they come from (per CU unless said):
-- MFMA rate: dense f16/bf16 peak / (CUs * 4 SIMDs * clock). MI300X: 1307.4 TFLOP/s,
-  304 CUs, 2.1 GHz -> 512 FLOP/clk/SIMD, so v_mfma_f32_32x32x8 (16384 FLOP) takes 32
-  cycles (8 passes of 4 clocks). MI250X: 383 TFLOP/s, 220 CUs, 1.7 GHz -> 256 FLOP/clk/SIMD,
-  the 32x32x8 takes 64 cycles (16 passes), as the CDNA2 ISA guide's MFMA table lists
-  (AMD CDNA3 / CDNA2 whitepapers for the peaks, CU counts and clocks).
+- MFMA rate: dense peak of the MFMA's input type / (CUs * 4 SIMDs * clock). MI300X:
+  f16/bf16 1307.4 TFLOP/s, 304 CUs, 2.1 GHz -> 512 FLOP/clk/SIMD, so v_mfma_f32_32x32x8
+  (16384 FLOP) takes 32 cycles (8 passes of 4 clocks); fp8 (either FNUZ format) and int8
+  2614.9 TFLOP/s / TOPS, twice that: v_mfma_f32_32x32x16_fp8_fp8 and v_mfma_i32_32x32x16_i8
+  (32768 ops) take 32 cycles too. MI250X: 383 TFLOP/s f16/bf16 and 383 TOPS int8, 220 CUs,
+  1.7 GHz -> 256 FLOP/clk/SIMD, the 32x32x8 takes 64 cycles (16 passes), as the CDNA2 ISA
+  guide's MFMA table lists; CDNA2 has no fp8 (AMD CDNA3 / CDNA2 whitepapers and the
+  MI300X / MI250X data sheets for the peaks, CU counts and clocks).
 - VALU: a SIMD is 16 lanes wide; a wave64 VALU op occupies it 4 clocks (CDNA3 ISA guide,
   ch. 1). SALU/branch/waitcnt: 1 issue clock; s_nop k: k+1 clocks.
 - LDS: 128 B/clk per CU (CDNA3 whitepaper, LDS section); a ds op moves 64 lanes x
@@ -42,9 +45,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 GPUS = {
-    # name: target, CUs, clock (Hz), dense f16/bf16 peak, cache B/s (tile reuse), HBM B/s
-    "MI300X": dict(target="gfx942", cus=304, clock=2.1e9, peak=1307.4e12, cache=17.2e12, hbm=5.3e12),
-    "MI250X": dict(target="gfx90a", cus=220, clock=1.7e9, peak=383.0e12,
+    # name: target, CUs, clock (Hz), dense peaks (f16/bf16, fp8, int8: by the MFMA's input
+    # type), cache B/s (tile reuse), HBM B/s
+    "MI300X": dict(target="gfx942", cus=304, clock=2.1e9, peak=1307.4e12, peak_fp8=2614.9e12,
+                   peak_i8=2614.9e12, cache=17.2e12, hbm=5.3e12),
+    "MI250X": dict(target="gfx90a", cus=220, clock=1.7e9, peak=383.0e12, peak_i8=383.0e12,
                    cache=2 * 2048 * 1.7e9, hbm=3.2e12),
 }
 LDS_BYTES_PER_CLK = 128
@@ -56,7 +61,14 @@ LATENCY_CLK = 700
 CONFIGS = [  # BM, BN, BK, num_warps, element type
     (64, 64, 32, 4, "bfloat16"), (128, 128, 32, 4, "bfloat16"), (128, 128, 32, 4, "float16"),
     (128, 128, 64, 4, "bfloat16"), (256, 128, 32, 8, "bfloat16"),
+    # fp8 (gfx942 only): the same tiles in bytes as the 16-bit ones at twice the BK
+    (128, 128, 64, 4, "float8e4b8"), (256, 128, 64, 8, "float8e4b8"), (128, 128, 128, 4, "float8e4b8"),
 ]
+TYPES = {  # element type: (our kernel, its table name, Triton's pointer type, the targets that have it)
+    "bfloat16": ("matmul_mfma", "bf16", "*bf16", ("gfx90a", "gfx942")),
+    "float16": ("matmul_mfma", "f16", "*fp16", ("gfx90a", "gfx942")),
+    "float8e4b8": ("matmul_fp8", "fp8", "*fp8e4b8", ("gfx942",)),
+}
 
 
 @dataclass
@@ -74,7 +86,7 @@ class Mix:
     vm_round_trips: int = 0  # waits for global loads while some are outstanding: each one a full latency
 
 
-_WIDTH = {"u8": 1, "i8": 1, "ubyte": 1, "sbyte": 1, "u16": 2, "i16": 2, "ushort": 2, "sshort": 2,
+_WIDTH = {"u8": 1, "i8": 1, "ubyte": 1, "sbyte": 1, "b8": 1, "u16": 2, "i16": 2, "ushort": 2, "sshort": 2,
           "short_d16": 2, "b16": 2, "b32": 4, "dword": 4, "b64": 8, "dwordx2": 8, "b96": 12,
           "dwordx3": 12, "b128": 16, "dwordx4": 16}
 
@@ -171,6 +183,29 @@ def mfma_flop(op: str) -> int:
     return 2 * a * b * c
 
 
+_PEAK_KEY = {"16-bit": "peak", "fp8": "peak_fp8", "i8": "peak_i8"}
+
+
+def mfma_type(op: str) -> str:
+    """The input type class whose peak rates this MFMA/WMMA: fp8 (fp8/bf8 sources), i8, else 16-bit
+    (f16, bf16; f32 and f64 MFMAs are not modelled)."""
+    if re.search(r"_(fp8|bf8)(_|$)", op):
+        return "fp8"
+    if re.search(r"_[iu]8$", op):
+        return "i8"
+    if re.search(r"(f16|bf16|bf16_1k)$", op):
+        return "16-bit"
+    raise ValueError(f"no modelled peak for {op}")
+
+
+def peak(gpu: str, kind: str) -> float:
+    """Dense peak FLOP/s (OP/s for int8) of ``gpu`` for MFMAs of input type class ``kind``."""
+    g = GPUS[gpu]
+    if _PEAK_KEY[kind] not in g:
+        raise ValueError(f"{gpu} has no {kind} MFMA")
+    return g[_PEAK_KEY[kind]]
+
+
 def resources(asm: str) -> dict:
     def field_(name):
         m = re.search(rf"\.{name}:\s+(\d+)", asm)
@@ -189,9 +224,12 @@ def model(asm: str, gpu: str, num_warps: int, lds: int | None = None) -> dict:
     res = resources(asm)
     if lds is not None:
         res["lds"] = lds
-    flop_clk_simd = g["peak"] / (g["cus"] * 4 * g["clock"])
     flop = sum(mfma_flop(op) * n for op, n in mix.mfma.items())
-    mfma_clk = flop / flop_clk_simd
+    # each MFMA at its input type's rate; the fraction is of the peak of the kernel's type
+    mfma_clk = sum(mfma_flop(op) * n / (peak(gpu, mfma_type(op)) / (g["cus"] * 4 * g["clock"]))
+                   for op, n in mix.mfma.items())
+    kinds = sorted({mfma_type(op) for op in mix.mfma})
+    top = max(peak(gpu, k) for k in kinds)
     issue_clk = 4 * mix.valu + mix.salu + mix.waitcnt + mix.barrier + mix.branch + mix.nop_clk \
         + sum(mix.ds_read.values()) + sum(mix.ds_write.values()) + sum(mix.global_load.values())
     lds_bytes = sum(64 * max(w, 4) * n for d in (mix.ds_read, mix.ds_write) for w, n in d.items())
@@ -225,8 +263,8 @@ def model(asm: str, gpu: str, num_warps: int, lds: int | None = None) -> dict:
                 hbm_no_reuse_clk=round(hbm_clk, 1),
                 mfma_bytes={"lds_per_mfma": lds_bytes / max(sum(mix.mfma.values()), 1),
                             "global_per_mfma": glob_bytes / max(sum(mix.mfma.values()), 1)},
-                bound=bound, fraction_of_peak=round(frac, 3),
-                tflops=round(frac * g["peak"] / 1e12, 1))
+                bound=bound, mfma_type="+".join(kinds), peak_tflops=round(top / 1e12, 1),
+                fraction_of_peak=round(frac, 3), tflops=round(frac * top / 1e12, 1))
 
 
 def _jsonable(d):
@@ -235,11 +273,12 @@ def _jsonable(d):
 
 def ours(cfg, gpu: str, dtype="bfloat16") -> tuple[str, int]:
     from gluon_trace import language as gl
-    from gluon_trace.kernels.matmul_amd import matmul_mfma
+    from gluon_trace.kernels import matmul_amd, matmul_amd_8bit
+    kernel = getattr(matmul_amd_8bit if dtype.startswith("float8") else matmul_amd, TYPES[dtype][0])
     bm, bn, bk, nw = cfg
     target = GPUS[gpu]["target"]
     p = gl.pointer(getattr(gl, dtype))
-    tk = matmul_mfma.trace(p, p, gl.pointer(gl.float32), 4096, 4096, 4096, 4096, 4096, 4096,
+    tk = kernel.trace(p, p, gl.pointer(gl.float32), 4096, 4096, 4096, 4096, 4096, 4096,
                            BM=bm, BN=bn, BK=bk, num_warps=nw, target=target)
     return tk.for_target(target).compile(target).asm, None
 
@@ -278,7 +317,7 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
     spec = importlib.util.spec_from_file_location("gt_amd_model_triton_matmul", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    t = {"bfloat16": "*bf16", "float16": "*fp16"}[dtype]
+    t = TYPES[dtype][2]
     sig = {"a": t, "b": t, "c": "*fp32", **{n: "i32" for n in ("M", "N", "K", "sam", "sbk", "scm")}}
     # every argument divisible by 16, as our kernel is traced (gluon_trace specializes 4096 and
     # the pointers so): Triton vectorizes its loads from the same facts
@@ -310,8 +349,10 @@ def run(configs=CONFIGS, gpus=("MI300X", "MI250X"), with_triton=True, attn_confi
             rows.append(dict(kernel="gluon_trace attention_mfma", config=list(cfg), dtype=dtype,
                              **model(ours_attention(cfg, gpu, dtype), gpu, cfg[3])))
         for *cfg, dtype in configs:
+            if GPUS[gpu]["target"] not in TYPES[dtype][3]:
+                continue
             asm, _ = ours(cfg, gpu, dtype)
-            rows.append(dict(kernel="gluon_trace matmul_mfma", config=list(cfg), dtype=dtype,
+            rows.append(dict(kernel="gluon_trace " + TYPES[dtype][0], config=list(cfg), dtype=dtype,
                              **model(asm, gpu, cfg[3])))
             if with_triton and triton_note is None:
                 try:
@@ -333,7 +374,7 @@ def table(result: dict) -> str:
     for r in result["rows"]:
         m, c, b = r["mix"], r["config"], r["clk_per_wave_step"]
         out.append(
-            f"{r['kernel']:24} {r['gpu']:6} {'%dx%dx%d/%d' % tuple(c):14} {dict(bfloat16='bf16', float16='f16')[r['dtype']]:4} "
+            f"{r['kernel']:24} {r['gpu']:6} {'%dx%dx%d/%d' % tuple(c):14} {TYPES[r['dtype']][1]:4} "
             f"{sum(m['mfma'].values()):4d} "
             f"{m['valu']:5d} {sum(m['ds_read'].values()):3d}/{sum(m['ds_write'].values()):<3d} "
             f"{sum(m['global_load'].values()):4d} {m['vm_round_trips']:5d} "

@@ -166,3 +166,42 @@ def test_run_refuses_what_it_cannot_do(capsys):
         pass
     assert run_mi300x.main(["--only", "777x1025x333"]) == 2
     assert "needs torch built for ROCm" in capsys.readouterr().out
+
+
+def test_model_rates_mfmas_by_input_type():
+    """fp8 and int8 MFMAs at MI300X's 8-bit peak (2614.9: twice the 16-bit one), int8 at MI250X's
+    16-bit rate, byte LDS/global accesses 1 byte wide; an MFMA the model has no peak for, or fp8
+    on CDNA2, is an error."""
+    assert amd_model.mfma_type("v_mfma_f32_32x32x16_fp8_fp8") == "fp8"
+    assert amd_model.mfma_type("v_mfma_f32_16x16x32_bf8_fp8") == "fp8"
+    assert amd_model.mfma_type("v_mfma_i32_32x32x16_i8") == "i8"
+    assert amd_model.mfma_type("v_mfma_f32_32x32x8bf16_1k") == "16-bit"
+    with pytest.raises(ValueError, match="no modelled peak"):
+        amd_model.mfma_type("v_mfma_f32_32x32x2_f32")
+    with pytest.raises(ValueError, match="MI250X has no fp8"):
+        amd_model.peak("MI250X", "fp8")
+    m = amd_model.mix_of(["ds_write_b8 v0, v1", "ds_write_b8_d16_hi v0, v1", "global_load_ubyte v1, v[2:3], off"])
+    assert m.ds_write == {1: 2} and m.global_load == {1: 1}
+    fp8 = _asm(16, 10, 100, 64).replace("v_mfma_f32_32x32x8_f16", "v_mfma_f32_32x32x16_fp8_fp8")
+    r = amd_model.model(fp8, "MI300X", 4)  # twice the FLOP of the f16 MFMA in the same 512 clocks
+    assert r["clk_per_wave_step"]["MFMA issue"] == pytest.approx(512, rel=1e-3)
+    assert r["mfma_type"] == "fp8" and r["tflops"] == pytest.approx(2614.9, abs=0.1)
+    i8 = _asm(16, 10, 100, 64).replace("v_mfma_f32_32x32x8_f16", "v_mfma_i32_32x32x8_i8")
+    assert amd_model.model(i8, "MI250X", 4)["clk_per_wave_step"]["MFMA issue"] == pytest.approx(1024, rel=2e-3)
+
+
+def test_model_of_our_fp8_gemm():
+    """matmul_fp8 (128x128x64, 4 waves) on MI300X: its tiles load as 8-byte dwordx2 (no byte
+    loads), so issue stays under the MFMAs' 512 clocks (it was 939 with byte loads)."""
+    _toolchain()
+    asm, _ = amd_model.ours((128, 128, 64, 4), "MI300X", "float8e4b8")
+    r = amd_model.model(asm, "MI300X", 4)
+    m = r["mix"]
+    assert m["mfma"] == {"v_mfma_f32_32x32x16_fp8_fp8": 16} and r["mfma_type"] == "fp8"
+    # 2 x 128x64 byte tiles a step over 256 threads: 8-byte loads only
+    assert m["global_load"] == {"8": 2 * 128 * 64 // (256 * 8)}
+    assert r["clk_per_wave_step"]["VALU/issue"] < r["clk_per_wave_step"]["MFMA issue"] == pytest.approx(512, rel=1e-3)
+    assert r["peak_tflops"] == 2614.9 and r["fraction_of_peak"] > 0.8
+    assert not any(row["dtype"].startswith("float8") for row in
+                   amd_model.run(configs=[(64, 64, 64, 4, "float8e4b8")], gpus=("MI250X",), with_triton=False,
+                                 attn_configs=[])["rows"])  # CDNA2 has no fp8: no row

@@ -179,11 +179,11 @@ def _loop(asm, name):
 
 @pytest.mark.parametrize("name", ["float8e4b8", "float8e5b16"])
 def test_fp8_gemm_k_loop_loads_dwords(rng, name):
-    """matmul_amd's GEMM on fp8 (32x32x16 fp8 MFMA): the K loop's tiles load as one
+    """matmul_amd_8bit.matmul_fp8 (matmul_amd's GEMM on the 32x32x16 fp8 MFMA): the K loop's tiles load as one
     global_load_dwordx2 a thread each (8 bytes), no byte loads; A goes to LDS as the loaded
     dwords (ds_write_b64), B (K-contiguous in LDS) as ds_write_b8 of the dwords shifted down;
     no byte extracted, no wait for the loads before the MFMAs. Edge tiles masked on amdsim."""
-    from test_amd_fp8 import matmul_fp8
+    from gluon_trace.kernels.matmul_amd_8bit import matmul_fp8
     ml = NP[name]
     M, N, K = 100, 80, 80  # (N, K multiples of 16, as the strides must be for 8-byte runs)
     scale = 4.0 if name == "float8e4b8" else 64.0
