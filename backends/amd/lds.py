@@ -18,6 +18,7 @@ import numpy as np
 from gluon_trace.backend import Unsupported
 from gluon_trace.errors import CompileError
 
+from . import lds_dma
 from .emitter import elem_key
 from .layout import _free_reg_mask
 from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table
@@ -420,6 +421,11 @@ def rule_async_copy(em, op):
     ps = em.elems(ptr_v)
     ms = [em.real(x) for x in em.elems(op.operands[2])] if op.attrs.get("mask") else None
     V = acc.vec()
+    groups = lds_dma.plan(em, acc, ps, ms)
+    if groups is not None:  # gfx942: each dword straight into LDS (lds_dma.py)
+        for token in lds_dma.emit(em, acc, ps, ms, groups):
+            async_copies(em).add((None, None, token, 4, None, len(em.code)))
+        return
 
     def contiguous(r, n):
         b0, c0 = _base_key(ps[r])
@@ -503,7 +509,12 @@ class AsyncCopies:
         em = self.em
         first = min(w[5] for w in writes)
         crossed = any(getattr(i, "kind", None) == "barrier" for i in em.code[first:])
+        tokens = [w[2] for w in writes if w[0] is None]
+        if tokens:  # LDS DMA: waitcnt.py waits until these loads have retired (their bytes landed)
+            em.emit("lds_dma_wait", kind="lds_dma_wait", imp=tokens)
         for reg, imm, raw, nbytes, owner, _ in writes:
+            if reg is None:
+                continue
             with ExecMask(em, None, owner):
                 em.emit(_WRITE[nbytes], [], [reg, raw], suffix=f"offset:{imm}" if imm else "",
                         kind="lds_store")

@@ -27,6 +27,11 @@ def _event(inst: Inst, target) -> str | None:
     return COUNTER.get(inst.kind)
 
 
+def _tokens(inst: Inst):
+    """LDS DMA loads (lds_dma.py) write no register: their completion tokens stand for one."""
+    return [("dma", x.name) for x in inst.imp if isinstance(x, Fixed) and x.cls == "dma"]
+
+
 def _units(xs):
     out = []
     for x in xs:
@@ -67,7 +72,10 @@ class WaitcntPass:
 
     def needed(self, st: State, inst: Inst) -> dict:
         need: dict = {}
-        for u in _units(inst.uses) + _units(inst.defs):
+        units = _units(inst.uses) + _units(inst.defs)
+        if inst.kind == "lds_dma_wait":
+            units += _tokens(inst)
+        for u in units:
             for c, k in st.pending.get(u, {}).items():
                 need[c] = min(need.get(c, k), k)
         if inst.kind == "barrier" and st.out["lgkm"] > 0:
@@ -106,7 +114,7 @@ class WaitcntPass:
         st.out[c] = min(st.out[c] + 1, mx)
         if inst.kind == "smem":
             st.smem = True
-        for u in _units(inst.defs):
+        for u in _units(inst.defs) + _tokens(inst):
             st.pending.setdefault(u, {})[c] = 0
 
     def step(self, st: State, inst: Inst):
@@ -163,7 +171,8 @@ class WaitcntPass:
                     need = self.step(st, inst)
                     if need:
                         out.append(self.render(need, inst))
-                out.append(inst)
+                if getattr(inst, "kind", None) != "lds_dma_wait":  # (its wait is made)
+                    out.append(inst)
         return out
 
     def render(self, need: dict, at: Inst) -> Inst:

@@ -19,6 +19,7 @@ from gluon_trace import dtypes
 from gluon_trace.backends.interpreter.interpreter import fma as _fma
 from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Neg, Reg, Sub
 from amdsim_fp8 import vector_op as fp8_op
+import amdsim_dma
 from amdsim_mma import step as mma_step
 
 M32 = 0xFFFFFFFF
@@ -85,6 +86,7 @@ class Wave:
         self.exec = (1 << self.W) - 1
         self.vcc = 0
         self.scc = 0
+        self.m0 = 0
         self.pc = 0
         self.done = False
         self.events = []          # (counter, [(file, index, value)]) in issue order
@@ -154,6 +156,8 @@ class Wave:
                 return self.vcc
             if x.name.startswith("exec"):
                 return self.exec
+            if x.name == "m0":
+                return self.m0
         if isinstance(x, Sub):
             return int(self.s[x.reg.phys + x.index])
         if x.size == 1:
@@ -166,6 +170,8 @@ class Wave:
                 self.vcc = val & ((1 << self.W) - 1)
             elif x.name.startswith("exec"):
                 self.exec = val & ((1 << self.W) - 1)
+            elif x.name == "m0":
+                self.m0 = val & M32
             return
         if isinstance(x, Sub):
             self.s[x.reg.phys + x.index] = val & M32
@@ -206,6 +212,8 @@ class Wave:
                     if file == "v":
                         lanes, data = val
                         self.v[idx] = np.where(lanes, data, self.v[idx])
+                    elif file == "lds":  # an LDS DMA's bytes land (amdsim_dma.py)
+                        val()
                     else:
                         self.s[idx] = val
                     self.poison.discard((file, idx))
@@ -295,6 +303,7 @@ class Sim:
     def run_group(self, wgid, max_steps):
         self.lds = np.zeros(max(self.lds_size, 4), np.uint8)
         self.lds_track = LdsRaceCheck(self.lds.size)
+        self.lds_pending = np.zeros(self.lds.size, np.int32)  # bytes LDS DMAs have yet to write
         waves = [Wave(self, w, wgid, self.nvgpr) for w in range(self.nw)]
         while not all(w.done for w in waves):
             self.lds_track.epoch += 1  # every wave has passed the same s_barrier
@@ -346,6 +355,8 @@ class Sim:
             return self.salu(w, i)
         if op.startswith(("global_", "ds_")):
             return self.mem_op(w, i)
+        if amdsim_dma.is_dma(i):
+            return amdsim_dma.step(self, w, i)
         if op.startswith(("scratch_", "buffer_")):
             return scratch_op(self, w, i)
         return self.valu(w, i)
@@ -597,6 +608,7 @@ class Sim:
                     raise SimError(f"LDS write at {a} beyond the {self.lds.size} bytes allocated")
                 raw = b"".join(int(x[l]).to_bytes(4, "little") for x in words)
                 new[j] = np.frombuffer(raw[:n], np.uint8)
+            amdsim_dma.check_pending(self, w, where[lanes], n)
             self.lds_track.access(w, where[lanes], n, pc=w.pc - 1, data=new, lds=self.lds)
             for j, l in enumerate(lanes):
                 a = int(where[l])
@@ -604,6 +616,7 @@ class Sim:
             w.issue("lgkm", [])
             return
         inside = lanes[where[lanes] + n <= self.lds.size]  # out-of-range LDS reads return 0
+        amdsim_dma.check_pending(self, w, where[inside], n)
         self.lds_track.access(w, where[inside], n, pc=w.pc - 1)
         words = [np.zeros(self.W, np.uint64) for _ in range(max(n // 4, 1))]
         for l in inside:
@@ -649,11 +662,13 @@ class Sim:
                     if where[l] + n > self.lds.size:
                         raise SimError(f"LDS write at {where[l]} beyond the {self.lds.size} bytes allocated")
                     new[j] = np.frombuffer(int(data[l]).to_bytes(8, "little")[:n], np.uint8)
+                amdsim_dma.check_pending(self, w, where[lanes], n)
                 self.lds_track.access(w, where[lanes], n, pc=w.pc - 1, data=new, lds=self.lds)
                 for j, l in enumerate(lanes):
                     self.lds[where[l]:where[l] + n] = new[j]
             else:
                 inside = lanes[where[lanes] + n <= self.lds.size]
+                amdsim_dma.check_pending(self, w, where[inside], n)
                 self.lds_track.access(w, where[inside], n, pc=w.pc - 1)
                 vals = np.zeros(self.W, np.uint64)
                 for l in inside:

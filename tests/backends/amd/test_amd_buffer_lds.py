@@ -1,0 +1,241 @@
+"""Async copies as LDS DMA on gfx942 (``buffer_load_dword ... offen lds``, backends/amd/lds_dma.py),
+run on the simulator against the interpreter and numpy on random inputs with poisoned outputs,
+masked edges zero-filled; the instruction appears where each wave's lanes fill consecutive LDS
+dwords, and not where they do not (swizzled buffers, several dwords a lane, other targets).
+The simulator lands a DMA's bytes only when an ``s_waitcnt vmcnt`` retires it and rejects any
+LDS access of bytes still in flight, so a missing or too-weak wait fails here."""
+import os
+
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.backends.amd.assembler import find_toolchain
+from gluon_trace.language.nvidia.ampere import async_copy
+
+import amdsim
+
+POISON = {np.float32: np.float32(np.nan), np.int32: np.int32(-123456789)}
+DTYPES = {"float32": gl.float32, "float16": gl.float16, "int8": gl.int8}
+NP = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toolchain(tmp_path_factory):
+    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
+    try:
+        find_toolchain()
+    except gt.CompileError as e:
+        pytest.skip(str(e))
+
+
+def run_both(kernel, target, outs, ins, grid=(1,), **kw):
+    """The simulator's and the interpreter's outputs, each from poisoned buffers (the simulator
+    runs the assembled and linked kernel's code)."""
+    sim_outs = [np.full_like(o, POISON[o.dtype.type]) for o in outs]
+    ref_outs = [np.full_like(o, POISON[o.dtype.type]) for o in outs]
+    tk = kernel.trace(*sim_outs, *ins, target=target, **kw)
+    amdsim.simulate(tk, target, grid, sim_outs + list(ins))
+    kernel[grid](*ref_outs, *ins, backend="interpreter", **kw)
+    return sim_outs, ref_outs, tk
+
+
+def lowered(tk, target):
+    from gluon_trace.backends.amd.compiler import lower
+    return lower(tk.for_target(target).graph, target)
+
+
+def dma_loads(text):
+    return [ln for ln in text.splitlines() if ln.strip().startswith("buffer_load_dword") and ln.strip().endswith("lds")]
+
+
+def rows_layout(dt, N, nw):
+    """One dword a lane along a row, the wave's lanes side by side (rows wrap into the next)."""
+    per = 4 // max(dt.bits // 8, 1)
+    lanes_n = min(N // per, gl.threads_per_warp())
+    return gl.BlockedLayout([1, per], [gl.threads_per_warp() // lanes_n, lanes_n], [nw, 1], [1, 0])
+
+
+@gt.jit
+def copy_kernel(out_ptr, x_ptr, rows, cols, M: gl.constexpr, N: gl.constexpr, DT: gl.constexpr,
+                NW: gl.constexpr, SWZ: gl.constexpr, WIDE: gl.constexpr, HINT: gl.constexpr):
+    dt = DTYPES[DT]
+    tpw = gl.threads_per_warp()
+    L = rows_layout(dt, N, NW) if not WIDE else gl.BlockedLayout([1, 4], [tpw // 8, 8], [NW, 1], [1, 0])
+    LT: gl.constexpr = gl.BlockedLayout([4, 1], [tpw // 4, 4], [1, NW], [0, 1])  # other waves' elements
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    s = gl.allocate_shared_memory(dt, [M, N], gl.SwizzledSharedLayout(1, 1, SWZ, order=[1, 0]))
+    if HINT:
+        cols = gl.multiple_of(cols, 4)
+    mask = (r[:, None] < rows) & (c[None, :] < cols)
+    async_copy.async_load(s, x_ptr + r[:, None] * N + c[None, :], mask=mask)
+    async_copy.commit_group()
+    async_copy.wait_group(0)
+    y = s.load(LT).to(gl.float32)
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], y)
+
+
+def _copy(target, dt, M, N, rows, cols, nw=4, swz=1, wide=False, hint=True, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((M, N)) * 50).astype(NP[dt])
+    (s,), (r,), tk = run_both(copy_kernel, target, [np.zeros((M, N), np.float32)], [x, rows, cols], M=M, N=N,
+                              DT=dt, NW=nw, SWZ=swz, WIDE=wide, HINT=hint, num_warps=nw)
+    np.testing.assert_array_equal(s, r)
+    want = np.zeros((M, N), np.float32)
+    want[:rows, :cols] = x[:rows, :cols]
+    np.testing.assert_array_equal(s, want)
+    return lowered(tk, target).text
+
+
+@pytest.mark.parametrize("dt,M,N,rows,cols", [("float32", 32, 64, 13, 40), ("float32", 64, 32, 64, 32),
+                                              ("float16", 32, 64, 29, 36), ("int8", 64, 64, 50, 20),
+                                              ("float32", 32, 64, 0, 64)])
+def test_copy_as_lds_dma(dt, M, N, rows, cols):
+    """Every dword goes global -> LDS by one buffer_load_dword ... lds (one a wave a dword row), masked
+    edges zero-filled; no global load, no ds_write."""
+    nw = 4
+    text = _copy("gfx942", dt, M, N, rows, cols, nw=nw, seed=rows * cols + N)
+    es = np.dtype(NP[dt]).itemsize
+    assert len(dma_loads(text)) == M * N * es // (4 * 64 * nw)
+    assert "global_load" not in text and "ds_write" not in text
+    assert "s_mov_b32 m0" in text or "s_add_u32 m0" in text
+    wait = text.index("s_waitcnt vmcnt(0)")
+    assert text.rindex("lds\n", 0, wait) < wait < text.index("s_barrier") < text.index("ds_read")
+
+
+@pytest.mark.parametrize("target,swz,wide,hint,why", [
+    ("gfx942", 8, False, True, "swizzled: a wave's lanes land out of order"),
+    ("gfx942", 1, True, True, "4 dwords a lane: not one dword a lane"),
+    ("gfx942", 1, False, False, "f16 pairs under two masks (cols not known even)"),
+    ("gfx90a", 1, False, True, "only gfx942 is enabled"),
+    ("gfx1100", 1, False, True, "RDNA3 has no LDS DMA"),
+])
+def test_vgpr_path_where_dma_does_not_apply(target, swz, wide, hint, why):
+    dt = "float32" if wide or swz > 1 else "float16"
+    text = _copy(target, dt, 32, 64, 21, 44 if hint else 38, swz=swz, wide=wide, hint=hint, seed=swz)
+    assert not dma_loads(text), why
+    assert "global_load" in text and "ds_write" in text
+
+
+@gt.jit
+def ring_kernel(out_ptr, x_ptr, K, M: gl.constexpr, N: gl.constexpr, NW: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [1, gl.threads_per_warp()], [NW, 1], [1, 0])
+    LT: gl.constexpr = gl.BlockedLayout([4, 1], [gl.threads_per_warp() // 4, 4], [1, NW], [0, 1])
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    offs = r[:, None] * N + c[None, :]
+    bufs = gl.allocate_shared_memory(gl.float32, [2, M, N], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    async_copy.async_load(bufs.index(0), x_ptr + offs)
+    async_copy.commit_group()
+    acc = gl.zeros([M, N], gl.float32, LT)
+    for k in gl.range(0, K):
+        s = k % 2
+        nxt = (k + 1 < K) & (offs >= 0)
+        async_copy.async_load(bufs.index(1 - s), x_ptr + (k + 1) * M * N + offs, mask=nxt)
+        async_copy.commit_group()
+        async_copy.wait_group(1)    # this stage has landed; the next one is in flight
+        acc = acc * 0.5 + bufs.index(s).load(LT)
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], acc)
+
+
+def test_two_stage_ring():
+    """A double-buffered K loop (a run-time stage index in M0, a masked last prefetch): the next
+    stage's DMA is issued before this stage's LDS reads and waited for after them (its latency
+    overlaps the reads), then published to the other waves by a barrier."""
+    M, N, K, nw = 16, 64, 5, 2
+    x = np.random.default_rng(11).standard_normal((K, M, N)).astype(np.float32)
+    (s,), (r,), tk = run_both(ring_kernel, "gfx942", [np.zeros((M, N), np.float32)], [x, K], M=M, N=N,
+                              NW=nw, num_warps=nw)
+    np.testing.assert_array_equal(s, r)
+    want = np.zeros((M, N), np.float32)
+    for k in range(K):
+        want = want * np.float32(0.5) + x[k]
+    np.testing.assert_allclose(s, want, rtol=1e-6)
+    e = lowered(tk, "gfx942")
+    (header, back), = e.loops
+    start = next(k for k, i in enumerate(e.code) if i is header)
+    end = next(k for k, i in enumerate(e.code) if i is back)
+    loop = [i for i in e.code[start:end] if hasattr(i, "op")]
+    dma = [k for k, i in enumerate(loop) if i.op == "buffer_load_dword" and i.suffix.endswith("lds")]
+    assert len(dma) == M * N // (64 * nw)
+    first_read = next(k for k, i in enumerate(loop) if i.op.startswith("ds_read"))
+    wait = next(k for k, i in enumerate(loop) if i.op == "s_waitcnt" and "vmcnt" in i.suffix)
+    assert max(dma) < first_read < wait and next(i.op for i in loop[wait:] if i.op != "s_waitcnt") == "s_barrier"
+    assert not any(i.op.startswith(("global_load", "ds_write")) for i in loop)
+
+
+def test_simulator_catches_a_missing_wait(monkeypatch):
+    """Without the vmcnt wait the DMA stands for, the readers meet bytes still in flight."""
+    M, N, nw = 32, 64, 4
+    x = np.random.default_rng(5).standard_normal((M, N)).astype(np.float32)
+    out = np.zeros((M, N), np.float32)
+    kw = dict(M=M, N=N, DT="float32", NW=nw, SWZ=1, WIDE=False, HINT=True, num_warps=nw)
+    from gluon_trace.backends.amd import waitcnt
+    monkeypatch.setattr(waitcnt, "_tokens", lambda inst: [])
+    tk = copy_kernel.trace(out, x, M, N, target="gfx942", **kw)
+    with pytest.raises(amdsim.SimError, match="in flight"):
+        amdsim.simulate(tk, "gfx942", (1,), [out, x, M, N])
+
+
+@gt.jit
+def crossing_kernel(out_ptr, x_ptr, M: gl.constexpr, N: gl.constexpr, NW: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [1, gl.threads_per_warp()], [NW, 1], [1, 0])
+    LT: gl.constexpr = gl.BlockedLayout([4, 1], [gl.threads_per_warp() // 4, 4], [1, NW], [0, 1])
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    offs = r[:, None] * N + c[None, :]
+    sl = gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0])
+    a = gl.allocate_shared_memory(gl.float32, [M, N], sl)
+    b = gl.allocate_shared_memory(gl.float32, [M, N], sl)
+    async_copy.async_load(a, x_ptr + offs)
+    async_copy.commit_group()
+    b.store(offs.to(gl.float32))  # (no global load after the DMA: nothing else waits for it)
+    y = b.load(LT)              # membar's barrier here comes before the DMA into a has landed
+    async_copy.wait_group(0)
+    z = a.load(LT)              # so one more barrier follows the wait
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], y - z)
+
+
+def test_barrier_after_a_wait_that_crossed_one(monkeypatch):
+    M, N, nw = 16, 64, 4
+    x = np.random.default_rng(12).standard_normal((M, N)).astype(np.float32)
+    (s,), (r,), tk = run_both(crossing_kernel, "gfx942", [np.zeros((M, N), np.float32)], [x], M=M, N=N,
+                              NW=nw, num_warps=nw)
+    want = np.arange(M * N, dtype=np.float32).reshape(M, N) - x
+    np.testing.assert_array_equal(s, want)
+    np.testing.assert_array_equal(r, want)
+    code = [i for i in lowered(tk, "gfx942").code if hasattr(i, "op")]
+    dma = [k for k, i in enumerate(code) if i.op == "buffer_load_dword"]
+    first_barrier = next(k for k, i in enumerate(code) if i.op == "s_barrier")
+    wait = next(k for k, i in enumerate(code) if i.op == "s_waitcnt" and "vmcnt(0)" in i.suffix)
+    after = next(i.op for i in code[wait:] if i.op != "s_waitcnt")
+    assert max(dma) < first_barrier < wait and after == "s_barrier"
+    assert any(i.op.startswith("ds_read") for i in code[wait:])
+    # without the barrier after the wait, other waves read the DMA's bytes racing their landing
+    from gluon_trace.backends.amd import lds
+    original = lds.AsyncCopies._write
+
+    def write_without_barrier(self, writes):
+        barrier, self.em.barrier = self.em.barrier, lambda: None
+        try:
+            original(self, writes)
+        finally:
+            self.em.barrier = barrier
+    monkeypatch.setattr(lds.AsyncCopies, "_write", write_without_barrier)
+    import gluon_trace.membar as membar
+    original_barriers = membar.barriers
+
+    def without_the_read_after_the_wait(graph, plan=None):
+        loads = [op for op in graph.body.walk() if op.name == "smem_load"]
+        return original_barriers(graph, plan) - {loads[-1]}
+    monkeypatch.setattr(membar, "barriers", without_the_read_after_the_wait)
+    with pytest.raises(amdsim.SimError, match="LDS race|in flight"):
+        amdsim.simulate(tk, "gfx942", (1,), [np.zeros((M, N), np.float32), x])
