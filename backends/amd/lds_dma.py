@@ -12,11 +12,11 @@ no wider LDS DMA (gfx950 adds dwordx3/x4); gfx90a has the dword form too but onl
 enabled (the issue's target); gfx11 has none.
 
 Addressing: the load reads resource base + soffset + voffset (the V#: base, stride 0,
-num_records, gfx9's raw-buffer dword3 0x27000 as LLVM and Triton build it). The base is lane 0's
-pointer minus 2**30 plus the smallest register constant of the copy; voffset is this lane's
-pointer minus lane 0's plus 2**30, so it stays within [0, num_records) while the wave's pointers
-lie within 1 GiB of lane 0's (the liberty this path takes); each register's constant is its
-soffset. Masked-off lanes get voffset 0x80000000, past num_records (0x7FFFFFFE, Triton's
+num_records, gfx9's raw-buffer dword3 0x27000 as LLVM and Triton build it). One V# serves a copy: its
+base is lane 0's pointer (of the first register) minus 2**30 plus the smallest register
+constant; voffset is this lane's pointer minus that lane-0 pointer plus 2**30, so it stays within
+[0, num_records) while the copy's pointers lie within 1 GiB of it (the liberty this path
+takes); each register's constant is its soffset. Masked-off lanes get voffset 0x80000000, past num_records (0x7FFFFFFE, Triton's
 values): the hardware returns zeros for them and writes those to LDS -- the copy's zero fill.
 
 Completion: the load counts on vmcnt and its LDS write lands when it retires. Having no
@@ -99,40 +99,37 @@ def plan(em, acc, ps, ms):
 
 def emit(em, acc, ps, ms, groups) -> list:
     """The loads of ``groups``; returns their completion tokens."""
-    v = acc.v
-    by_var: dict = {}
-    for r, _ in groups:
-        var, c = _split(ps[r])
-        e = by_var.setdefault(elem_key(var), [var, c])
-        e[1] = min(e[1], c)
-    res = {k: _resource(em, var, cmin) for k, (var, cmin) in by_var.items()}
+    parts = [_split(ps[r]) for r, _ in groups]
+    cmin = min(c for _, c in parts)
+    rsrc, lane0 = _resource(em, parts[0][0], cmin)
     offsets: dict = {}
     tokens = []
-    for r, _ in groups:
-        var, c = _split(ps[r])
-        k = elem_key(var)
-        rsrc, vo = res[k]
+    for (r, _), (var, c) in zip(groups, parts):
         m = ms[r] if ms else None
         if isinstance(m, Imm) and m.bits:
             m = None
-        mk = (k, elem_key(m) if m is not None else None)
-        if mk not in offsets:
-            offsets[mk] = _masked(em, vo, m)
-        soff = Imm(c - by_var[k][1])
+        key = (elem_key(var), elem_key(m) if m is not None else None)
+        if key not in offsets:
+            vo = offsets.get((elem_key(var), None))
+            if vo is None:  # this lane's pointer minus lane 0's (of the first), plus CENTER
+                vo = offsets[(elem_key(var), None)] = em.valu("v_subrev_u32", em.v(), [lane0, var[0]])
+            offsets[key] = _masked(em, vo, m)
+        soff = Imm(c - cmin)
         if not soff.is_inline:
             soff = em.to_s(soff, keep_imm=False)
         _set_m0(em, acc, r)
         em.emit("s_nop", uses=["0"], kind="nop")
         em.lds_dma_count = getattr(em, "lds_dma_count", 0) + 1
         token = Fixed(f"lds_dma{em.lds_dma_count}", "dma")
-        em.emit("buffer_load_dword", [], [offsets[mk], rsrc, soff], suffix="offen lds", kind="vmem_load",
+        em.emit("buffer_load_dword", [], [offsets[key], rsrc, soff], suffix="offen lds", kind="vmem_load",
                 imp=[M0, token])
         tokens.append(token)
     return tokens
 
 
 def _resource(em, var, cmin: int):
-    """(V#, voffset): the buffer resource of pointers near lane 0's ``var`` and this lane's offset."""
+    """(V#, lane 0's pointer low dword - CENTER): the buffer resource of pointers near lane 0's
+    ``var``, and what voffset is counted from."""
     lane0 = em.s(2)
     for k in range(2):
         em.emit("v_readfirstlane_b32", [lane0[k]], [var[k]], kind="valu")
@@ -144,10 +141,9 @@ def _resource(em, var, cmin: int):
     em.salu("s_and_b32", rsrc[1], [hi, Imm(0xFFFF)])  # base[47:32]; stride 0
     em.emit("s_mov_b32", [rsrc[2]], [Imm(NUM_RECORDS)])
     em.emit("s_mov_b32", [rsrc[3]], [Imm(DWORD3)])
-    lane0_c = em.s()
-    em.salu("s_sub_u32", lane0_c, [lane0[0], Imm(CENTER)])
-    vo = em.valu("v_subrev_u32", em.v(), [lane0_c, var[0]])  # var - lane 0's + CENTER
-    return rsrc, vo
+    origin = em.s()
+    em.salu("s_sub_u32", origin, [lane0[0], Imm(CENTER)])
+    return rsrc, origin
 
 
 def _masked(em, vo, m):
