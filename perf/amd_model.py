@@ -63,11 +63,13 @@ CONFIGS = [  # BM, BN, BK, num_warps, element type
     (128, 128, 64, 4, "bfloat16"), (256, 128, 32, 8, "bfloat16"),
     # fp8 (gfx942 only): the same tiles in bytes as the 16-bit ones at twice the BK
     (128, 128, 64, 4, "float8e4b8"), (256, 128, 64, 8, "float8e4b8"), (128, 128, 128, 4, "float8e4b8"),
+    (128, 128, 64, 4, "int8"), (256, 128, 64, 8, "int8"),  # int8 (int32 results)
 ]
 TYPES = {  # element type: (our kernel, its table name, Triton's pointer type, the targets that have it)
     "bfloat16": ("matmul_mfma", "bf16", "*bf16", ("gfx90a", "gfx942")),
     "float16": ("matmul_mfma", "f16", "*fp16", ("gfx90a", "gfx942")),
     "float8e4b8": ("matmul_fp8", "fp8", "*fp8e4b8", ("gfx942",)),
+    "int8": ("matmul_i8", "i8", "*i8", ("gfx90a", "gfx942")),
 }
 
 
@@ -191,7 +193,7 @@ def mfma_type(op: str) -> str:
     (f16, bf16; f32 and f64 MFMAs are not modelled)."""
     if re.search(r"_(fp8|bf8)(_|$)", op):
         return "fp8"
-    if re.search(r"_[iu]8$", op):
+    if re.search(r"[_\d]i8$", op):  # (gfx90a: v_mfma_i32_32x32x8i8)
         return "i8"
     if re.search(r"(f16|bf16|bf16_1k)$", op):
         return "16-bit"
@@ -274,12 +276,15 @@ def _jsonable(d):
 def ours(cfg, gpu: str, dtype="bfloat16") -> tuple[str, int]:
     from gluon_trace import language as gl
     from gluon_trace.kernels import matmul_amd, matmul_amd_8bit
-    kernel = getattr(matmul_amd_8bit if dtype.startswith("float8") else matmul_amd, TYPES[dtype][0])
+    kernel = getattr(matmul_amd_8bit if dtype.startswith("float8") or dtype == "int8" else matmul_amd,
+                     TYPES[dtype][0])
     bm, bn, bk, nw = cfg
     target = GPUS[gpu]["target"]
     p = gl.pointer(getattr(gl, dtype))
-    tk = kernel.trace(p, p, gl.pointer(gl.float32), 4096, 4096, 4096, 4096, 4096, 4096,
-                           BM=bm, BN=bn, BK=bk, num_warps=nw, target=target)
+    c = gl.pointer(gl.int32 if dtype == "int8" else gl.float32)
+    extra = dict(CDNA=3 if target == "gfx942" else 2) if dtype == "int8" else {}
+    tk = kernel.trace(p, p, c, 4096, 4096, 4096, 4096, 4096, 4096,
+                      BM=bm, BN=bn, BK=bk, num_warps=nw, target=target, **extra)
     return tk.for_target(target).compile(target).asm, None
 
 
@@ -292,7 +297,7 @@ def matmul(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, 
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float32)
+    acc = tl.zeros((BM, BN), c.dtype.element_ty)  # (f32; int32 for int8)
     for k in range(0, tl.cdiv(K, BK)):
         kk = k * BK + rk
         x = tl.load(a + rm[:, None] * sam + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
@@ -318,7 +323,7 @@ def triton_kernel(cfg, gpu: str, dtype="bfloat16"):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     t = TYPES[dtype][2]
-    sig = {"a": t, "b": t, "c": "*fp32", **{n: "i32" for n in ("M", "N", "K", "sam", "sbk", "scm")}}
+    sig = {"a": t, "b": t, "c": "*i32" if dtype == "int8" else "*fp32", **{n: "i32" for n in ("M", "N", "K", "sam", "sbk", "scm")}}
     # every argument divisible by 16, as our kernel is traced (gluon_trace specializes 4096 and
     # the pointers so): Triton vectorizes its loads from the same facts
     attrs = {(k,): [["tt.divisibility", 16]] for k in range(len(sig))}

@@ -186,7 +186,7 @@ def test_model_rates_mfmas_by_input_type():
     r = amd_model.model(fp8, "MI300X", 4)  # twice the FLOP of the f16 MFMA in the same 512 clocks
     assert r["clk_per_wave_step"]["MFMA issue"] == pytest.approx(512, rel=1e-3)
     assert r["mfma_type"] == "fp8" and r["tflops"] == pytest.approx(2614.9, abs=0.1)
-    i8 = _asm(16, 10, 100, 64).replace("v_mfma_f32_32x32x8_f16", "v_mfma_i32_32x32x8_i8")
+    i8 = _asm(16, 10, 100, 64).replace("v_mfma_f32_32x32x8_f16", "v_mfma_i32_32x32x8i8")
     assert amd_model.model(i8, "MI250X", 4)["clk_per_wave_step"]["MFMA issue"] == pytest.approx(1024, rel=2e-3)
 
 

@@ -618,6 +618,11 @@ def _sticky53(em, x, signed):
 
 def _f2i(em, src, to, x):
     """Truncate, saturate at ``to``'s range, NaN -> 0 (the interpreter's rule, PTX cvt.rzi)."""
+    if isinstance(x, Imm) and to.bits <= 32:  # a constant (an integer load's float `other`): folded
+        v = struct.unpack("<d", struct.pack("<Q", x.bits))[0] if src.bits == 64 else \
+            struct.unpack("<f", struct.pack("<I", x.bits & 0xFFFFFFFF))[0]
+        top = (1 << (to.bits - 1)) - 1 if to.is_signed else (1 << to.bits) - 1
+        return const_elem(0 if v != v else int(min(max(v, -top - 1 if to.is_signed else 0), top)), to)
     if to.bits == 64:
         f = x if src.bits == 64 else em.valu("v_cvt_f64_f32", em.v(2), [x], form="vop1")
         t = em.valu("v_trunc_f64", em.v(2), [f], form="vop1")

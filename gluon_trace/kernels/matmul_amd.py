@@ -36,7 +36,7 @@ def _gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN,
     b_smem = gl.allocate_shared_memory(b_ptr.dtype.element, [BK, BN], b_sl)
     a_smem.store(_load_tile(a_ptr, rm, ka, stride_am, M, K))
     b_smem.store(_load_tile(b_ptr, kb, rn, stride_bk, K, N))
-    acc = gl.zeros([BM, BN], gl.float32, acc_l)
+    acc = gl.zeros([BM, BN], gl.int32 if a_ptr.dtype.element.is_int else gl.float32, acc_l)  # (int8 MMAs: i32)
     for k in gl.range(0, gl.cdiv(K, BK)):
         k1 = (k + 1) * BK
         a_next = _load_tile(a_ptr, rm, k1 + ka, stride_am, M, K)

@@ -208,3 +208,62 @@ def test_fp8_gemm_k_loop_loads_dwords(rng, name):
     av, bv = a.astype(np.float64), b.astype(np.float64)
     tol = 1e-5 * (np.abs(av) @ np.abs(bv)) + 1e-30
     assert np.all(np.abs(got - av @ bv) <= tol) and np.all(np.abs(ref - av @ bv) <= tol)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx90a"])
+def test_int8_gemm_k_loop_loads_dwords(rng, target):
+    """matmul_amd_8bit.matmul_i8 (int32 results, exact): global_load_dwordx2 tiles, A to LDS as
+    the loaded dwords, no byte loads or extractions in the K loop; edge tiles masked, full-range
+    int8 operands, results equal to the interpreter's and numpy's."""
+    from gluon_trace.kernels.matmul_amd_8bit import matmul_i8
+    M, N, K = 100, 80, 80
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    got = np.full((M, N), -123456789, np.int32)
+    ref = got.copy()
+    args = (M, N, K, K, N, N)
+    cx = dict(BM=64, BN=64, BK=32, CDNA=3 if target == "gfx942" else 2)
+    tk = matmul_i8.trace(a, b, got, *args, **cx, num_warps=4, target=target)
+    body = _loop(_asm(tk, target), "matmul_i8")
+    ops = [ln.split()[0] for ln in body.splitlines() if ln.strip() and not ln.strip().startswith((";", "."))]
+    mfma = "v_mfma_i32_32x32x16_i8" if target == "gfx942" else "v_mfma_i32_32x32x8i8"
+    assert ops.count(mfma) == (2 if target == "gfx942" else 4)
+    assert ops.count("global_load_dwordx2") == 2 and not [o for o in ops if o.startswith("global_load_") and "dword" not in o]
+    assert ops.count("ds_write_b64") == 1 and ops.count("ds_write_b8") == 8 and ops.count("v_lshrrev_b32") == 6
+    assert not [o for o in ops if o.startswith(("v_bfe", "v_perm"))]
+    assert "vmcnt" not in body[:body.index("v_mfma")]
+    amdsim.simulate(tk, target, (2, 2), [a, b, got, *args])
+    matmul_i8[(2, 2)](a, b, ref, *args, **cx, num_warps=4, backend="interpreter", target=target)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(ref, a.astype(np.int64) @ b.astype(np.int64))
+
+
+@gt.jit
+def const_casts(out, D: gl.constexpr, V0: gl.constexpr, V1: gl.constexpr, V2: gl.constexpr,
+                V3: gl.constexpr, V4: gl.constexpr, V5: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1], [gl.threads_per_warp()], [1], [0])
+    offs = gl.arange(0, 32, layout=L)
+    gl.store(out + offs, gl.full([32], V0, gl.float32, L).to(D))
+    gl.store(out + 32 + offs, gl.full([32], V1, gl.float32, L).to(D))
+    gl.store(out + 64 + offs, gl.full([32], V2, gl.float32, L).to(D))
+    gl.store(out + 96 + offs, gl.full([32], V3, gl.float32, L).to(D))
+    gl.store(out + 128 + offs, gl.full([32], V4, gl.float32, L).to(D))
+    gl.store(out + 160 + offs, gl.full([32], V5, gl.float32, L).to(D))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "uint32"])
+def test_float_constants_to_integers_fold(dtype):
+    """A float constant converted to an integer type (as an integer load's ``other=0.0`` is) is
+    folded at compile time by the interpreter's rule: truncate, saturate, NaN -> 0."""
+    vals = dict(V0=float("nan"), V1=float("inf"), V2=-float("inf"), V3=300.75, V4=-300.75, V5=-0.9)
+    npd = np.dtype(dtype)
+    out = np.full(192, 77, npd)
+    ref = out.copy()
+    tk = const_casts.trace(out, D=getattr(gl, dtype), **vals, num_warps=1, target="gfx942")
+    assert "v_cvt_i32_f32" not in _asm(tk, "gfx942") and "v_cvt_u32_f32" not in _asm(tk, "gfx942")
+    amdsim.simulate(tk, "gfx942", (1,), [out])
+    get("interpreter").run(tk.graph, (1, 1, 1), [ref])
+    np.testing.assert_array_equal(out, ref)
+    info = np.iinfo(npd)
+    want = [0, info.max, info.min, min(300, info.max), max(-300, info.min), 0]
+    np.testing.assert_array_equal(ref.reshape(6, 32)[:, 0], np.array(want).astype(npd))
