@@ -303,3 +303,27 @@ def test_mfma_gemm_staged_by_lds_dma():
     assert loop.count("buffer_load_dword") == (BM * BK + BK * BN) * 2 // (4 * 64 * nw)
     assert not any(o.startswith(("global_load", "ds_write")) for o in loop)
     assert any(o.startswith("v_mfma") for o in loop)
+
+
+# -- the same DMA code on tinygrad's CDNA emulator (marker amd_emulator) -----------------------------
+
+@pytest.mark.amd_emulator
+@pytest.mark.parametrize("dt,M,N", [("float32", 32, 64), ("float16", 32, 64), ("int8", 64, 64), ("float32", 64, 32)])
+def test_lds_dma_on_tinygrads_cdna_emulator(dt, M, N):
+    """The copy's code object run by tinygrad's CDNA emulator (its MUBUF pseudocode: LDS byte
+    M0 + 4 * lane, the V#'s base and stride, soffset), an executor we did not write, against numpy.
+    Unmasked only: at tinygrad a9069c1 an out-of-range LDS-DMA lane still reads global memory at
+    address 0 (its LDS branch does not gate the load as its VGPR branch does) and the process
+    dies; the zero fill is proven on amdsim above."""
+    import emulator
+    try:
+        emulator.load()
+    except emulator.EmulatorMissing as e:
+        pytest.skip(f"tinygrad's emulator is not available: {e}")
+    x = (np.random.default_rng(M + N).standard_normal((M, N)) * 50).astype(NP[dt])
+    got = np.full((M, N), np.nan, np.float32)
+    kw = dict(M=M, N=N, DT=dt, NW=4, SWZ=1, WIDE=False, HINT=True, num_warps=4)
+    tk = copy_kernel.trace(got, x, M, N, target="gfx942", **kw)
+    ck = emulator.run(tk, (1,), [got, x, M, N], target="gfx942")
+    assert dma_loads(ck.asm)
+    np.testing.assert_array_equal(got, x.astype(np.float32))
