@@ -8,8 +8,10 @@ loaded dwords back through :func:`packed`.
 Barriers: ``s_barrier`` right before each access :mod:`gluon_trace.membar` names, and for
 ``thread_barrier``; the ``s_waitcnt lgkmcnt(0)`` before every barrier comes from waitcnt.py.
 An async copy is a global load into VGPRs and, later, a ds_write of the same bytes (masked-off
-elements written as zeros): see :class:`AsyncCopies` for when. The user's ``wait_group`` and
-the barrier membar puts before the first read of the buffer make them visible to every wave.
+elements written as zeros): see :class:`AsyncCopies` for when. On gfx942, where each wave's
+lanes fill consecutive LDS dwords, it is one ``buffer_load_dword ... lds`` a dword instead, the
+bytes going straight to LDS (lds_dma.py). The user's ``wait_group`` and the barrier membar puts
+before the first read of the buffer make them visible to every wave.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def _view(em, val) -> Lds:
 
 
 def _membar(em, op) -> None:
-    if op in em.membar:
+    last = em.code[-1] if em.code else None
+    if op in em.membar and getattr(last, "kind", None) != "barrier":  # (one right before: enough)
         em.barrier()
 
 
@@ -468,7 +471,9 @@ class AsyncCopies:
     next loop/branch (so other work overlaps the global loads' latency, as cp.async's does).
     A barrier emitted between the copy and its writes no longer orders them before the
     readers membar placed no barrier for (it took the copy as written at issue): then one
-    more ``s_barrier`` follows the writes."""
+    more ``s_barrier`` follows the writes. An LDS DMA copy (lds_dma.py) has no writes to place:
+    its loads land on their own, and where the writes would go an ``lds_dma_wait`` makes
+    waitcnt.py wait for them (the same barrier rule follows)."""
 
     def __init__(self, em):
         self.em = em

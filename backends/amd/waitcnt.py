@@ -12,6 +12,8 @@ all LDS traffic is drained (other waves read what this one wrote). Joins (labels
 loop back edges) merge the states of their predecessors, iterated to a fixed point.
 
 gfx9 counts stores on vmcnt too; gfx11 counts them on vscnt, which we never need.
+An LDS DMA load (lds_dma.py) writes no register: a token in its ``imp`` stands for one, read
+by the ``lds_dma_wait`` pseudo instruction of its copy's wait, which becomes the wait and goes.
 """
 from __future__ import annotations
 
