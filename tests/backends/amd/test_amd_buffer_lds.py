@@ -123,6 +123,49 @@ def test_vgpr_path_where_dma_does_not_apply(target, swz, wide, hint, why):
 
 
 @gt.jit
+def shared_kernel(out_ptr, x_ptr, rows, M: gl.constexpr, N: gl.constexpr, SL: gl.constexpr, NW: gl.constexpr):
+    T: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [max(T // N, 1), min(N, T)], [NW, 1], [1, 0])
+    LT: gl.constexpr = gl.BlockedLayout([4, 1], [T // 4, 4], [1, NW], [0, 1])
+    if SL[0] == "pad":
+        sl: gl.constexpr = gl.PaddedSharedLayout.with_identity_for([[SL[1], SL[2]]], [M, N], [1, 0])
+    else:
+        sl: gl.constexpr = gl.SwizzledSharedLayout(vec=SL[1], per_phase=SL[2], max_phase=SL[3], order=[1, 0])
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    s = gl.allocate_shared_memory(gl.float32, [M, N], sl)
+    async_copy.async_load(s, x_ptr + r[:, None] * N + c[None, :], mask=(r[:, None] < rows) & (c[None, :] >= 0))
+    async_copy.commit_group()
+    async_copy.wait_group(0)
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], s.load(LT))
+
+
+@pytest.mark.parametrize("sl,N,dma", [
+    (("sw", 1, 1, 1), 32, True),
+    (("sw", 4, 1, 1), 128, True),      # max_phase 1: no swizzle whatever the vector
+    (("sw", 1, 1, 8), 64, False),      # row r's columns XOR (r mod 8): lanes out of order
+    (("sw", 1, 4, 2), 64, False),      # rows 4-7 XOR the column with 1: neighbouring lanes swap
+    (("pad", 64, 1), 64, True),        # a wave fills one row, padding between rows
+    (("pad", 128, 4), 128, True),      # two dword rows a lane, padding at row ends
+    (("pad", 32, 1), 32, False),       # a wave's two rows: the second starts a dword late
+    (("pad", 16, 2), 64, False),       # padding inside a wave's row
+])
+def test_where_the_shared_layout_allows_dma(sl, N, dma):
+    """Correct either way; DMA exactly where each wave's 64 lanes land on 64 consecutive dwords."""
+    M, nw, rows = 16, 2, 13
+    x = np.random.default_rng(N + len(sl)).standard_normal((M, N)).astype(np.float32)
+    (s,), (r,), tk = run_both(shared_kernel, "gfx942", [np.zeros((M, N), np.float32)], [x, rows], M=M, N=N,
+                              SL=sl, NW=nw, num_warps=nw)
+    np.testing.assert_array_equal(s, r)
+    want = x.copy()
+    want[rows:] = 0
+    np.testing.assert_array_equal(s, want)
+    assert bool(dma_loads(lowered(tk, "gfx942").text)) == dma
+
+
+@gt.jit
 def ring_kernel(out_ptr, x_ptr, K, M: gl.constexpr, N: gl.constexpr, NW: gl.constexpr):
     L: gl.constexpr = gl.BlockedLayout([1, 1], [1, gl.threads_per_warp()], [NW, 1], [1, 0])
     LT: gl.constexpr = gl.BlockedLayout([4, 1], [gl.threads_per_warp() // 4, 4], [1, NW], [0, 1])
