@@ -48,6 +48,7 @@ def rule_for(em, op):
     _scc_from_bool(em, cond)
     em.emit("s_cbranch_scc0", kind="cbranch", target=end.name)
     em.vals[body.args[0]] = iv
+    em.set_mult(iv, min(em.mult(lo), em.mult(step)))  # lo + i * step: what divides both (axis info)
     for a, h in zip(body.args[1:], homes):
         em.vals[a] = h
     em.loop_depth += 1

@@ -267,3 +267,40 @@ def test_float_constants_to_integers_fold(dtype):
     info = np.iinfo(npd)
     want = [0, info.max, info.min, min(300, info.max), max(-300, info.min), 0]
     np.testing.assert_array_equal(ref.reshape(6, 32)[:, 0], np.array(want).astype(npd))
+
+
+@gt.jit
+def k_loop_bytes(x, out, K, START: gl.constexpr, BK: gl.constexpr):
+    T: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 16], [T // 4, 4], [1, 1], [1, 0])
+    rows = gl.arange(0, T // 4, layout=gl.SliceLayout(1, L))
+    cols = gl.arange(0, BK, layout=gl.SliceLayout(0, L))
+    acc = gl.zeros([T // 4, BK], gl.int32, L)
+    for k0 in gl.range(START, K, BK):
+        v = gl.load(x + rows[:, None] * K + k0 + cols[None, :], mask=k0 + cols[None, :] < K, other=0)
+        acc += v.to(gl.int32)
+    gl.store(out + rows[:, None] * BK + cols[None, :], acc)
+
+
+@pytest.mark.parametrize("start, kinds", [(0, {"dwordx4"}), (4, {"dword"})])
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_loop_counter_alignment(rng, target, start, kinds):
+    """gl.range(start, K, 64)'s counter is a multiple of what divides start and the step, so a
+    16-byte run at x + row * K + k0 is proven aligned (start 0) or 4-byte aligned (start 4);
+    K = 13 * 16: the last step is masked per run."""
+    T = 32 if target == "gfx1100" else 64
+    K = 208
+    x = _bytes(rng, "int8", T // 4 * K)
+    out = np.full(T // 4 * 64, -77, np.int32)
+    ref = out.copy()
+    tk = k_loop_bytes.trace(x, out, K, START=start, BK=64, num_warps=1, target=target)
+    assert _kinds(_asm(tk, target)) == kinds
+    amdsim.simulate(tk, target, (1,), [x, out, K])
+    get("interpreter").run(tk.graph, (1, 1, 1), [x, ref, K])
+    np.testing.assert_array_equal(out, ref)
+    xs = x.reshape(T // 4, K).astype(np.int32)
+    want = np.zeros((T // 4, 64), np.int32)
+    for k0 in range(start, K, 64):
+        w = min(64, K - k0)
+        want[:, :w] += xs[:, k0:k0 + w]
+    np.testing.assert_array_equal(ref.reshape(T // 4, 64), want)
