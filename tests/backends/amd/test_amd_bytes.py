@@ -304,3 +304,28 @@ def test_loop_counter_alignment(rng, target, start, kinds):
         w = min(64, K - k0)
         want[:, :w] += xs[:, k0:k0 + w]
     np.testing.assert_array_equal(ref.reshape(T // 4, 64), want)
+
+
+@pytest.mark.parametrize("kw, load", [(8, "global_load_dwordx2"), (16, "global_load_dwordx4")])
+def test_fp8_operands_straight_from_global(rng, kw, load):
+    """A loaded from global memory straight into its MFMA operand layout (K-contiguous: 16 bytes a
+    lane) is one dwordx4 (k_width 16) or two dwordx2 (k_width 8) a step, handed to the MFMA as
+    loaded; only B (K strided in memory) is loaded by bytes and packed (3 v_perm a dword)."""
+    from test_amd_fp8 import fp8_mma_kernel
+    m = n = k = 64
+    ml = NP["float8e4b8"]
+    a = (rng.standard_normal((m, k)) * 4).astype(ml)
+    b = (rng.standard_normal((k, n)) * 4).astype(ml)
+    cx = dict(BM=64, BN=64, BK=32, F8=gl.float8e4b8, IM=32, TR=False, SOURCE="fp8", KW=kw)
+    got = np.full((m, n), np.nan, np.float32)
+    ref = np.full((m, n), np.nan, np.float32)
+    tk = fp8_mma_kernel.trace(got, a, b, m, n, k, **cx, num_warps=4, target="gfx942")
+    body = _loop(_asm(tk, "gfx942"), "fp8_mma_kernel")
+    ops = [ln.split()[0] for ln in body.splitlines() if ln.strip() and not ln.strip().startswith((";", "."))]
+    assert ops.count(load) == (2 if kw == 8 else 1)
+    assert ops.count("global_load_ubyte") == 16 and ops.count("v_perm_b32") == 12
+    amdsim.simulate(tk, "gfx942", (1,), [got, a, b, m, n, k])
+    fp8_mma_kernel[(1,)](ref, a, b, m, n, k, **cx, num_warps=4, backend="interpreter", target="gfx942")
+    av, bv = a.astype(np.float64), b.astype(np.float64)
+    tol = 1e-5 * (np.abs(av) @ np.abs(bv)) + 1e-30
+    assert np.all(np.abs(got - av @ bv) <= tol) and np.all(np.abs(ref - av @ bv) <= tol)
