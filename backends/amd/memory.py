@@ -256,7 +256,8 @@ def load_packed(em, d, p, m=None, others=None, n=2):
     for j in range(0, n, per):  # an LDS store or MMA operand takes the loaded dword
         em.cse_put(("lds_word", d.name) + tuple(elem_key(x) for x in vals[j:j + per]), words[j // per])
     for j in range(n):  # and a narrow LDS store its half (ds_write_b16 / _d16_hi) or byte
-        em.cse_put(("lds_half" if es == 2 else "lds_byte", d.name, elem_key(vals[j])), (words[j // per], j % per))
+        key = ("lds_half" if es == 2 else "lds_byte", d.name, elem_key(vals[j]))
+        em.cse_put(key, (words[j // per], j % per))
     return vals
 
 

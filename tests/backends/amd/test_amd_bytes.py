@@ -197,7 +197,8 @@ def test_fp8_gemm_k_loop_loads_dwords(rng, name):
     body = _loop(_asm(tk, "gfx942"), "matmul_fp8")
     ops = [ln.split()[0] for ln in body.splitlines() if ln.strip() and not ln.strip().startswith((";", "."))]
     count = ops.count
-    assert count("global_load_dwordx2") == 2 and not [o for o in ops if o.startswith("global_load_") and "dword" not in o]
+    assert count("global_load_dwordx2") == 2
+    assert not [o for o in ops if o.startswith("global_load_") and "dword" not in o]
     assert count("ds_write_b64") == 1 and count("ds_write_b8") == 8 and count("v_lshrrev_b32") == 6
     assert count("v_bfe_u32") == 0 and count("v_perm_b32") == 0 and count("v_mfma_f32_32x32x16_" + (
         "fp8_fp8" if name == "float8e4b8" else "bf8_bf8")) == 2
@@ -228,7 +229,8 @@ def test_int8_gemm_k_loop_loads_dwords(rng, target):
     ops = [ln.split()[0] for ln in body.splitlines() if ln.strip() and not ln.strip().startswith((";", "."))]
     mfma = "v_mfma_i32_32x32x16_i8" if target == "gfx942" else "v_mfma_i32_32x32x8i8"
     assert ops.count(mfma) == (2 if target == "gfx942" else 4)
-    assert ops.count("global_load_dwordx2") == 2 and not [o for o in ops if o.startswith("global_load_") and "dword" not in o]
+    assert ops.count("global_load_dwordx2") == 2
+    assert not [o for o in ops if o.startswith("global_load_") and "dword" not in o]
     assert ops.count("ds_write_b64") == 1 and ops.count("ds_write_b8") == 8 and ops.count("v_lshrrev_b32") == 6
     assert not [o for o in ops if o.startswith(("v_bfe", "v_perm"))]
     assert "vmcnt" not in body[:body.index("v_mfma")]
