@@ -331,3 +331,58 @@ def test_fp8_operands_straight_from_global(rng, kw, load):
     av, bv = a.astype(np.float64), b.astype(np.float64)
     tol = 1e-5 * (np.abs(av) @ np.abs(bv)) + 1e-30
     assert np.all(np.abs(got - av @ bv) <= tol) and np.all(np.abs(ref - av @ bv) <= tol)
+
+
+@gt.jit
+def byte_rows_any(x, out_raw, out_val, n_rows, n_cols, stride, OFF: gl.constexpr, OTHER: gl.constexpr,
+                  V: gl.constexpr, FP8: gl.constexpr):
+    T: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, V], [T // 4, 4], [1, 1], [1, 0])
+    rows = gl.arange(0, T // 4, layout=gl.SliceLayout(1, L))
+    cols = gl.arange(0, 4 * V, layout=gl.SliceLayout(0, L))
+    m = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    v = gl.load(x + OFF + rows[:, None] * stride + cols[None, :], mask=m, other=OTHER)
+    o = rows[:, None] * (4 * V) + cols[None, :]
+    gl.store(out_raw + o, v)
+    if FP8:
+        gl.store(out_val + o, v.to(gl.float32) - 0.5)
+    else:
+        gl.store(out_val + o, v - 7)
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942", "gfx1100"])
+def test_random_byte_loads(rng, target):
+    """Six random cases a run: run length (4, 8, 16 bytes a thread), start offset, row stride
+    (a multiple of 16 or not), bounds (multiples of 16 or odd), ``other`` and type; whatever
+    loads they vectorize into, amdsim's bytes and results equal the interpreter's."""
+    T = 32 if target == "gfx1100" else 64
+    types = ["int8", "uint8"] + (["float8e4b8", "float8e5b16"] if target == "gfx942" else [])
+    for _ in range(6):
+        dtype = str(rng.choice(types))
+        fp8 = dtype.startswith("float8")
+        V = int(rng.choice([4, 8, 16]))
+        C, R = 4 * V, T // 4
+        off = int(rng.integers(0, 16))
+        stride = int(C + rng.choice([0, 16, 32, int(rng.integers(1, 40))]))
+        n_rows = int(rng.integers(1, R + 1))
+        n_cols = int(rng.choice([C, 16 * int(rng.integers(1, C // 16 + 1)) if C >= 16 else C,
+                                 int(rng.integers(1, C + 1))]))
+        other = float(rng.choice([-2.5, 0.75, 4.0])) if fp8 else int(rng.integers(-128 if dtype == "int8" else 0,
+                                                                               128 if dtype == "int8" else 256))
+        x = _bytes(rng, dtype, off + R * stride)
+        outs = {}
+        for backend in ("amdsim", "interpreter"):
+            raw, val = _poison(R * C, dtype), _poison(R * C, "f32" if fp8 else dtype)
+            args = [x, raw, val, n_rows, n_cols, stride]
+            tk = byte_rows_any.trace(*args, OFF=off, OTHER=other, V=V, FP8=fp8, num_warps=1, target=target)
+            if backend == "amdsim":
+                amdsim.simulate(tk, target, (1,), args)
+            else:
+                get("interpreter").run(tk.graph, (1, 1, 1), args)
+            outs[backend] = (raw.view(np.uint8).copy(), val.view(np.uint8).copy())
+        case = (dtype, V, off, stride, n_rows, n_cols, other, sorted(_kinds(_asm(tk, target))))
+        np.testing.assert_array_equal(outs["amdsim"][0], outs["interpreter"][0], err_msg=str(case))
+        np.testing.assert_array_equal(outs["amdsim"][1], outs["interpreter"][1], err_msg=str(case))
+        want = x.view(np.uint8)[off:off + R * stride].reshape(R, stride)[:, :C].copy()
+        want[n_rows:] = want[:, n_cols:] = np.array(other).astype(NP[dtype]).view(np.uint8)
+        np.testing.assert_array_equal(outs["interpreter"][0].reshape(R, C), want, err_msg=str(case))
