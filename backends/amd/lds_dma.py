@@ -27,7 +27,8 @@ destination register, waitcnt.py could not see who waits for it: each load carri
 bytes to the other waves, as for the VGPR path.
 
 Hazard: an SALU write of M0 followed by an LDS DMA needs one wait state on gfx9 (LLVM's
-GCNHazardRecognizer): an ``s_nop 0`` follows each M0 write.
+GCNHazardRecognizer): M0 is written before the load's voffset is made, and an ``s_nop 0`` comes
+between only where nothing else does.
 """
 from __future__ import annotations
 
@@ -109,16 +110,26 @@ def emit(em, acc, ps, ms, groups) -> list:
         if isinstance(m, Imm) and m.bits:
             m = None
         key = (elem_key(var), elem_key(m) if m is not None else None)
+        fresh = key not in offsets and m is not None and not isinstance(m, Imm)
+        if fresh:  # the mask's compare first: M0's write and voffset give its vcc the wait states it needs
+            from .arith import cond_vcc
+            cond_vcc(em, em.real(m))
+        m0 = _set_m0(em, acc, r)
         if key not in offsets:
             vo = offsets.get((elem_key(var), None))
             if vo is None:  # this lane's pointer minus lane 0's (of the first), plus CENTER
                 vo = offsets[(elem_key(var), None)] = em.valu("v_subrev_u32", em.v(), [lane0, var[0]])
-            offsets[key] = _masked(em, vo, m)
+            if m is None:
+                offsets[key] = vo
+            elif isinstance(m, Imm):  # never copied: every lane out of range
+                offsets[key] = em.to_v(Imm(OUT_OF_RANGE))
+            else:
+                offsets[key] = em.valu("v_cndmask_b32", em.v(), [Imm(OUT_OF_RANGE), vo, em.vcc], implicit=1)
         soff = Imm(c - cmin)
         if not soff.is_inline:
             soff = em.to_s(soff, keep_imm=False)
-        _set_m0(em, acc, r)
-        em.emit("s_nop", uses=["0"], kind="nop")
+        if em.code[-1] is m0:  # the M0 -> LDS DMA hazard: one wait state
+            em.emit("s_nop", uses=["0"], kind="nop")
         em.lds_dma_count = getattr(em, "lds_dma_count", 0) + 1
         token = Fixed(f"lds_dma{em.lds_dma_count}", "dma")
         em.emit("buffer_load_dword", [], [offsets[key], rsrc, soff], suffix="offen lds", kind="vmem_load",
@@ -146,18 +157,8 @@ def _resource(em, var, cmin: int):
     return rsrc, origin
 
 
-def _masked(em, vo, m):
-    if m is None:
-        return vo
-    if isinstance(m, Imm):  # never copied: every lane out of range
-        return em.to_v(Imm(OUT_OF_RANGE))
-    from .arith import cond_vcc
-    cond_vcc(em, em.real(m))
-    return em.valu("v_cndmask_b32", em.v(), [Imm(OUT_OF_RANGE), vo, em.vcc], implicit=1)
-
-
-def _set_m0(em, acc, r) -> None:
-    """M0 = the LDS byte of lane 0's dword of register r in this wave."""
+def _set_m0(em, acc, r):
+    """M0 = the LDS byte of lane 0's dword of register r in this wave; returns the instruction."""
     v = acc.v
     lo, imm = acc.where(r)
     reg = acc._thread_reg(lo)
@@ -183,8 +184,8 @@ def _set_m0(em, acc, r) -> None:
             em.cse_put(key, hit)
         wave = hit
     if wave is None:
-        em.emit("s_mov_b32", [M0], [Imm(imm)])
-    elif imm:
+        return em.emit("s_mov_b32", [M0], [Imm(imm)])
+    if imm:
         em.salu("s_add_u32", M0, [wave, Imm(imm)])
-    else:
-        em.emit("s_mov_b32", [M0], [wave])
+        return em.code[-1]
+    return em.emit("s_mov_b32", [M0], [wave])

@@ -370,3 +370,26 @@ def test_lds_dma_on_tinygrads_cdna_emulator(dt, M, N):
     ck = emulator.run(tk, (1,), [got, x, M, N], target="gfx942")
     assert dma_loads(ck.asm)
     np.testing.assert_array_equal(got, x.astype(np.float32))
+
+
+@pytest.mark.parametrize("target,M,N,K,dma", [("gfx942", 50, 60, 64, True), ("gfx942", 70, 40, 40, False),
+                                              ("gfx90a", 50, 60, 64, False)])
+def test_matmul_mfma_async(target, M, N, K, dma):
+    """gluon_trace/kernels/matmul_amd_async.py (C = A @ B^T, a two-stage async-copy ring): LDS DMA on
+    gfx942 when K is known a multiple of 16 (dword-aligned rows), the VGPR path otherwise; both
+    against the interpreter and numpy, odd M/N edges."""
+    from gluon_trace.kernels.matmul_amd_async import matmul_mfma_async
+    r = np.random.default_rng(M * N + K)
+    a = r.standard_normal((M, K)).astype(np.float16)
+    b = r.standard_normal((N, K)).astype(np.float16)
+    args = (M, N, K, K, K, N)
+    cx = dict(BM=64, BN=64, BK=32, num_warps=4)
+    got = np.full((M, N), np.nan, np.float32)
+    ref = np.full((M, N), np.nan, np.float32)
+    grid = (-(-M // 64), -(-N // 64))
+    tk = matmul_mfma_async.trace(a, b, got, *args, **cx, target=target)
+    amdsim.simulate(tk, target, grid, [a, b, got, *args])
+    matmul_mfma_async[grid](a, b, ref, *args, **cx, backend="interpreter", target=target)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-5, atol=1e-4)
+    assert bool(dma_loads(lowered(tk, target).text)) == dma
