@@ -166,6 +166,52 @@ def test_where_the_shared_layout_allows_dma(sl, N, dma):
 
 
 @gt.jit
+def zoo_kernel(out_ptr, x_ptr, rows, M: gl.constexpr, N: gl.constexpr, SPT: gl.constexpr, TPW0: gl.constexpr,
+               WPC: gl.constexpr, ORD: gl.constexpr, SORD: gl.constexpr, DT: gl.constexpr, VIEW: gl.constexpr):
+    T: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout(list(SPT), [TPW0, T // TPW0], list(WPC), list(ORD))
+    LT: gl.constexpr = gl.BlockedLayout([1, 1], [T // 8, 8], [gl.num_warps(), 1], [1, 0])
+    dt = DTYPES[DT]
+    r = gl.arange(0, M, layout=gl.SliceLayout(1, L))
+    c = gl.arange(0, N, layout=gl.SliceLayout(0, L))
+    buf = gl.allocate_shared_memory(dt, [3, M, N], gl.SwizzledSharedLayout(1, 1, 1, order=list(SORD)))
+    s = buf.index(VIEW)        # a compile-time stage: its offset goes to M0
+    mask = (r[:, None] < rows) & (c[None, :] >= 0)
+    async_copy.async_load(s, x_ptr + r[:, None] * N + c[None, :], mask=mask)
+    async_copy.commit_group()
+    async_copy.wait_group(0)
+    rt = gl.arange(0, M, layout=gl.SliceLayout(1, LT))
+    ct = gl.arange(0, N, layout=gl.SliceLayout(0, LT))
+    gl.store(out_ptr + rt[:, None] * N + ct[None, :], s.load(LT).to(gl.float32))
+
+
+ZOO = [  # (size_per_thread, lanes along dim 0, warps_per_cta, order, shared order, shape, dtype, DMA?)
+    ((1, 1), 1, (1, 4), (1, 0), (1, 0), (16, 256), "float32", True),     # waves side by side in a row
+    ((1, 1), 64, (1, 4), (0, 1), (0, 1), (64, 16), "float32", True),     # column-major both: lanes down a column
+    ((2, 1), 32, (1, 4), (0, 1), (0, 1), (64, 16), "float16", False),    # a column's pair: 2 dwords in global
+    ((1, 1), 64, (1, 4), (0, 1), (1, 0), (64, 16), "float32", False),    # lanes down a column, rows in LDS
+    ((1, 1), 2, (4, 1), (1, 0), (1, 0), (16, 32), "float32", True),      # two rows a wave, contiguous
+    ((1, 1), 4, (4, 1), (1, 0), (1, 0), (16, 32), "float32", False),     # 4 lanes along rows of 32: replicated
+    ((1, 4), 16, (4, 1), (1, 0), (1, 0), (64, 16), "int8", True),        # int8 quads, four rows a wave
+]
+
+
+@pytest.mark.parametrize("case", ZOO, ids=lambda c: f"{c[6]}-{c[5][0]}x{c[5][1]}-o{c[3][0]}{c[4][0]}-dma{int(c[7])}")
+def test_register_and_shared_layouts(case):
+    spt, t0, wpc, order, sorder, (M, N), dt, dma = case
+    nw = int(np.prod(wpc))
+    x = (np.random.default_rng(M * N + t0).standard_normal((M, N)) * 50).astype(NP[dt])
+    rows = M - 3
+    (s,), (r,), tk = run_both(zoo_kernel, "gfx942", [np.zeros((M, N), np.float32)], [x, rows], M=M, N=N,
+                              SPT=spt, TPW0=t0, WPC=wpc, ORD=order, SORD=sorder, DT=dt, VIEW=2, num_warps=nw)
+    np.testing.assert_array_equal(s, r)
+    want = x.astype(np.float32)
+    want[rows:] = 0
+    np.testing.assert_array_equal(s, want)
+    assert bool(dma_loads(lowered(tk, "gfx942").text)) == dma
+
+
+@gt.jit
 def ring_kernel(out_ptr, x_ptr, K, M: gl.constexpr, N: gl.constexpr, NW: gl.constexpr):
     L: gl.constexpr = gl.BlockedLayout([1, 1], [1, gl.threads_per_warp()], [NW, 1], [1, 0])
     LT: gl.constexpr = gl.BlockedLayout([4, 1], [gl.threads_per_warp() // 4, 4], [1, NW], [0, 1])
