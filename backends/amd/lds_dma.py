@@ -12,12 +12,13 @@ no wider LDS DMA (gfx950 adds dwordx3/x4); gfx90a has the dword form too but onl
 enabled (the issue's target); gfx11 has none.
 
 Addressing: the load reads resource base + soffset + voffset (the V#: base, stride 0,
-num_records, gfx9's raw-buffer dword3 0x27000 as LLVM and Triton build it). One V# serves a copy: its
-base is lane 0's pointer (of the first register) minus 2**30 plus the smallest register
-constant; voffset is this lane's pointer minus that lane-0 pointer plus 2**30, so it stays within
-[0, num_records) while the copy's pointers lie within 1 GiB of it (the liberty this path
-takes); each register's constant is its soffset. Masked-off lanes get voffset 0x80000000, past num_records (0x7FFFFFFE, Triton's
-values): the hardware returns zeros for them and writes those to LDS -- the copy's zero fill.
+num_records, gfx9's raw-buffer dword3 0x27000 as LLVM and Triton build it). One V# serves a
+copy: its base is lane 0's pointer (of the first register) minus 2**30 plus the smallest
+register constant; voffset is this lane's pointer minus that lane-0 pointer plus 2**30, so it
+stays within [0, num_records) while the copy's pointers lie within 1 GiB of it (the liberty
+this path takes); each register's constant is its soffset. Masked-off lanes get voffset
+0x80000000, past num_records (0x7FFFFFFE; Triton's values): the hardware returns zeros for them
+and writes those to LDS -- the copy's zero fill.
 
 Completion: the load counts on vmcnt and its LDS write lands when it retires. Having no
 destination register, waitcnt.py could not see who waits for it: each load carries a token (a

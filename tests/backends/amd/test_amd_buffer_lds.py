@@ -191,7 +191,7 @@ ZOO = [  # (size_per_thread, lanes along dim 0, warps_per_cta, order, shared ord
     ((2, 1), 32, (1, 4), (0, 1), (0, 1), (64, 16), "float16", False),    # a column's pair: 2 dwords in global
     ((1, 1), 64, (1, 4), (0, 1), (1, 0), (64, 16), "float32", False),    # lanes down a column, rows in LDS
     ((1, 1), 2, (4, 1), (1, 0), (1, 0), (16, 32), "float32", True),      # two rows a wave, contiguous
-    ((1, 1), 4, (4, 1), (1, 0), (1, 0), (16, 32), "float32", False),     # 4 lanes along rows of 32: replicated
+    ((1, 1), 4, (4, 1), (1, 0), (1, 0), (16, 32), "float32", False),     # 16 lanes a row of 32: a gap between rows
     ((1, 4), 16, (4, 1), (1, 0), (1, 0), (64, 16), "int8", True),        # int8 quads, four rows a wave
 ]
 
