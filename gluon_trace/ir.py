@@ -185,6 +185,9 @@ class Graph:
     target: str
     constexprs: dict = field(default_factory=dict)
     _text: str | None = None
+    # CTAs per cluster (along the grid's x): they run together, may multicast TMA loads into
+    # each other's shared memory and arrive on each other's mbarriers
+    num_ctas: int = 1
 
     @property
     def text(self) -> str:
@@ -293,7 +296,8 @@ class _Printer:
         if g.constexprs:
             const = " constexprs={" + ", ".join(f"{k}={v!r}" for k, v in sorted(g.constexprs.items())) + "}"
         self.lines.append(f"kernel @{g.name}({', '.join(args)}) num_warps={g.num_warps} "
-                          f"threads_per_warp={g.threads_per_warp} target={g.target}{const} {{")
+                          f"threads_per_warp={g.threads_per_warp}"
+                          f"{f' num_ctas={g.num_ctas}' if g.num_ctas != 1 else ''} target={g.target}{const} {{")
         self.block(g.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"

@@ -180,7 +180,8 @@ class JITFunction:
                 parts.append((name, "c", type(v).__name__, v))
             else:
                 parts.append((name, arg_spec(name, v, loc)))
-        return (tuple(parts), options.get("num_warps", 4), options.get("target"))
+        return (tuple(parts), options.get("num_warps", 4), options.get("target"),
+                options.get("num_ctas", 1))
 
     def trace(self, *args, **kwargs) -> TracedKernel:
         """Trace without launching; takes real arguments or type specs (gl.pointer(gl.float32))."""
@@ -204,10 +205,18 @@ class JITFunction:
         num_warps = int(options.get("num_warps", 4))
         if num_warps <= 0 or num_warps & (num_warps - 1):
             raise ArgumentValueError(f"num_warps={num_warps} must be a power of two", loc)
+        num_ctas = options.get("num_ctas", 1)
+        if not isinstance(num_ctas, int) or isinstance(num_ctas, bool) or num_ctas not in (1, 2, 4, 8):
+            raise ArgumentValueError(f"num_ctas={num_ctas!r} must be 1, 2, 4 or 8 (CTAs per cluster)", loc)
+        if num_ctas > 1 and target != "interpreter" and not (target.startswith("sm_") and int(
+                "".join(ch for ch in target[3:] if ch.isdigit())) >= 90):
+            raise ArgumentValueError(f"num_ctas={num_ctas}: clusters of CTAs need sm_90 or later; this "
+                                     f"kernel is traced for {target}", loc)
         tpw = backends.for_target(target).threads_per_warp(target)
         body = Block()
         graph = Graph(self.__name__, [], [], [], body, num_warps, tpw, target,
-                      {k: getattr(v, "value", v) for k, v in bound.items() if k in self.constexprs})
+                      {k: getattr(v, "value", v) for k, v in bound.items() if k in self.constexprs},
+                      num_ctas=num_ctas)
         call = {}
         from .language.tensor import wrap
         for (name, v), part in zip(bound.items(), key[0]):
@@ -303,6 +312,10 @@ class Launcher:
         if callable(grid):
             grid = grid({**{k: getattr(v, "value", v) for k, v in bound.items()}, **options})
         grid = _check_grid(self.grid, grid, loc)
+        n = traced.graph.num_ctas
+        if grid[0] % n:
+            raise ArgumentValueError(f"grid {tuple(grid)}: with num_ctas={n} the grid's x extent must be a "
+                                     f"multiple of {n} (each cluster is {n} consecutive programs along x)", loc)
         runtime = [v for k, v in bound.items() if k not in fn.constexprs]
         out = be.run(traced.graph, grid, runtime, options.get("stream"), loc=loc)
         self._add_fast(be, traced, args, kwargs, loc)

@@ -278,7 +278,10 @@ def _mb_arrive(ctx, ts, attrs, regions):
     _barrier(ctx, ts[0])
     if not isinstance(attrs["count"], int) or attrs["count"] < 1:
         raise ctx.error("mbarrier.arrive count must be a positive int")
-    _pred(ctx, ts, attrs, 1)
+    i = _pred(ctx, ts, attrs, 1)
+    if attrs.get("remote"):
+        _require_target(ctx, "an arrival on another CTA's mbarrier", 90)
+        _int_scalar(ctx, ts[i], "the CTA rank an arrival goes to")
     return []
 
 
@@ -383,6 +386,9 @@ def _tma_load(ctx, ts, attrs, regions):
     _tma_common(ctx, d, coords, smem)
     _barrier(ctx, bar)
     _pred(ctx, ts, attrs, 3 + n)
+    m = attrs.get("multicast", 0)
+    if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m < 256:
+        raise ctx.error(f"multicast must be a mask of the cluster's CTA ranks (an int below 256), got {m!r}")
     return []
 
 
@@ -422,6 +428,20 @@ def _require_target(ctx, what: str, sm: int, suffix_a: bool = False) -> None:
                         notes=(f"launch on a GPU that has it or trace with target='{need}'",))
 
 
+def _cluster_id(ctx, ts, attrs, regions):
+    _require_target(ctx, "cluster.cta_rank() (%cluster_ctarank)", 90)
+    return [Type(dt.int32)]
+
+
+def _cluster_barrier(ctx, ts, attrs, regions):
+    _require_target(ctx, "gl.cluster_barrier() (barrier.cluster)", 90)
+    return []
+
+
+define("cluster_cta_id", _cluster_id, doc="this CTA's rank in its cluster (0 .. num_ctas - 1)")
+define("cluster_barrier", _cluster_barrier, has_side_effects=True,
+       doc="every thread of every CTA of the cluster meets; earlier mbarrier inits and shared-memory "
+           "writes are visible to the cluster after it")
 define("tma_load", _tma_load, has_side_effects=True, memory_operands=True,
        doc="cp.async.bulk.tensor global -> shared; completes bytes on the mbarrier")
 define("tma_store", _tma_store, has_side_effects=True, memory_operands=True,

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -34,6 +35,9 @@ HOPPER = [  # (BM, BN, BK, STAGES, num_warps): TMA + mbarrier ring + wgmma, pers
 WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4), (128, 64, 128, 4, 4),
     (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
+]
+CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas): clusters multicasting B's tile (cuBLAS's sm_90 shape)
+    (128, 256, 64, 3, 8, 2), (256, 128, 64, 3, 8, 2), (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
@@ -143,6 +147,27 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
                                        num_warps=warps, backend="nvidia")
 
 
+def cluster_run(cfg, a, b, c, shape):
+    """The cluster kernel, persistent over as many clusters as the GPU runs at once."""
+    bm, bn, bk, stages, warps, n = cfg
+    m, nn, k = shape
+    lay = gl.NVMMASharedLayout.get_default_for
+    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
+    db = TensorDescriptor.from_tensor(b, [bk, bn // n], lay([bk, bn // n], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gd))
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n)
+    from gluon_trace.nvidia import max_active_clusters
+    ck = matmul_hopper_cluster.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
+    tiles = -(-(-(-m // bm)) // n) * -(-nn // bn)
+    clusters = min(max_active_clusters(ck, n), tiles)
+    CLUSTERS_USED[cfg] = clusters
+    return lambda: matmul_hopper_cluster[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)
+
+
+CLUSTERS_USED: dict = {}
+
+
 def fastest(name, configs, shape, ref, make):
     """(median ms, config) of the fastest configuration that computes the right answer; every
     one that fails or is wrong is reported, not raised."""
@@ -239,7 +264,21 @@ def f16_row(m=8192, n=8192, k=8192):
     return row
 
 
+ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "triton", "f16", "fp8")
+KERNELS = set(ALL_KERNELS)
+
+
 def main() -> int:
+    import argparse
+    global SHAPES, KERNELS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four)")
+    ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all)")
+    opts = ap.parse_args()
+    if opts.shapes:
+        SHAPES = [tuple(int(x) for x in s.split("x")) for s in opts.shapes.split(",")]
+    if opts.kernels:
+        KERNELS = set(opts.kernels.split(","))
     dev = torch.cuda.get_device_name()
     rows, tri = [], triton_matmul()
     for m, n, k in SHAPES:
@@ -251,7 +290,7 @@ def main() -> int:
         cublas = gpu_time(mm)
         cublas_host = HOST_US.get(id(mm))
         t_tri = None
-        if tri is not None:
+        if tri is not None and "triton" in KERNELS:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             try:
                 tri(a, b, c)
@@ -259,12 +298,18 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001  (an anchor that does not run is reported, not fatal)
                 print(f"triton failed on {m}x{n}x{k}: {e}")
         shape = (m, n, k)
-        best = fastest("mma.sync", CONFIGS, shape, ref, lambda cfg, c: ampere_run(cfg, a, b, c, shape))
-        best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape))
+        best = fastest("mma.sync", CONFIGS, shape, ref, lambda cfg, c: ampere_run(cfg, a, b, c, shape)) \
+            if "mma.sync" in KERNELS else None
+        best_h = fastest("hopper", HOPPER, shape, ref, lambda cfg, c: hopper_run(cfg, a, b, c, shape)) \
+            if "hopper" in KERNELS else None
         best_ws = fastest("hopper-ws", WS, shape, ref,
-                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_ws))
+                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_ws)) \
+            if "ws" in KERNELS else None
         best_pp = fastest("hopper-pingpong", PINGPONG, shape, ref,
-                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_pingpong))
+                          lambda cfg, c: hopper_run(cfg, a, b, c, shape, matmul_hopper_pingpong)) \
+            if "pingpong" in KERNELS else None
+        best_cl = fastest("hopper-cluster", CLUSTER, shape, ref, lambda cfg, c: cluster_run(cfg, a, b, c, shape)) \
+            if "cluster" in KERNELS else None
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
@@ -285,6 +330,11 @@ def main() -> int:
                        pingpong_host_us=best_pp[2], pingpong_ratio_to_cublas=cublas / best_pp[0])
             print(f"{m}x{n}x{k} bf16: ours (ping-pong) {row['pingpong_tflops']:.0f} TFLOP/s {best_pp[1]} | "
                   f"ratio to cuBLAS {row['pingpong_ratio_to_cublas']:.3f} | host {best_pp[2]:.0f} us per launch")
+        if best_cl:
+            row.update(cluster_tflops=flop / best_cl[0] / 1e9, cluster_config=best_cl[1],
+                       cluster_clusters=CLUSTERS_USED.get(best_cl[1]), cluster_ratio_to_cublas=cublas / best_cl[0])
+            print(f"{m}x{n}x{k} bf16: ours (clusters, B multicast) {row['cluster_tflops']:.0f} TFLOP/s {best_cl[1]} "
+                  f"on {row['cluster_clusters']} clusters | ratio to cuBLAS {row['cluster_ratio_to_cublas']:.3f}")
         # head to head: the best of each kernel and cuBLAS timed in turn, several rounds (the
         # GPU's clock drifts with its power draw over a sweep: a ratio from one round is fairer)
         contenders = {}
@@ -293,7 +343,10 @@ def main() -> int:
             if best_k:
                 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
                 contenders[name] = hopper_run(best_k[1], a, b, c, shape, kern)
-        if tri is not None and t_tri:
+        if best_cl:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            contenders["cluster"] = cluster_run(best_cl[1], a, b, c, shape)
+        if tri is not None and t_tri and "triton" in KERNELS:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["triton"] = lambda c=c: tri(a, b, c)
         ratios = {name: [] for name in contenders}
@@ -309,10 +362,12 @@ def main() -> int:
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "
               f"{row['triton_tflops'] or 0:.0f} | ratio to cuBLAS {row.get('ratio_to_cublas', 0):.3f}")
-    rows.append(f16_row())
-    rows.append(fp8_row())
+    if "f16" in KERNELS:
+        rows.append(f16_row())
+    if "fp8" in KERNELS:
+        rows.append(fp8_row())
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
-    name = dev.replace(" ", "_")
+    name = dev.replace(" ", "_") + ("" if KERNELS == set(ALL_KERNELS) else "-" + "-".join(sorted(KERNELS)))
     with open(os.path.join(os.path.dirname(__file__), "results", f"gemm-{name}.json"), "w") as f:
         json.dump({"device": dev, "torch": torch.__version__, "rows": rows}, f, indent=2)
     return 0

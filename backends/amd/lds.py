@@ -576,6 +576,8 @@ NVIDIA_ONLY = {
     "wgmma": ("Hopper warpgroup_mma", "use gl.amd.cdna3.mfma (gfx90a, gfx942) or gl.amd.rdna3.wmma (gfx1100)"),
     "wgmma_wait": ("Hopper warpgroup_mma_wait", "MFMA/WMMA results need no wait"),
     "mma_v2": ("Ampere mma.sync", "use gl.amd.cdna3.mfma (gfx90a, gfx942) or gl.amd.rdna3.wmma (gfx1100)"),
+    "cluster_cta_id": ("Hopper clusters of CTAs", "launch one CTA per workgroup (num_ctas=1)"),
+    "cluster_barrier": ("Hopper clusters of CTAs", "launch one CTA per workgroup (num_ctas=1)"),
 }
 
 for _n, (_what, _instead) in NVIDIA_ONLY.items():

@@ -71,7 +71,7 @@ def _exact_f64(x):
 
 
 class Program:
-    __slots__ = ("pid", "grid", "mem", "env", "sync", "tma_arrays", "strict", "barriers")
+    __slots__ = ("pid", "grid", "mem", "env", "sync", "tma_arrays", "strict", "barriers", "cluster", "rank")
 
     def __init__(self, pid, grid, mem, env, tma_arrays=None, strict=False, barriers=None):
         self.pid, self.grid, self.mem, self.env = pid, grid, mem, env
@@ -79,6 +79,8 @@ class Program:
         self.tma_arrays = tma_arrays  # id(TensorDescriptor) -> its tensor's storage array
         self.strict = strict  # the graph has async wgmmas: check no op reads a Pending value
         self.barriers = barriers  # the ops the backends put a barrier before (membar), checked
+        self.cluster = None  # cluster.Cluster when the kernel runs in clusters of CTAs
+        self.rank = 0  # this program's rank in its cluster
 
 
 # -- element-wise ----------------------------------------------------------------------------
@@ -587,6 +589,10 @@ def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
     for v, a in zip(graph.args, args):
         env0[v] = a
     strict, need = graph_facts(graph)
+    if graph.num_ctas > 1:
+        from .cluster import run_clusters
+        run_clusters(graph, grid, env0, lambda pid, env: Program(pid, grid, mem, env, tma_arrays, strict, need))
+        return
     with np.errstate(all="ignore"):
         for z in range(grid[2]):
             for y in range(grid[1]):
@@ -597,3 +603,4 @@ def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
 
 from . import rules_memory  # noqa: E402,F401  (shared memory, barriers, async copies, TMA)
 from .rules_mma import PASS_PENDING, Pending, pending_error  # noqa: E402  (MMA, warp specialization)
+from . import cluster  # noqa: E402,F401  (clusters of CTAs)

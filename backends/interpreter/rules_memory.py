@@ -36,6 +36,11 @@ def _alloc(p, op, *init):
     offs, elems = element_offsets(t.layout, t.shape, t.dtype.bits)
     nbytes = max(elems * t.dtype.bits // 8, 1)
     view = View(Buffer(nbytes, op.loc, f"buffer at line {op.loc.line if op.loc else '?'}"), offs, t.dtype)
+    view.buf.alloc_op = op
+    if p.cluster is not None:  # a peer's multicast or arrival finds this CTA's copy by the op
+        p.cluster.buffers[p.rank][op] = view.buf
+        st = state(p)
+        view.buf.stamp = (st.current, int(st.clock()[st.current]))  # a peer must be ordered after it
     if init:
         s = state(p)
         s.barrier_check.access(s, view, op, op.operands[0].type.layout, True)
@@ -128,7 +133,10 @@ def _mb_init(p, op, v):
     if old is not None and old.valid and old.pending != old.count:
         raise InterpreterError(f"mbarrier.init on a barrier with arrivals pending since the init at line "
                                f"{old.init_loc.line}", op.loc)
-    state(p).bars[v.key()] = MBarrier(op.attrs["count"], op.loc)
+    s = state(p)
+    bar = s.bars[v.key()] = MBarrier(op.attrs["count"], op.loc)
+    if p.cluster is not None:
+        bar.stamp = (s.current, int(s.clock()[s.current]))
 
 
 @rule("mbarrier_invalidate")
@@ -195,8 +203,12 @@ def _mb_expect(p, op, v, *pred):
 
 
 @rule("mbarrier_arrive")
-def _mb_arrive(p, op, v, *pred):
-    if pred and not bool(pred[0]):
+def _mb_arrive(p, op, v, *rest):
+    if op.attrs.get("pred") and not bool(rest[0]):
+        return
+    if op.attrs.get("remote"):
+        from .cluster import remote_arrive
+        remote_arrive(p, op, v, rest[-1], op.attrs["count"])
         return
     arrive(state(p), _bar(p, op, v), op, op.attrs["count"])
 
@@ -333,12 +345,31 @@ def _tma_load(p, op, desc, *rest):
     if cut is not None:
         block[cut[1]] = arr[cut[0]]
     ev = s.event("TMA load", op.loc)
-    s.write(v, block, op, "tma.async_load", writer=ev, raw=True)
     nbytes = math.prod(desc.block_shape) * elem.bits // 8
-    bar.tx -= nbytes
-    bar.arrived += nbytes
-    bar.events.append(ev)
-    complete_if_done(s, bar, op)
+    mask = op.attrs.get("multicast", 0)
+    if not mask:
+        targets = [(v, bar)]
+    else:  # the block lands in each CTA of the mask, and completes on each one's barrier
+        from .cluster import note_incoming, peer_bar, peer_view
+        n = 1 if p.cluster is None else p.cluster.n
+        if mask >> n:
+            raise InterpreterError(f"tma.async_load multicast mask {mask:#b} names CTAs outside the "
+                                   f"cluster of {n}", op.loc)
+        targets = []
+        for r in range(n):
+            if mask >> r & 1:
+                pv = peer_view(p, v, r, op, "tma.async_load(multicast=...)")
+                pb = bar if pv is v else peer_bar(p, peer_view(p, _view(bar_v, op), r, op,
+                                                                "tma.async_load(multicast=...)"),
+                                                  r, op, "tma.async_load(multicast=...)")
+                targets.append((pv, pb))
+                note_incoming(p, r, (ev.comp, 1), "tma.async_load(multicast=...)", op.loc)
+    for tv, tb in targets:
+        s.write(tv, block, op, "tma.async_load", writer=ev, raw=True)
+        tb.tx -= nbytes
+        tb.arrived += nbytes
+        tb.events.append(ev)
+        complete_if_done(s, tb, op)
 
 
 @rule("tma_store")

@@ -257,6 +257,11 @@ class Scheduler:
 @rule("warp_specialize")
 def _warp_specialize(p, op):
     s = state(p)
+    if p.cluster is not None:
+        raise InterpreterError("the interpreter does not run warp_specialize in a kernel launched in "
+                               "clusters (num_ctas > 1) yet", op.loc,
+                               notes=("the NVIDIA backend compiles it; test it there, or trace with "
+                                      "num_ctas=1",))
     if s.scheduler is not None:
         raise InterpreterError("warp_specialize inside a partition", op.loc)
     parent = s.current

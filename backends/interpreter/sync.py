@@ -91,7 +91,7 @@ class View:
 
 class MBarrier:
     __slots__ = ("count", "pending", "tx", "phase", "arrive_clock", "events", "done_clock",
-                 "init_loc", "expect_locs", "expected", "arrived", "valid")
+                 "init_loc", "expect_locs", "expected", "arrived", "valid", "stamp")
 
     def __init__(self, count: int, loc):
         self.count, self.pending, self.tx, self.phase = count, count, 0, 0
@@ -101,6 +101,7 @@ class MBarrier:
         self.init_loc, self.expect_locs = loc, []
         self.expected = self.arrived = 0
         self.valid = True
+        self.stamp = None  # (component, time) of the init, in a cluster (peers must see it)
 
 
 class SyncState:

@@ -204,7 +204,7 @@ class Analysis:
             self.info[out] = ins[0] if keep else _elementwise_default(op, ins, rank)
         elif name == "load":
             self.info[out] = AI((1,) * rank, ins[0].const, (1,) * rank)
-        elif name in ("program_id", "num_programs"):
+        elif name in ("program_id", "num_programs", "cluster_cta_id"):
             self.info[out] = scalar(1)
         else:
             self.info[out] = _elementwise_default(op, ins, rank) if ins else unknown(rank)

@@ -631,6 +631,8 @@ class Emitter:
         out.append(",\n".join("\t" + d for d in decls))
         out.append(")")
         out.append(f".maxntid {self.nthreads}, 1, 1")
+        if self.g.num_ctas > 1:  # the cluster shape is the kernel's: a plain launch honours it
+            out.append(f".reqnctapercluster {self.g.num_ctas}, 1, 1")
         if self.ws is not None and self.ws.start_regs:
             out.append(f".maxnreg {self.ws.start_regs}")
         out.append("{")

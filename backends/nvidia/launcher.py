@@ -91,6 +91,35 @@ class Driver:
         return hit
 
 
+def max_active_clusters(ck, num_ctas: int, dev: int = 0) -> int:
+    """How many clusters of ``num_ctas`` CTAs of compiled kernel ``ck`` the device runs at once
+    (cuOccupancyMaxActiveClusters): the grid of a persistent cluster kernel. Not every SM
+    count divides into clusters (the GPCs differ), so this can be less than SMs / num_ctas."""
+    drv = driver()
+    cu = drv.cu
+    _, kern, configured = drv.kernel(ck)
+    with _Switch(drv, dev):
+        if ck.shared_bytes > 48 * 1024 and dev not in configured:
+            err, d = cu.cuDeviceGet(dev)
+            drv.check(err, "cuDeviceGet")
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            (err,) = cu.cuKernelSetAttribute(attr, ck.shared_bytes, kern, d)
+            drv.check(err, f"allowing {ck.shared_bytes} bytes of dynamic shared memory for {ck.name}")
+        err, fn = cu.cuKernelGetFunction(kern)
+        drv.check(err, f"cuKernelGetFunction({ck.name})")
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = num_ctas, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 32 * ck.num_warps, 1, 1
+        cfg.sharedMemBytes = ck.shared_bytes
+        a = cu.CUlaunchAttribute()
+        a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = num_ctas, 1, 1
+        cfg.attrs, cfg.numAttrs = [a], 1
+        err, n = cu.cuOccupancyMaxActiveClusters(fn, cfg)
+        drv.check(err, f"cuOccupancyMaxActiveClusters({ck.name})")
+    return int(n)
+
+
 _driver: Driver | None = None
 _driver_lock = threading.Lock()
 _addrs: dict[str, int] = {}
@@ -352,7 +381,7 @@ class KernelLauncher:
         arguments do not fit this specialization (the caller then takes the checked path).
         Only for torch tensors, Python ints/floats/bools and tuple/int grids."""
         torch = _torch()
-        if torch is None:
+        if torch is None or self.graph.num_ctas > 1:  # clusters: the checked path (its grid rule)
             return None
         if not any(self.descs):  # the C path does not take TMA descriptors (yet): Python does
             c = self._c_fast(torch, specs, expected_kwargs)

@@ -140,9 +140,36 @@ def _arrive(em, g: str, a: str, count: int) -> None:
         em.emit(f"{g}mbarrier.arrive.shared::cta.b64 {state}, [{a}];")
 
 
+_ORDERS_MEMORY = ("ld.", "st.", "wgmma", "cp.", "atom", "red.", "bar.", "barrier", "mbarrier.try_wait",
+                  "mbarrier.test_wait", "ldmatrix", "stmatrix", "fence", "bra", "ret", "tcgen", "shfl")
+
+
+def _barrier_once(em) -> None:
+    """A partition barrier, unless the straight-line code since the last one only arrived on
+    mbarriers and computed registers (a release to several CTAs' barriers needs one barrier,
+    not one per arrival)."""
+    for text, _ in reversed(em.lines):
+        t = text.strip()
+        if t == em.bar_text:
+            return
+        if t.startswith("@"):
+            t = t.partition(" ")[2]
+        if t.endswith(":") or (t.startswith(_ORDERS_MEMORY) and not t.startswith("mbarrier.arrive")):
+            break
+    em.barrier()
+
+
 @rule("mbarrier_arrive")
 def _mb_arrive(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
+    if op.attrs.get("remote"):  # the same mbarrier in CTA `cta` of the cluster
+        _sm90(em, op, "an arrival on another CTA's mbarrier (mapa, shared::cluster)")
+        _barrier_once(em)
+        rank = _b32(em, op.operands[-1])
+        remote = em.ins("b32", f"mapa.shared::cluster.u32 {{d}}, {a}, {rank};")
+        em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+                f"[{remote}], {int(op.attrs['count'])};")
+        return []
     if op.operands[0] in em.arrivals:  # every thread arrives for itself: no partition barrier
         g = f"@{em.vals[op.operands[1]][0]} " if op.attrs.get("pred") else ""
         _arrive(em, g, a, int(op.attrs["count"]))
@@ -212,9 +239,30 @@ def _tma_load(em, op):
     _barrier_if_needed(em, op)
     g = _elected(em, op, 3 + n)
     tmap = em.vals[desc_v][0]
+    mask = int(op.attrs.get("multicast", 0))
+    if mask:  # the box lands at the same offset in each CTA of the mask, on each one's barrier
+        m = em.ins("b16", f"mov.b16 {{d}}, {mask};")
+        mc, tail = ".multicast::cluster", f", {m}"
+    else:
+        mc = tail = ""
     for dst, cs in _boxes(em, op, desc_v, coords, s):
-        em.emit(f"@{g} cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                f"[{dst}], [{tmap}, {{{', '.join(cs)}}}], [{bar}];")
+        em.emit(f"@{g} cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc} "
+                f"[{dst}], [{tmap}, {{{', '.join(cs)}}}], [{bar}]{tail};")
+    return []
+
+
+@rule("cluster_cta_id")
+def _cluster_cta_id(em, op):
+    _sm90(em, op, "cluster.cta_rank() (%cluster_ctarank)")
+    return [[em.special("%cluster_ctarank")]]
+
+
+@rule("cluster_barrier")
+def _cluster_barrier(em, op):
+    _sm90(em, op, "cluster.barrier() (barrier.cluster)")
+    # arrive has release and wait acquire semantics at cluster scope by default
+    em.emit("barrier.cluster.arrive.aligned;")
+    em.emit("barrier.cluster.wait.aligned;")
     return []
 
 

@@ -80,6 +80,11 @@ def num_warps() -> int:
     return current().num_warps
 
 
+def num_ctas() -> int:
+    """CTAs per cluster (the ``num_ctas`` launch option), a Python int at trace time."""
+    return current().graph.num_ctas
+
+
 # -- memory -------------------------------------------------------------------------------
 
 def _masked(ptr: tensor, mask):

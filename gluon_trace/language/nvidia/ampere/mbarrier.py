@@ -38,9 +38,14 @@ def expect(mbarrier, bytes_per_cta=None, pred=True, nbytes=None) -> None:
     current().create("mbarrier_expect", ops, attrs)
 
 
-def arrive(mbarrier, *, count=1, pred=True) -> None:
+def arrive(mbarrier, *, count=1, pred=True, cta=None) -> None:
+    """``count`` arrivals on ``mbarrier``; with ``cta`` (a rank in the cluster, sm_90), on the
+    same mbarrier of that CTA instead (a consumer releasing a buffer its peer multicasts into)."""
     ops, attrs = [mbarrier.value], {"count": _int(count, "count")}
     _pred(pred, ops, attrs)
+    if cta is not None:
+        ops.append(to_tensor(cta, dt.int32).value)
+        attrs["remote"] = True
     current().create("mbarrier_arrive", ops, attrs)
 
 

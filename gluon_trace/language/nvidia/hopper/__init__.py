@@ -4,9 +4,9 @@ from ...memory import _int
 from ...mma import use_acc_operand
 from ...tensor import tensor, to_tensor, wrap
 from ..ampere import async_copy, mbarrier  # noqa: F401
-from . import tma  # noqa: F401
+from . import cluster, tma  # noqa: F401
 
-__all__ = ["async_copy", "fence_async_shared", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait"]
+__all__ = ["async_copy", "cluster", "fence_async_shared", "mbarrier", "tma", "warpgroup_mma", "warpgroup_mma_wait"]
 
 
 def fence_async_shared(cluster=False) -> None:

@@ -1,5 +1,6 @@
 """TMA: bulk tensor copies between global memory (through a TensorDescriptor) and shared memory."""
-from ....tracer import current
+from ....errors import TraceError
+from ....tracer import current, user_location
 from ...memory import _int
 from ...tensor import to_tensor
 from .... import dtypes as dt
@@ -12,12 +13,25 @@ def _coords(coord):
     return [to_tensor(c, dt.int32).value for c in coord]
 
 
-def async_load(tensor_desc, coord, barrier, result, pred=True) -> None:
+def async_load(tensor_desc, coord, barrier, result, pred=True, multicast=0) -> None:
     """Copy the block at ``coord`` into ``result``; its bytes complete on ``barrier``
     (pair with ``mbarrier.expect(barrier, desc.block_type.nbytes)``). Out-of-bounds elements
-    read as zeros."""
+    read as zeros.
+
+    In a cluster (``num_ctas`` > 1), ``multicast`` is a mask of CTA ranks (or True: all of
+    them): the block lands in ``result`` in each of those CTAs, and its bytes complete on
+    ``barrier`` in each (the same buffers and barrier, allocated alike in every CTA)."""
     ops = [tensor_desc.value, *_coords(coord), barrier.value, result.value]
     attrs = {}
+    if multicast is not False and multicast != 0:
+        n = current().graph.num_ctas
+        mask = (1 << n) - 1 if multicast is True else multicast
+        if not isinstance(mask, int) or not 0 < mask < (1 << n):
+            raise TraceError(f"multicast={multicast!r}: a mask of CTA ranks in a cluster of {n} (an int "
+                             f"in [1, {1 << n}), or True for all)", user_location(),
+                             notes=("launch with num_ctas=2 (or more) to multicast",) if n == 1 else ())
+        if mask != 1 or n > 1:  # a "cluster" of one: an ordinary load
+            attrs["multicast"] = mask
     if pred is not True:
         p = to_tensor(pred, dt.int1)
         ops.append((p if p.dtype.is_bool else p != 0).value)

@@ -1,0 +1,98 @@
+"""Hopper GEMM in clusters of CTAs (launch with ``num_ctas=2``): the CTAs of a cluster compute
+output tiles stacked along M that share one tile of B. Each CTA loads its own block of A and
+1/num_ctas of B's block, multicast by TMA into every CTA of the cluster, so B crosses from L2
+once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same).
+
+The ring: ``full[s]`` completes when stage s holds A and all of B (num_ctas TMA pieces land on
+it, from this CTA and its peers); ``empty[s]`` (count num_ctas) completes when every CTA's
+wgmma that read stage s has retired, since a refill writes into all of them. Persistent over
+pairs of tiles in grouped order; ``cluster.barrier()`` after the inits (no peer multicasts onto
+an mbarrier not yet initialised) and at the end (no CTA exits while a peer writes into it)."""
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.language.nvidia.hopper import (cluster, fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                warpgroup_mma_wait)
+
+from .matmul_hopper import grouped_tile
+
+
+def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES):
+    """Load ring step ``it`` (K step ``k``): this CTA's A block, and its part of B for all."""
+    n: gl.constexpr = gl.num_ctas()
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BNP: gl.constexpr = b_desc.block_type.shape[1]
+    s = it % STAGES
+    # a refill writes into every CTA's stage s: wait until all of them released it (the
+    # first pass finds the ring empty: the phase before it counts as completed)
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    mbarrier.expect(full.index(s), a_desc.block_type.nbytes + n * b_desc.block_type.nbytes)
+    tma.async_load(a_desc, [off_m, k * BK], full.index(s), a_bufs.index(s))
+    for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
+        tma.async_load(b_desc, [k * BK, off_n + r * BNP], full.index(s), b_bufs.index(s).slice(r * BNP, BNP, dim=1),
+                       pred=rank == r, multicast=True)
+
+
+def _release(empty, it, STAGES):
+    """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster."""
+    for r in gl.static_range(gl.num_ctas()):
+        mbarrier.arrive(empty.index(it % STAGES), cta=r)
+
+
+@gt.jit
+def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    """C = A @ B with B [K, N]. ``b_desc``'s block is B's block cut to 1/num_ctas of its
+    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN]."""
+    n: gl.constexpr = gl.num_ctas()
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    dtype = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    full = mbarrier.allocate_mbarrier(batch=STAGES)
+    empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(full.index(s), count=1)
+        mbarrier.init(empty.index(s), count=n)
+    cluster.barrier()
+    rank = cluster.cta_rank()
+
+    num_mc = gl.cdiv(gl.cdiv(M, BM), n)  # tiles along M, n to a cluster
+    num_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, BK)
+    prod = gl.full([], 0, gl.int32)
+    cons = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
+        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
+        # past M's last tile (an odd count) a CTA still loads its part of B for its peer; its
+        # own A reads as zeros and its store is clipped by TMA
+        off_m = (pid_mc * n + rank) * BM
+        off_n = pid_n * BN
+        for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 1)):
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, kk, rank, STAGES)
+            prod += 1
+        acc = gl.zeros([BM, BN], gl.float32, acc_l)
+        for k in gl.range(0, k_tiles):
+            s = cons % STAGES
+            mbarrier.wait(full.index(s), (cons // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            with gl.if_(k > 0):
+                _release(empty, cons - 1, STAGES)
+            cons += 1
+            with gl.if_(k + STAGES - 1 < k_tiles):
+                _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, k + STAGES - 1,
+                         rank, STAGES)
+                prod += 1
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        _release(empty, cons - 1, STAGES)
+        tma.store_wait(0)  # the previous tile's store has read c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+    cluster.barrier()

@@ -1,0 +1,120 @@
+"""Clusters on NVIDIA (rules_hopper.py): ``.reqnctapercluster``, TMA multicast, ``mapa`` and
+remote ``mbarrier.arrive``, ``barrier.cluster``, ptxas assembling the cluster GEMM; on the GPU
+(``pytest -m gpu``) the cluster GEMM against torch and the multicast ring kernel."""
+import re
+
+import numpy as np
+import pytest
+
+from gluon_trace import language as gl
+from gluon_trace.errors import ArgumentValueError
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia.compiler import build  # noqa: E402
+
+from test_cluster import ring_kernel  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def _descs(m, n, k, bm, bn, bk, ctas, dtype=np.float16):
+    a, b, c = np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.zeros((m, n), dtype)
+    g = gl.float16
+    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], g)),
+            TensorDescriptor.from_tensor(b, [bk, bn // ctas], NV([bk, bn // ctas], g)),
+            TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], g)))
+
+
+@pytest.mark.parametrize("bm, bn, bk, stages, warps", [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8),
+                                                       (128, 128, 64, 4, 4)])
+def test_cluster_gemm_assembles(bm, bn, bk, stages, warps):
+    tr = matmul_hopper_cluster.trace(*_descs(4096, 4096, 4096, bm, bn, bk, 2), 4096, 4096, 4096, STAGES=stages,
+                                     GROUP_M=8, num_warps=warps, num_ctas=2, target="sm_90a")
+    ck = build(tr.graph, "sm_90a")
+    asm = ck.asm
+    assert ".reqnctapercluster 2, 1, 1" in asm
+    assert ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
+    mc = [l for l in asm.splitlines() if "multicast::cluster" in l]
+    # B's part: one TMA per 64-column block of the swizzle, in the prologue and the K loop
+    assert mc and all(l.rstrip().endswith(", %h" + l.rsplit("%h", 1)[1].rstrip(";").strip() + ";") for l in mc)
+    arrives = [i for i, l in enumerate(asm.splitlines()) if "mbarrier.arrive.release.cluster.shared::cluster" in l]
+    assert len(arrives) == 4  # two releases (in the loop, after it), each to both CTAs
+    lines = asm.splitlines()
+    # one partition barrier before each release's two arrivals, not one per arrival
+    between = lines[arrives[0]:arrives[1]]
+    assert not any(l.strip() == "bar.sync 0;" for l in between)
+    assert any(re.match(r"\s*mapa\.shared::cluster\.u32", l) for l in lines)
+    assert sum("barrier.cluster.arrive.aligned" in l for l in lines) == 2
+
+
+def test_ring_kernel_assembles():
+    src = np.zeros((16, 32), np.float32)
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+    tr = ring_kernel.trace(d, gl.pointer(gl.float32), SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2,
+                           num_warps=1, target="sm_90a")
+    asm = build(tr.graph, "sm_90a").asm
+    assert "%cluster_ctarank" in asm and ".multicast::cluster" in asm
+
+
+NVIDIA = "nvidia"
+
+
+def _gpu():
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch
+    except ImportError:
+        pass
+    pytest.skip("no CUDA GPU (torch.cuda)")
+
+
+def _padded(torch, rows, cols, dtype, fill=None):
+    item = torch.tensor([], dtype=dtype).element_size()
+    wide = -(-cols * item // 16) * 16 // item + 16 // item
+    if fill is None:
+        return torch.randn(rows, wide, device="cuda").to(dtype)[:, :cols]
+    return torch.full((rows, wide), fill, device="cuda", dtype=dtype)[:, :cols]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000), (128, 2048, 512), (4096, 512, 256)])
+@pytest.mark.parametrize("bm, bn, warps, full_grid", [(128, 256, 8, True), (128, 128, 4, False)])
+def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid):
+    """Pairs of CTAs sharing B's tile by multicast; the grid as many clusters as the GPU runs at
+    once, or two clusters walking many tiles (phases across tiles)."""
+    torch = _gpu()
+    from gluon_trace.nvidia import max_active_clusters
+    bk = 64
+    a = _padded(torch, m, k, torch.bfloat16)
+    b = _padded(torch, k, n, torch.bfloat16)
+    c = _padded(torch, m, n, torch.bfloat16, fill=float("nan"))
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    kw = dict(STAGES=3, GROUP_M=8, num_warps=warps, num_ctas=2)
+    ck = matmul_hopper_cluster.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
+    clusters = max_active_clusters(ck, 2) if full_grid else 2
+    assert clusters >= 2
+    matmul_hopper_cluster[(2 * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+def test_gpu_multicast_lands_in_both_ctas_and_a_bad_grid_is_refused():
+    torch = _gpu()
+    src = torch.randn(16, 32, device="cuda")
+    out = torch.full((64, 32), float("nan"), device="cuda")
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+    ring_kernel[(4,)](d, out, SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2, num_warps=1, backend=NVIDIA)
+    torch.cuda.synchronize()
+    for p in range(4):
+        torch.testing.assert_close(out[16 * p:16 * (p + 1)], src, rtol=0, atol=0)
+    with pytest.raises(ArgumentValueError):
+        ring_kernel[(3,)](d, out, SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2, num_warps=1, backend=NVIDIA)
+    x = torch.ones(4, device="cuda")
+    assert float((x * 2).sum()) == 8.0  # the context is still good

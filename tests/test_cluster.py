@@ -1,0 +1,200 @@
+"""Clusters of CTAs (``num_ctas``): the language's rules, and the interpreter running a
+cluster's CTAs together -- TMA multicast into every CTA of a mask, arrivals on a peer's
+mbarrier, cluster barriers -- with the cluster GEMM against numpy and each mistake a cluster
+kernel can make reported at its line."""
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.errors import ArgumentValueError, InterpreterError, TraceError
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster
+from gluon_trace.language.nvidia.hopper import cluster, mbarrier, tma
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+from test_kernels import BF16, check, operands, padded
+
+NV = gl.NVMMASharedLayout.get_default_for
+HERE = __file__
+
+
+def cluster_descs(a, b, c, bm, bn, bk, n):
+    ta = gl.bfloat16 if a.dtype == BF16 else gl.float16
+    tc = gl.float32
+    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], ta)),
+            TensorDescriptor.from_tensor(b, [bk, bn // n], NV([bk, bn // n], ta)),
+            TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], tc)))
+
+
+@pytest.mark.parametrize("m, n, k, programs", [(192, 128, 96, 4), (128, 64, 64, 2), (330, 200, 70, 2),
+                                               (64, 256, 160, 6)])
+def test_cluster_gemm_on_the_interpreter(rng, m, n, k, programs):
+    """Two CTAs per cluster share B's tile (each loads half, multicast to both); odd tile
+    counts along M leave a CTA loading B for its peer with nothing of its own to compute."""
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper_cluster[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=3, GROUP_M=2,
+                                       num_ctas=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+def test_cluster_gemm_of_four_ctas(rng):
+    m, n, k = 256, 128, 64
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper_cluster[(4,)](*cluster_descs(a, b, c, 64, 128, 32, 4), m, n, k, STAGES=2, GROUP_M=1,
+                                num_ctas=4, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+@gt.jit
+def ring_kernel(src, out, SYNC_AFTER_INIT: gl.constexpr, SYNC_AT_END: gl.constexpr):
+    """CTA 0 multicasts one block to both CTAs; each CTA stores what landed in it, then tells
+    the other it is done reading (a remote arrival) and waits for the other's word."""
+    BM: gl.constexpr = src.block_type.shape[0]
+    BN: gl.constexpr = src.block_type.shape[1]
+    buf = gl.allocate_shared_memory(src.dtype, [BM, BN], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    done = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.init(done, count=1)
+    if SYNC_AFTER_INIT:
+        cluster.barrier()
+    rank = cluster.cta_rank()
+    mbarrier.expect(bar, src.block_type.nbytes)
+    tma.async_load(src, [0, 0], bar, buf, pred=rank == 0, multicast=True)
+    mbarrier.wait(bar, 0)
+    lay: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [gl.num_warps(), 1], [1, 0])
+    x = buf.load(lay)
+    rows = gl.arange(0, BM, gl.SliceLayout(1, lay))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, lay))
+    off = (gl.program_id(0) * BM + rows)[:, None] * BN + cols[None, :]
+    gl.store(out + off, x)
+    mbarrier.arrive(done, cta=1 - rank)
+    with gl.if_(rank == 1):
+        mbarrier.wait(done, 0)
+    if SYNC_AT_END:
+        cluster.barrier()
+
+
+def _ring(sync_after_init=True, sync_at_end=True, programs=2):
+    src = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) * 0.5 - 7
+    out = np.full((programs * 16, 32), np.nan, np.float32)
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+    ring_kernel[(programs,)](d, out, SYNC_AFTER_INIT=sync_after_init, SYNC_AT_END=sync_at_end, num_ctas=2,
+                             num_warps=1, backend="interpreter", target="sm_90a")
+    return src, out
+
+
+def test_multicast_lands_in_every_cta_of_the_mask():
+    src, out = _ring(programs=4)
+    for p in range(4):
+        np.testing.assert_array_equal(out[16 * p:16 * (p + 1)], src)
+
+
+def test_a_peer_used_before_the_cluster_barrier_after_init_is_an_error_at_the_line():
+    with pytest.raises(InterpreterError) as e:
+        _ring(sync_after_init=False)
+    msg = str(e.value)
+    assert "before that CTA" in msg and "cluster.barrier()" in msg
+    assert "test_cluster.py" in msg and "tma.async_load(src" in msg
+
+
+def test_a_cta_exiting_before_its_peer_arrives_on_it_is_an_error():
+    with pytest.raises(InterpreterError) as e:
+        _ring(sync_at_end=False)
+    msg = str(e.value)
+    assert "before CTA 0 exits" in msg and "cluster.barrier()" in msg
+    assert "mbarrier.arrive(done, cta=1 - rank)" in msg
+
+
+@gt.jit
+def half_barrier(out):
+    with gl.if_(cluster.cta_rank() == 0):
+        cluster.barrier()
+    gl.store(out + gl.program_id(0), 1.0)
+
+
+def test_a_cluster_barrier_not_every_cta_reaches_is_a_deadlock_report():
+    out = np.zeros(2, np.float32)
+    with pytest.raises(InterpreterError) as e:
+        half_barrier[(2,)](out, num_ctas=2, backend="interpreter", target="sm_90a")
+    assert "deadlock" in str(e.value) and "1 of 2 CTAs arrived" in str(e.value)
+
+
+def test_cluster_rank_is_the_program_within_its_cluster():
+    @gt.jit
+    def ranks(out):
+        gl.store(out + gl.program_id(0), cluster.cta_rank())
+
+    out = np.full(8, -1, np.int32)
+    ranks[(8,)](out, num_ctas=4, backend="interpreter", target="sm_90a")
+    np.testing.assert_array_equal(out, np.arange(8) % 4)
+    assert ranks.trace(gl.pointer(gl.int32), num_ctas=4, target="interpreter").graph.num_ctas == 4
+
+
+def test_num_ctas_is_checked_where_the_kernel_is_launched():
+    out = np.zeros(8, np.int32)
+
+    @gt.jit
+    def k(out):
+        gl.store(out + gl.program_id(0), gl.num_ctas())
+
+    with pytest.raises(ArgumentValueError) as e:
+        k[(3,)](out, num_ctas=2, backend="interpreter", target="sm_90a")
+    assert "multiple of 2" in str(e.value) and "test_cluster.py" in str(e.value)
+    with pytest.raises(ArgumentValueError) as e:
+        k[(3,)](out, num_ctas=3, backend="interpreter", target="sm_90a")
+    assert "1, 2, 4 or 8" in str(e.value)
+    with pytest.raises(ArgumentValueError) as e:
+        k.trace(gl.pointer(gl.int32), num_ctas=2, target="sm_80")
+    assert "sm_90" in str(e.value)
+    assert isinstance(e.value, ValueError)
+    k[(4,)](out, num_ctas=2, backend="interpreter", target="sm_90a")
+    assert list(out[:4]) == [2] * 4
+
+
+def test_multicast_needs_a_cluster():
+    src = np.zeros((16, 32), np.float32)
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+
+    @gt.jit
+    def k(src, MASK: gl.constexpr):
+        buf = gl.allocate_shared_memory(src.dtype, [16, 32], src.layout)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        tma.async_load(src, [0, 0], bar, buf, multicast=MASK)
+
+    with pytest.raises(TraceError) as e:
+        k.trace(d, MASK=0b10, target="sm_90a")
+    assert "num_ctas=2" in str(e.value) and "test_cluster.py" in str(e.value)
+    # all CTAs of a cluster of one: an ordinary load
+    assert "multicast" not in k.trace(d, MASK=True, target="sm_90a").graph.text
+    with pytest.raises(TraceError) as e:
+        k.trace(d, MASK=0b100, num_ctas=2, target="sm_90a")
+    assert "cluster of 2" in str(e.value)
+
+
+def test_cluster_ops_are_refused_before_sm_90_at_the_line():
+    @gt.jit
+    def k(out):
+        gl.store(out + gl.program_id(0), cluster.cta_rank())
+
+    with pytest.raises(TraceError) as e:
+        k.trace(gl.pointer(gl.int32), target="sm_80")
+    assert "sm_90" in str(e.value) and "test_cluster.py" in str(e.value)
+
+
+def test_a_cluster_barrier_inside_a_partition_is_refused():
+    def worker():
+        cluster.barrier()
+
+    @gt.jit
+    def k(out):
+        gl.warp_specialize([(lambda: None, ()), (worker, ())], [1], [24])
+
+    with pytest.raises(TraceError) as e:
+        k.trace(gl.pointer(gl.int32), num_ctas=2, target="sm_90a")
+    assert "warp_specialize" in str(e.value)
