@@ -83,8 +83,9 @@ def plan(em, acc, ps, ms):
         for j in range(1, n):
             if not np.array_equal(b[:, :, r + j], first + j * es):
                 return None
-        if (first[:, 0] % 4).any() or not np.array_equal(first - first[:, :1], np.broadcast_to(lane4, first.shape)):
-            return None
+        if (first[:, 0] % 4).any() or not np.array_equal(first - first[:, :1],
+                                                         np.broadcast_to(lane4, first.shape)):
+            return None  # not the wave's lanes on consecutive dwords, in lane order
         var, c = _split(ps[r])
         if not is_vgpr(var) or var.size != 2:
             return None
@@ -103,7 +104,7 @@ def emit(em, acc, ps, ms, groups) -> list:
     """The loads of ``groups``; returns their completion tokens."""
     parts = [_split(ps[r]) for r, _ in groups]
     cmin = min(c for _, c in parts)
-    rsrc, lane0 = _resource(em, parts[0][0], cmin)
+    rsrc, origin = _resource(em, parts[0][0], cmin)
     offsets: dict = {}
     tokens = []
     for (r, _), (var, c) in zip(groups, parts):
@@ -119,7 +120,7 @@ def emit(em, acc, ps, ms, groups) -> list:
         if key not in offsets:
             vo = offsets.get((elem_key(var), None))
             if vo is None:  # this lane's pointer minus lane 0's (of the first), plus CENTER
-                vo = offsets[(elem_key(var), None)] = em.valu("v_subrev_u32", em.v(), [lane0, var[0]])
+                vo = offsets[(elem_key(var), None)] = em.valu("v_subrev_u32", em.v(), [origin, var[0]])
             if m is None:
                 offsets[key] = vo
             elif isinstance(m, Imm):  # never copied: every lane out of range
