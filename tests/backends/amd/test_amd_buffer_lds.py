@@ -439,3 +439,20 @@ def test_matmul_mfma_async(target, M, N, K, dma):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-5, atol=1e-4)
     assert bool(dma_loads(lowered(tk, target).text)) == dma
+
+
+def test_perf_script_compares_the_two_paths():
+    """perf/amd_lds_dma.py's two variants of one kernel differ only in the copy's path: DMA (no
+    ds_write, fewer VGPRs: no data registers) and the VGPR path (ds_write at the wait)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[3] / "perf"))
+    import amd_lds_dma
+    import amd_model
+    dma, _ = amd_lds_dma.async_asm((64, 64, 32, 4), True)
+    vgpr, _ = amd_lds_dma.async_asm((64, 64, 32, 4), False)
+    d, v = amd_model.mix_of(amd_model.steady_loop(dma)), amd_model.mix_of(amd_model.steady_loop(vgpr))
+    assert dma_loads(dma) and not dma_loads(vgpr)
+    assert not d.ds_write and sum(v.ds_write.values()) == sum(d.global_load.values()) == sum(v.global_load.values())
+    assert d.mfma == v.mfma and d.ds_read == v.ds_read
+    assert amd_model.resources(dma)["vgprs"] < amd_model.resources(vgpr)["vgprs"]
