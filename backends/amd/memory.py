@@ -294,10 +294,30 @@ def rule_store(em, op):
         key = (elem_key(p), elem_key(vs[i]), ms is not None and elem_key(ms[i]))
         kinds.append("new" if key not in first else "dup")  # the same store again: skip it
         first.setdefault(key, i)
-    for r, n in _vector_groups(em, d, ps, ms, kinds):
+    groups = _packed_groups(em, d, ps, ms, None, kinds) if _packs(d) else _vector_groups(em, d, ps, ms, kinds)
+    for r, n in groups:
         if kinds[r] != "new":
             continue
-        store_group(em, d, ps[r], vs[r:r + n], ms[r] if ms else None)
+        if _packs(d) and n > 1:
+            store_packed(em, d, ps[r], vs[r:r + n], ms[r] if ms else None)
+        else:
+            store_group(em, d, ps[r], vs[r:r + n], ms[r] if ms else None)
+
+
+def store_packed(em, d, p, xs, m=None):
+    """A run of 16/8/4 bytes of 16- or 8-bit elements as one dwordx4/x2/dword store: the dwords
+    they were loaded in when that load is in scope (lds.packed), else packed here."""
+    from .lds import _gather, packed
+    if isinstance(m, Imm):
+        if not m.bits:
+            return
+        m = None
+    words = packed(em, d, xs)
+    data = _gather(em, words)
+    addr, suffix = address(em, p, room=d.bits // 8 * (len(xs) - 1))
+    with ExecMask(em, m):
+        em.emit(_STORE_N.get(len(words), "global_store_dword"), [], [addr[0], data, addr[1]], suffix=suffix,
+                kind="vmem_store")
 
 
 def store_group(em, d, p, xs, m=None):
