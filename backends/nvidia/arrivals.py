@@ -8,8 +8,9 @@ is initialised with count x T instead and each thread arrives for itself: the ph
 once every thread of every arriving partition got there, with each thread's arrive releasing
 its own earlier accesses (CUTLASS's consumer release), and no thread waits for its warps.
 
-An mbarrier that a TMA load or a cp.async signals, that ``mbarrier.expect`` arrives on, or that
-reaches an op this analysis does not know (a loop carrying it) keeps the single-thread form.
+An mbarrier that a TMA load or a cp.async signals, that ``mbarrier.expect`` arrives on, that
+another CTA of a cluster arrives on, or that reaches an op this analysis does not know (a loop
+carrying it) keeps the single-thread form.
 """
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def per_thread_arrivals(graph: Graph) -> dict:
                 root = roots.get(v)
                 if root is None or op.name in _VIEWS:
                     continue
-                if op.name == "mbarrier_arrive":
+                if op.name == "mbarrier_arrive" and op.attrs.get("remote"):
+                    sizes[root] = None  # another CTA's barrier: one elected arrival (rules_hopper)
+                elif op.name == "mbarrier_arrive":
                     s = sizes.setdefault(root, set())
                     if s is not None:
                         s.add(threads)

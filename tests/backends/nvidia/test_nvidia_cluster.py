@@ -49,6 +49,21 @@ def test_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert sum("barrier.cluster.arrive.aligned" in l for l in lines) == 2
 
 
+def test_a_barrier_peers_arrive_on_counts_one_arrival_per_call():
+    """Arrivals from another CTA are one elected thread's: the init count stays the user's
+    (counting every thread, as for local per-thread releases, left the GPU waiting forever)."""
+    src = np.zeros((16, 32), np.float32)
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+    tr = ring_kernel.trace(d, gl.pointer(gl.float32), SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2,
+                           num_warps=4, target="sm_90a")
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", build(tr.graph, "sm_90a").asm)
+    assert inits == ["1", "1"]
+    tr = matmul_hopper_cluster.trace(*_descs(512, 512, 512, 128, 256, 64, 2), 512, 512, 512, STAGES=3, GROUP_M=8,
+                                     num_warps=8, num_ctas=2, target="sm_90a")
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", build(tr.graph, "sm_90a").asm)
+    assert sorted(inits) == ["1"] * 3 + ["2"] * 3
+
+
 def test_ring_kernel_assembles():
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
