@@ -356,7 +356,9 @@ def _descriptor(em, s: Smem, p, wg_off: str | None) -> str:
     b16 = em.memo_get(key)
     if b16 is None:
         a = s.base if wg_off is None else em.ins("b32", f"add.u32 {{d}}, {s.base}, {wg_off};")
-        b16 = em.ins("b32", f"shr.u32 {{d}}, {a}, 4;")  # shared addresses < 2**18: no carry into LBO
+        # bits 4-17 of the address: in a cluster, a CTA past the first sees its shared memory
+        # at addresses above 2**24 (the cluster window), whose high bits would land in LBO
+        b16 = em.ins("b32", f"bfe.u32 {{d}}, {a}, 4, 14;")
         em.memo_put(key, b16)
     lo = em.ins("b32", f"add.u32 {{d}}, {b16}, {lo_fields(p)};")
     hi = em.ins("b32", f"mov.b32 {{d}}, {hi_word(p)};")

@@ -64,6 +64,18 @@ def test_a_barrier_peers_arrive_on_counts_one_arrival_per_call():
     assert sorted(inits) == ["1"] * 3 + ["2"] * 3
 
 
+def test_wgmma_descriptors_take_the_cta_offset_bits_only():
+    """A CTA past the first of a cluster sees its shared memory above 2**24 (the cluster
+    window): the descriptor's 14-bit start field takes address bits 4-17, never a shift that
+    would carry the high bits into LBO (on the H100 that CTA's tiles read every column block
+    but the first from the wrong place)."""
+    tr = matmul_hopper_cluster.trace(*_descs(512, 512, 512, 128, 256, 64, 2), 512, 512, 512, STAGES=3, GROUP_M=8,
+                                     num_warps=8, num_ctas=2, target="sm_90a")
+    asm = build(tr.graph, "sm_90a").asm
+    assert re.search(r"bfe\.u32 %r\d+, %r\d+, 4, 14;", asm)
+    assert not re.search(r"shr\.u32 %r\d+, %r\d+, 4;", asm)
+
+
 def test_ring_kernel_assembles():
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
