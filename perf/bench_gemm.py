@@ -37,7 +37,8 @@ WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps cons
     (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
 ]
 CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas): clusters multicasting B's tile (cuBLAS's sm_90 shape)
-    (128, 256, 64, 3, 8, 2), (256, 128, 64, 3, 8, 2), (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2),
+    (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 256, 64, 3, 8, 2), (128, 128, 64, 5, 4, 2),
+    (128, 256, 32, 5, 8, 2),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),

@@ -39,12 +39,23 @@ def test_cluster_gemm_on_the_interpreter(rng, m, n, k, programs):
     check(c, a, b)
 
 
+@pytest.mark.parametrize("stages", [3, 5])
+def test_cluster_gemm_ring_depths(rng, stages):
+    m, n, k = 128, 128, 300
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper_cluster[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=stages, GROUP_M=2,
+                                num_ctas=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
 def test_cluster_gemm_of_four_ctas(rng):
     m, n, k = 256, 128, 64
     a, b = operands(rng, m, n, k, BF16)
     a, b = padded(a), padded(b)
     c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster[(4,)](*cluster_descs(a, b, c, 64, 128, 32, 4), m, n, k, STAGES=2, GROUP_M=1,
+    matmul_hopper_cluster[(4,)](*cluster_descs(a, b, c, 64, 128, 32, 4), m, n, k, STAGES=3, GROUP_M=1,
                                 num_ctas=4, backend="interpreter", target="sm_90a")
     check(c, a, b)
 

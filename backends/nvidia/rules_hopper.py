@@ -167,7 +167,9 @@ def _mb_arrive(em, op):
         _barrier_once(em)
         rank = _b32(em, op.operands[-1])
         remote = em.ins("b32", f"mapa.shared::cluster.u32 {{d}}, {a}, {rank};")
-        em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+        # the default .release.cta, as CUTLASS's cluster barriers: .release.cluster made the
+        # arriving thread wait for its in-flight wgmma (half the GEMM's speed on the H100)
+        em.emit(f"@{_elected(em, op, 1)} mbarrier.arrive.shared::cluster.b64 _, "
                 f"[{remote}], {int(op.attrs['count'])};")
         return []
     if op.operands[0] in em.arrivals:  # every thread arrives for itself: no partition barrier

@@ -5,7 +5,8 @@ once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same).
 
 The ring: ``full[s]`` completes when stage s holds A and all of B (num_ctas TMA pieces land on
 it, from this CTA and its peers); ``empty[s]`` (count num_ctas) completes when every CTA's
-wgmma that read stage s has retired, since a refill writes into all of them. Persistent over
+wgmma that read stage s has retired, since a refill writes into all of them. Loads run
+STAGES - 2 steps ahead, so a stage is refilled a step after its release was sent. Persistent over
 pairs of tiles in grouped order; ``cluster.barrier()`` after the inits (no peer multicasts onto
 an mbarrier not yet initialised) and at the end (no CTA exits while a peer writes into it)."""
 import gluon_trace as gt
@@ -47,6 +48,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
+    gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
     dtype = a_desc.dtype
@@ -72,7 +74,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
         # own A reads as zeros and its store is clipped by TMA
         off_m = (pid_mc * n + rank) * BM
         off_n = pid_n * BN
-        for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 1)):
+        for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 2)):
             _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, kk, rank, STAGES)
             prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
@@ -84,8 +86,11 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
             with gl.if_(k > 0):
                 _release(empty, cons - 1, STAGES)
             cons += 1
-            with gl.if_(k + STAGES - 1 < k_tiles):
-                _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, k + STAGES - 1,
+            # refill the stage step k - 2 used: its release (sent a step ago) has reached the
+            # peers by now; refilling step k - 1's would wait here every step for a release
+            # crossing SMs (measured on the H100: half the speed)
+            with gl.if_(k + STAGES - 2 < k_tiles):
+                _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, k + STAGES - 2,
                          rank, STAGES)
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])

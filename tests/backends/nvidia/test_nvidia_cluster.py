@@ -39,7 +39,7 @@ def test_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     mc = [l for l in asm.splitlines() if "multicast::cluster" in l]
     # B's part: one TMA per 64-column block of the swizzle, in the prologue and the K loop
     assert mc and all(l.rstrip().endswith(", %h" + l.rsplit("%h", 1)[1].rstrip(";").strip() + ";") for l in mc)
-    arrives = [i for i, l in enumerate(asm.splitlines()) if "mbarrier.arrive.release.cluster.shared::cluster" in l]
+    arrives = [i for i, l in enumerate(asm.splitlines()) if "mbarrier.arrive.shared::cluster.b64" in l]
     assert len(arrives) == 4  # two releases (in the loop, after it), each to both CTAs
     lines = asm.splitlines()
     # one partition barrier before each release's two arrivals, not one per arrival
