@@ -82,8 +82,8 @@ def cluster() -> int:
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster
     m, n, k, bm, bn, bk = 330, 700, 320, 128, 256, 32
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n + 8, device="cuda", dtype=torch.bfloat16)[:, :n]
-    c = torch.full((m, n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    b = torch.randn(k, n + 12, device="cuda", dtype=torch.bfloat16)[:, :n]  # rows of 16-byte multiples
+    c = torch.full((m, n + 12), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
