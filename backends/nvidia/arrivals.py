@@ -8,9 +8,12 @@ is initialised with count x T instead and each thread arrives for itself: the ph
 once every thread of every arriving partition got there, with each thread's arrive releasing
 its own earlier accesses (CUTLASS's consumer release), and no thread waits for its warps.
 
-An mbarrier that a TMA load or a cp.async signals, that ``mbarrier.expect`` arrives on, that
-another CTA of a cluster arrives on, or that reaches an op this analysis does not know (a loop
-carrying it) keeps the single-thread form.
+An mbarrier that other CTAs of a cluster arrive on (``mbarrier.arrive(bar, cta=r)`` for all its
+arrivals) is counted in warps instead: lane 0 of each warp arrives after its warp's work, as
+CUTLASS's consumers signal each CTA of a multicast from one thread a warp. An mbarrier that a TMA
+load or a cp.async signals, that ``mbarrier.expect`` arrives on, whose arrivals mix the two
+kinds, or that reaches an op this analysis does not know (a loop carrying it) keeps the
+single-thread form.
 """
 from __future__ import annotations
 
@@ -43,12 +46,12 @@ def per_thread_arrivals(graph: Graph) -> dict:
                 root = roots.get(v)
                 if root is None or op.name in _VIEWS:
                     continue
-                if op.name == "mbarrier_arrive" and op.attrs.get("remote"):
-                    sizes[root] = None  # another CTA's barrier: one elected arrival (rules_hopper)
-                elif op.name == "mbarrier_arrive":
+                if op.name == "mbarrier_arrive":
+                    # arrivals from a cluster's CTAs (cta=...) come one per warp, lane 0 of each
+                    # (a remote arrive from every thread would be 32x the traffic): counted in warps
                     s = sizes.setdefault(root, set())
                     if s is not None:
-                        s.add(threads)
+                        s.add((threads // 32, "warp") if op.attrs.get("remote") else (threads, "thread"))
                 elif op.name == "mbarrier_init":
                     inits.setdefault(root, []).append(int(op.attrs["count"]))
                 elif op.name not in _NEUTRAL:
@@ -60,13 +63,17 @@ def per_thread_arrivals(graph: Graph) -> dict:
     for root, s in sizes.items():
         if not s or len(s) != 1:
             continue
-        t = next(iter(s))
+        t, unit = next(iter(s))
         if max(inits.get(root, [1])) * t > _MAX_COUNT:
             continue
         for v, r in roots.items():
             if r is root:
-                out[v] = t
+                out[v] = t if unit == "thread" else Warps(t)
     return out
+
+
+class Warps(int):
+    """An arrival multiplier counted in warps: lane 0 of each warp arrives (remote arrivals)."""
 
 
 def _is_mbarrier(op) -> bool:

@@ -164,8 +164,18 @@ def _mb_arrive(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
     if op.attrs.get("remote"):  # the same mbarrier in CTA `cta` of the cluster
         _sm90(em, op, "an arrival on another CTA's mbarrier (mapa, shared::cluster)")
-        _barrier_once(em)
         rank = _b32(em, op.operands[-1])
+        if op.operands[0] in em.arrivals:  # lane 0 of each warp, after its own warp's work
+            g = em.thread_cache.get("lane0")
+            if g is None:
+                g = em.thread_cache["lane0"] = em.reg("pred")
+                em.pro(f"setp.eq.u32 {g}, {em.tid()[1]}, 0;")
+            if op.attrs.get("pred"):
+                g = em.ins("pred", f"and.pred {{d}}, {g}, {em.vals[op.operands[1]][0]};")
+            remote = em.ins("b32", f"mapa.shared::cluster.u32 {{d}}, {a}, {rank};")
+            em.emit(f"@{g} mbarrier.arrive.shared::cluster.b64 _, [{remote}], {int(op.attrs['count'])};")
+            return []
+        _barrier_once(em)
         remote = em.ins("b32", f"mapa.shared::cluster.u32 {{d}}, {a}, {rank};")
         # the default .release.cta, as CUTLASS's cluster barriers: with .release.cluster every
         # release cost a fixed ~1 us on the H100 (the cluster GEMM at half speed)

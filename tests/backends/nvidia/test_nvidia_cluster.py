@@ -42,26 +42,31 @@ def test_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     arrives = [i for i, l in enumerate(asm.splitlines()) if "mbarrier.arrive.shared::cluster.b64" in l]
     assert len(arrives) == 4  # two releases (in the loop, after it), each to both CTAs
     lines = asm.splitlines()
-    # one partition barrier before each release's two arrivals, not one per arrival
-    between = lines[arrives[0]:arrives[1]]
-    assert not any(l.strip() == "bar.sync 0;" for l in between)
+    # no partition barrier before a release: each warp arrives after its own wgmma wait
+    assert not any(l.strip() == "bar.sync 0;" for l in lines[arrives[0] - 12:arrives[1]])
     assert any(re.match(r"\s*mapa\.shared::cluster\.u32", l) for l in lines)
     assert sum("barrier.cluster.arrive.aligned" in l for l in lines) == 2
 
 
-def test_a_barrier_peers_arrive_on_counts_one_arrival_per_call():
-    """Arrivals from another CTA are one elected thread's: the init count stays the user's
-    (counting every thread, as for local per-thread releases, left the GPU waiting forever)."""
+def test_a_barrier_peers_arrive_on_counts_warps():
+    """Arrivals from a cluster's CTAs come from lane 0 of each warp after its own work (no
+    partition barrier), so the init count is the user's times the warps -- not times the
+    threads, as for local per-thread releases: that left the GPU waiting forever."""
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
     tr = ring_kernel.trace(d, gl.pointer(gl.float32), SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2,
                            num_warps=4, target="sm_90a")
     inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", build(tr.graph, "sm_90a").asm)
-    assert inits == ["1", "1"]
+    assert inits == ["1", "4"]
     tr = matmul_hopper_cluster.trace(*_descs(512, 512, 512, 128, 256, 64, 2), 512, 512, 512, STAGES=3, GROUP_M=8,
                                      num_warps=8, num_ctas=2, target="sm_90a")
-    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", build(tr.graph, "sm_90a").asm)
-    assert sorted(inits) == ["1"] * 3 + ["2"] * 3
+    asm = build(tr.graph, "sm_90a").asm
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", asm)
+    assert sorted(inits, key=int) == ["1"] * 3 + ["16"] * 3
+    lane = re.search(r"and\.b32 (%r\d+), %r\d+, 31;", asm).group(1)
+    lane0 = re.search(r"setp\.eq\.u32 (%p\d+), " + lane + r", 0;", asm).group(1)
+    arrives = re.findall(r"@(%p\d+) mbarrier\.arrive\.shared::cluster\.b64", asm)
+    assert len(arrives) == 4 and set(arrives) == {lane0}
 
 
 def test_wgmma_descriptors_take_the_cta_offset_bits_only():
