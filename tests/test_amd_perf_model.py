@@ -139,20 +139,38 @@ def test_dry_run_builds_and_packs(tmp_path):
     out = tmp_path / "dry.json"
     assert run_mi300x.main(["--dry-run", "--only", "777x1025x333", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert [r["case"] for r in rows] == ["matmul_mfma bfloat16 777x1025x333", "matmul_mfma float16 777x1025x333"]
+    assert [r["case"] for r in rows] == [
+        "matmul_mfma bfloat16 777x1025x333", "matmul_mfma float16 777x1025x333",
+        "matmul_fp8 float8e4b8 777x1025x333", "matmul_fp8 float8e5b16 777x1025x333", "matmul_i8 int8 777x1025x333",
+        "matmul_mfma_async bfloat16 777x1025x333", "matmul_mfma_async float16 777x1025x333"]
     for r in rows:
-        assert r["grid"] == [13, 17] and r["workgroup"] == 256 and r["scalars"] == [777, 1025, 333, 333, 1025, 1025]
-        assert r["kernarg_bytes"] == 48  # 3 pointers + 6 i32, each in its own slot
-        assert [a[0] for a in r["args"]] == ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K",
-                                             "stride_am", "stride_bk", "stride_cm"]
+        assert r["grid"] == [13, 17] and r["workgroup"] == 256
+        assert r["kernarg_bytes"] == 48, r  # 3 pointers + 6 i32, each in its own slot
+        names = [a[0] for a in r["args"]]
+        if "async" in r["case"]:  # C = A @ B^T: B is [N, K]
+            assert r["scalars"] == [777, 1025, 333, 333, 333, 1025] and names[7] == "stride_bn"
+        else:
+            assert r["scalars"] == [777, 1025, 333, 333, 1025, 1025]
+            assert names == ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]
         assert r["agprs"] > 0 and r["hsaco_bytes"] > 0
 
 
 def test_every_example_kernel_is_in_the_run():
-    names = [c.name for c in run_mi300x.cases()]
-    assert any(n.startswith("attention_fwd_mfma") for n in names)
-    assert {n.split()[1] for n in names if n.startswith("matmul")} == {"bfloat16", "float16"}
-    assert any(c.shape[0] % 64 for c in run_mi300x.cases() if c.kernel is run_mi300x.matmul_mfma)
+    """Every gfx942 example in gluon_trace/kernels/ (the WMMA GEMM is gfx1100's), each with odd shapes."""
+    import gluon_trace.kernels.matmul_amd as m16
+    import gluon_trace.kernels.matmul_amd_8bit as m8
+    import gluon_trace.kernels.matmul_amd_async as ma
+    import gluon_trace.kernels.attention_amd as at
+    examples = {v for mod in (m16, m8, ma, at) for k, v in vars(mod).items()
+                if type(v).__name__ == "JITFunction" and getattr(v, "__module__", mod.__name__) and
+                v.fn.__module__ == mod.__name__} - {m16.matmul_wmma}
+    cs = run_mi300x.cases()
+    assert examples <= {c.kernel for c in cs}, examples - {c.kernel for c in cs}
+    for kern in examples:
+        mine = [c for c in cs if c.kernel is kern]
+        assert any(c.shape[0] % 64 or c.shape[1] % 64 for c in mine), kern
+    assert {c.dtype for c in cs if c.kernel is run_mi300x.matmul_fp8} == {"float8e4b8", "float8e5b16"}
+    assert {c.dtype for c in cs if c.kernel is run_mi300x.matmul_mfma} == {"bfloat16", "float16"}
 
 
 def test_run_refuses_what_it_cannot_do(capsys):
