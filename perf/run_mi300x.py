@@ -168,8 +168,9 @@ def _gemm_inputs(case: Case, torch, g):
         a = (torch.randn(m, k, device="cuda", generator=g) * 2).to(t8)
         b = (torch.randn(k, n, device="cuda", generator=g) * 2).to(t8)
         out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
-        ref = a.double() @ b.double()
-        tol = 1e-4 * (a.double().abs() @ b.double().abs()).max().item()
+        ad, bd = a.float().double(), b.float().double()  # fp8 -> f32 exactly, then f64
+        ref = ad @ bd
+        tol = 1e-4 * (ad.abs() @ bd.abs()).max().item()
         one = torch.ones((), device="cuda")
         bt = b.t().contiguous().t()  # hipBLASLt takes B column-major
         try:
