@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
-from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -39,6 +39,9 @@ WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps cons
 CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas): clusters multicasting B's tile (cuBLAS's sm_90 shape)
     (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 256, 64, 3, 8, 2), (128, 128, 64, 5, 4, 2),
     (128, 256, 32, 5, 8, 2),
+]
+CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consumer warps
+    (128, 256, 64, 3, 8, 2), (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 128, 64, 5, 4, 2),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
@@ -148,8 +151,8 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
                                        num_warps=warps, backend="nvidia")
 
 
-def cluster_run(cfg, a, b, c, shape):
-    """The cluster kernel, persistent over as many clusters as the GPU runs at once."""
+def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
+    """A cluster kernel, persistent over as many clusters as the GPU runs at once."""
     bm, bn, bk, stages, warps, n = cfg
     m, nn, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
@@ -159,11 +162,11 @@ def cluster_run(cfg, a, b, c, shape):
     dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gd))
     kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n)
     from gluon_trace.nvidia import max_active_clusters
-    ck = matmul_hopper_cluster.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
+    ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
     tiles = -(-(-(-m // bm)) // n) * -(-nn // bn)
     clusters = min(max_active_clusters(ck, n), tiles)
     CLUSTERS_USED[cfg] = clusters
-    return lambda: matmul_hopper_cluster[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)
+    return lambda: kernel[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)
 
 
 CLUSTERS_USED: dict = {}
@@ -265,7 +268,7 @@ def f16_row(m=8192, n=8192, k=8192):
     return row
 
 
-ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "triton", "f16", "fp8")
+ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "triton", "f16", "fp8")
 KERNELS = set(ALL_KERNELS)
 
 
@@ -311,6 +314,9 @@ def main() -> int:
             if "pingpong" in KERNELS else None
         best_cl = fastest("hopper-cluster", CLUSTER, shape, ref, lambda cfg, c: cluster_run(cfg, a, b, c, shape)) \
             if "cluster" in KERNELS else None
+        best_cw = fastest("hopper-cluster-ws", CLUSTER_WS, shape, ref,
+                          lambda cfg, c: cluster_run(cfg, a, b, c, shape, matmul_hopper_cluster_ws)) \
+            if "clusterws" in KERNELS else None
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
@@ -336,6 +342,11 @@ def main() -> int:
                        cluster_clusters=CLUSTERS_USED.get(best_cl[1]), cluster_ratio_to_cublas=cublas / best_cl[0])
             print(f"{m}x{n}x{k} bf16: ours (clusters, B multicast) {row['cluster_tflops']:.0f} TFLOP/s {best_cl[1]} "
                   f"on {row['cluster_clusters']} clusters | ratio to cuBLAS {row['cluster_ratio_to_cublas']:.3f}")
+        if best_cw:
+            row.update(cluster_ws_tflops=flop / best_cw[0] / 1e9, cluster_ws_config=best_cw[1],
+                       cluster_ws_ratio_to_cublas=cublas / best_cw[0])
+            print(f"{m}x{n}x{k} bf16: ours (clusters, warp-specialized) {row['cluster_ws_tflops']:.0f} TFLOP/s "
+                  f"{best_cw[1]} | ratio to cuBLAS {row['cluster_ws_ratio_to_cublas']:.3f}")
         # head to head: the best of each kernel and cuBLAS timed in turn, several rounds (the
         # GPU's clock drifts with its power draw over a sweep: a ratio from one round is fairer)
         contenders = {}
@@ -347,6 +358,9 @@ def main() -> int:
         if best_cl:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["cluster"] = cluster_run(best_cl[1], a, b, c, shape)
+        if best_cw:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            contenders["cluster-ws"] = cluster_run(best_cw[1], a, b, c, shape, matmul_hopper_cluster_ws)
         if tri is not None and t_tri and "triton" in KERNELS:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["triton"] = lambda c=c: tri(a, b, c)

@@ -209,3 +209,35 @@ def test_a_cluster_barrier_inside_a_partition_is_refused():
     with pytest.raises(TraceError) as e:
         k.trace(gl.pointer(gl.int32), num_ctas=2, target="sm_90a")
     assert "warp_specialize" in str(e.value)
+
+
+@pytest.mark.parametrize("m, n, k, programs", [(192, 128, 96, 4), (330, 200, 70, 2)])
+def test_warp_specialized_cluster_gemm_on_the_interpreter(rng, m, n, k, programs):
+    """warp_specialize inside a cluster kernel: each CTA's partitions join the cluster's
+    scheduler; a producer warp per CTA loads (its part of B multicast), consumers release each
+    stage to every CTA."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper_cluster_ws[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=3, GROUP_M=2,
+                                          num_ctas=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng, monkeypatch):
+    """A consumer releasing a stage only in its own CTA: the peer's producer, which refills
+    both CTAs' stage, waits forever; the report names the blocked partitions of both CTAs."""
+    import gluon_trace.kernels.matmul_hopper_cluster as mod
+
+    monkeypatch.setattr(mod, "_release", lambda empty, it, STAGES: mbarrier.arrive(
+        empty.index(it % STAGES), cta=cluster.cta_rank()))
+    m, n, k = 128, 64, 256
+    a, b = operands(rng, m, n, k, BF16)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    with pytest.raises(InterpreterError) as e:
+        mod.matmul_hopper_cluster_ws[(2,)](*cluster_descs(padded(a), padded(b), c, 64, 64, 32, 2), m, n, k,
+                                           STAGES=3, GROUP_M=1, num_ctas=2, backend="interpreter",
+                                           target="sm_90a")
+    msg = str(e.value)
+    assert "deadlock" in msg and "worker partition 1" in msg and "CTA 1" in msg and "CTA 0" in msg

@@ -155,17 +155,38 @@ class Scheduler:
         self.me = threading.local()
 
     def run(self, bodies) -> None:
-        threads = [threading.Thread(target=self._body, args=(i, f), daemon=True)
-                   for i, f in enumerate(bodies)]
-        for t in threads:
+        first = [threading.Thread(target=self._body, args=(i, f), daemon=True) for i, f in enumerate(bodies)]
+        self.threads = list(first)  # spawn() adds to it while these run
+        for t in first:
             t.start()
         with self.cv:
             while not self.abort and any(s != "done" for s in self.status):
                 self.cv.wait()
-        for t in threads:
+        for t in list(self.threads):
             t.join()
         if self.error is not None:
             raise self.error
+
+    def spawn(self, bodies, comps: list[int], names: list[str]) -> list[int]:
+        """Add tasks from a running one (a CTA of a cluster forking its warp partitions); they
+        start when the caller blocks or yields. Returns their indices for :meth:`join`."""
+        with self.cv:
+            base = len(self.status)
+            self.comps.extend(comps)
+            self.names.extend(names)
+            self.status.extend(["ready"] * len(bodies))
+            self.waits.extend([None] * len(bodies))
+            ids = list(range(base, base + len(bodies)))
+            threads = [threading.Thread(target=self._body, args=(i, f), daemon=True) for i, f in zip(ids, bodies)]
+            self.threads.extend(threads)
+        for t in threads:
+            t.start()
+        return ids
+
+    def join(self, ids: list[int], describe) -> None:
+        """Block the calling task until the tasks ``ids`` have ended."""
+        if not all(self.status[j] == "done" for j in ids):
+            self.block(lambda: all(self.status[j] == "done" for j in ids), describe)
 
     def _body(self, i, fn) -> None:
         self.me.index = i
@@ -254,28 +275,54 @@ class Scheduler:
         self.cv.notify_all()
 
 
-@rule("warp_specialize")
-def _warp_specialize(p, op):
-    s = state(p)
-    if p.cluster is not None:
-        raise InterpreterError("the interpreter does not run warp_specialize in a kernel launched in "
-                               "clusters (num_ctas > 1) yet", op.loc,
-                               notes=("the NVIDIA backend compiles it; test it there, or trace with "
-                                      "num_ctas=1",))
-    if s.scheduler is not None:
-        raise InterpreterError("warp_specialize inside a partition", op.loc)
-    parent = s.current
-    comps, names = [parent], ["the default partition"]
+def _fork_clocks(s, names: list[str]) -> list[int]:
+    """New components for worker partitions, their clocks forked from the running one's."""
     fork = s.clock().copy()
-    for k in range(1, len(op.regions)):
+    comps = []
+    for name in names:
         c = s.new_component()
         comps.append(c)
-        names.append(f"worker partition {k}")
-        s.partition_names[c] = names[-1]
+        s.partition_names[c] = name
+        s.partition_comps.add(c)
         vc = merge(fork, np.zeros(s.ncomp, np.int64))
         vc[c] = 1
         s.clocks[c] = vc
         s.fences[c] = 0
+    return comps
+
+
+def _warp_specialize_in_cluster(p, op, s):
+    """In a cluster the CTAs already run as tasks of one scheduler: the workers join it as new
+    tasks, the default partition runs on in this CTA's task, which then waits for them."""
+    parent = s.current
+    me = s.partition_names.get(parent, "this CTA")
+    names = [f"{me}, worker partition {k}" for k in range(1, len(op.regions))]
+    comps = _fork_clocks(s, names)
+
+    def body(k):
+        return lambda: run_block(p, op.regions[k], [])
+
+    sched = s.scheduler
+    ids = sched.spawn([body(k) for k in range(1, len(op.regions))], comps, names)
+    results = run_block(p, op.regions[0], [])
+    sched.join(ids, lambda: f"{op.loc}: the end of warp_specialize, waiting for its worker partitions")
+    joined = s.clock()
+    for c in comps:
+        joined = merge(joined, s.clocks[c])
+    s.clocks[parent] = joined
+    return tuple(results)
+
+
+@rule("warp_specialize")
+def _warp_specialize(p, op):
+    s = state(p)
+    if s.current in s.partition_comps or (s.scheduler is not None and p.cluster is None):
+        raise InterpreterError("warp_specialize inside a partition", op.loc)
+    if p.cluster is not None:
+        return _warp_specialize_in_cluster(p, op, s)
+    parent = s.current
+    names = ["the default partition"] + [f"worker partition {k}" for k in range(1, len(op.regions))]
+    comps = [parent] + _fork_clocks(s, names[1:])
     results: list = []
 
     def body(k):

@@ -121,6 +121,7 @@ class SyncState:
         self.mma_groups: dict[int, list] = {}
         self.store_groups: dict[int, list] = {}
         self.partition_names = {0: "the default partition"}
+        self.partition_comps: set[int] = set()  # worker partitions' components (no warp_specialize there)
         self.scheduler = None
         self.barrier_check = None  # barrier_check.BarrierCheck, set by rules_memory.state
 

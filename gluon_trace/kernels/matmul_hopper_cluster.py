@@ -101,3 +101,85 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
         tma.async_store(c_desc, [off_m, off_n], c_smem)
     tma.store_wait(0)
     cluster.barrier()
+
+
+def _tiles(a_desc, c_desc, M, N, K):
+    """(tiles along M in clusters, tiles along N, K steps) that every partition walks alike."""
+    n: gl.constexpr = gl.num_ctas()
+    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, c_desc.block_type.shape[1]),
+            gl.cdiv(K, a_desc.block_type.shape[1]))
+
+
+def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M):
+    """One warp: every TMA load of the ring (this CTA's A, its part of B for all CTAs)."""
+    n: gl.constexpr = gl.num_ctas()
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
+    rank = cluster.cta_rank()
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
+        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
+        for k in gl.range(0, k_tiles):
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, (pid_mc * n + rank) * BM, pid_n * BN, k,
+                     rank, STAGES)
+            it += 1
+
+
+def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M, N, K, STAGES, GROUP_M):
+    """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
+    that read it is issued; the epilogue through c_smem by TMA."""
+    n: gl.constexpr = gl.num_ctas()
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
+    rank = cluster.cta_rank()
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
+        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
+        acc = gl.zeros([BM, BN], gl.float32, acc_l)
+        for k in gl.range(0, k_tiles):
+            s = it % STAGES
+            mbarrier.wait(full.index(s), (it // STAGES) & 1)
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+            with gl.if_(k > 0):
+                _release(empty, it - 1, STAGES)
+            it += 1
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        _release(empty, it - 1, STAGES)
+        tma.store_wait(0)
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_store(c_desc, [(pid_mc * n + rank) * BM, pid_n * BN], c_smem)
+    tma.store_wait(0)
+
+
+@gt.jit
+def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    """The cluster GEMM warp-specialized (CUTLASS's shape of it): a one-warp producer partition
+    issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
+    wait for loaded stages and release each to every CTA. Same descriptors as
+    :func:`matmul_hopper_cluster`."""
+    n: gl.constexpr = gl.num_ctas()
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
+    dtype = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    full = mbarrier.allocate_mbarrier(batch=STAGES)
+    empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(full.index(s), count=1)
+        mbarrier.init(empty.index(s), count=n)
+    cluster.barrier()
+    gl.warp_specialize([
+        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M, N, K, STAGES, GROUP_M)),
+        (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
+    ], worker_num_warps=[1], worker_num_regs=[40])
+    cluster.barrier()

@@ -8,7 +8,7 @@ import pytest
 
 from gluon_trace import language as gl
 from gluon_trace.errors import ArgumentValueError
-from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws
 from gluon_trace.nvidia.hopper import TensorDescriptor
 
 pytest.importorskip("gluon_trace.backends.nvidia")
@@ -81,6 +81,18 @@ def test_wgmma_descriptors_take_the_cta_offset_bits_only():
     assert not re.search(r"shr\.u32 %r\d+, %r\d+, 4;", asm)
 
 
+@pytest.mark.parametrize("bm, bn, bk, stages, warps", [(128, 256, 64, 3, 8), (128, 128, 64, 5, 4)])
+def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
+    """A producer warp and consumer warpgroups in a cluster kernel: no spills; the consumers'
+    releases to both CTAs counted in consumer warps (2 CTAs x warps)."""
+    tr = matmul_hopper_cluster_ws.trace(*_descs(4096, 4096, 4096, bm, bn, bk, 2), 4096, 4096, 4096,
+                                        STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=2, target="sm_90a")
+    ck = build(tr.graph, "sm_90a")
+    assert ".reqnctapercluster 2, 1, 1" in ck.asm and ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ck.asm)
+    assert sorted(inits, key=int) == ["1"] * stages + [str(2 * warps)] * stages
+
+
 def test_ring_kernel_assembles():
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
@@ -114,7 +126,8 @@ def _padded(torch, rows, cols, dtype, fill=None):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000), (128, 2048, 512), (4096, 512, 256)])
 @pytest.mark.parametrize("bm, bn, warps, full_grid", [(128, 256, 8, True), (128, 128, 4, False)])
-def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid):
+@pytest.mark.parametrize("ws", [False, True])
+def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, ws):
     """Pairs of CTAs sharing B's tile by multicast; the grid as many clusters as the GPU runs at
     once, or two clusters walking many tiles (phases across tiles)."""
     torch = _gpu()
@@ -127,10 +140,11 @@ def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid):
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
     kw = dict(STAGES=3, GROUP_M=8, num_warps=warps, num_ctas=2)
-    ck = matmul_hopper_cluster.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
+    kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    ck = kern.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
     clusters = max_active_clusters(ck, 2) if full_grid else 2
     assert clusters >= 2
-    matmul_hopper_cluster[(2 * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
+    kern[(2 * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
