@@ -319,6 +319,9 @@ def _workers(em, op, regs, warp) -> None:
         tail += [(x, None) for x in pro] + lines
         tail.append((f"bra.uni {join};", None))
     tail += [(f"{join}:", None), ("barrier.sync 0;", None)]
+    # the cluster barriers the default partition passes after the op: the workers meet them too
+    tail += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * \
+        _cluster_barriers(em, after=True)
     em.ws_tail.extend(tail)
 
 
@@ -335,4 +338,32 @@ def worker_branch(em) -> list[tuple[str, object]]:
     t, _, _ = em.tid()
     q = worker_pred(em)
     to = em.ws_labels[0] if em.ws.ops else em.ws_labels[2]  # the general form's loop, or the one meeting
-    return [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None), (f"@{q} bra {to};", None)]
+    lines = [(f"setp.ge.u32 {q}, {t}, {32 * em.ws.default_warps};", None)]
+    n = _cluster_barriers(em, after=False)
+    if n:  # every thread of the cluster meets there: the parked workers too, in the same order
+        skip = em.label("ws_default")
+        lines.append((f"@!{q} bra {skip};", None))
+        lines += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * n
+        lines += [(f"bra.uni {to};", None), (f"{skip}:", None)]
+    else:
+        lines.append((f"@{q} bra {to};", None))
+    return lines
+
+
+def _cluster_barriers(em, after: bool) -> int:
+    """The cluster barriers the default partition passes before (or after) its warp_specialize:
+    top-level ones only (the workers, parked or gone, cannot follow its control flow)."""
+    from gluon_trace.errors import CompileError
+    n, seen = 0, False
+    for op in em.g.body.ops:
+        if op.name == "warp_specialize":
+            seen = True
+            continue
+        if seen != after:
+            continue
+        if op.name == "cluster_barrier":
+            n += 1
+        elif any(o.name == "cluster_barrier" for r in op.regions for o in r.walk()):
+            raise CompileError("cluster.barrier() inside a loop or branch in a warp-specialized kernel: the "
+                               "worker warps cannot meet it; call it at the kernel's top level", op.loc)
+    return n

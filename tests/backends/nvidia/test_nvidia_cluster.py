@@ -91,6 +91,9 @@ def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert ".reqnctapercluster 2, 1, 1" in ck.asm and ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
     inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ck.asm)
     assert sorted(inits, key=int) == ["1"] * stages + [str(2 * warps)] * stages
+    # the worker warps, parked at the start and gone at the join, meet both cluster barriers too
+    # (without that the GPU waited forever at the first one)
+    assert ck.asm.count("barrier.cluster.arrive.aligned;") == 4
 
 
 def test_ring_kernel_assembles():
