@@ -5,7 +5,7 @@
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
-only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, attention, attention_pipelined, attention_ws)."""
+only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, attention, attention_pipelined, attention_ws)."""
 import sys
 
 import torch
@@ -77,9 +77,9 @@ def fp8() -> int:
     return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
 
 
-def cluster() -> int:
+def cluster(ws=False) -> int:
     """Pairs of CTAs multicasting B (num_ctas=2): two clusters over 3 x 3 tiles of 128 x 256."""
-    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws
     m, n, k, bm, bn, bk = 330, 700, 320, 128, 256, 32
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n + 12, device="cuda", dtype=torch.bfloat16)[:, :n]  # rows of 16-byte multiples
@@ -87,9 +87,14 @@ def cluster() -> int:
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
-    matmul_hopper_cluster[(4,)](da, db, dc, m, n, k, STAGES=6, GROUP_M=2, num_warps=8, num_ctas=2)
+    kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    kern[(4,)](da, db, dc, m, n, k, STAGES=6, GROUP_M=2, num_warps=8, num_ctas=2)
     torch.cuda.synchronize()
-    return _report("matmul_hopper_cluster (2 CTAs a cluster)", c, a.double() @ b.double())
+    return _report(f"{kern.__name__} (2 CTAs a cluster)", c, a.double() @ b.double())
+
+
+def cluster_ws() -> int:
+    return cluster(ws=True)
 
 
 def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
@@ -124,7 +129,7 @@ def attention_ws() -> int:
             + _attention("attention_fwd_ws", 3, bn=128, ctas=2, d=64, consumers=3))
 
 
-KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster,
+KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
            "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 

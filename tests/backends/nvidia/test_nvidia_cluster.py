@@ -96,6 +96,22 @@ def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert ck.asm.count("barrier.cluster.arrive.aligned;") == 4
 
 
+def test_a_cluster_barrier_the_parked_workers_cannot_follow_is_refused_at_its_line():
+    import gluon_trace as gt
+    from gluon_trace.errors import CompileError
+    from gluon_trace.language.nvidia.hopper import cluster
+
+    @gt.jit
+    def k(out):
+        for i in gl.range(0, 2):
+            cluster.barrier()
+        gl.warp_specialize([(lambda: None, ()), (lambda: None, ())], [1], [24])
+
+    with pytest.raises(CompileError) as e:
+        build(k.trace(gl.pointer(gl.int32), num_ctas=2, target="sm_90a").graph, "sm_90a")
+    assert "top level" in str(e.value) and "test_nvidia_cluster.py" in str(e.value)
+
+
 def test_ring_kernel_assembles():
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
