@@ -232,6 +232,7 @@ def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng,
 
     monkeypatch.setattr(mod, "_release", lambda empty, it, STAGES: mbarrier.arrive(
         empty.index(it % STAGES), cta=cluster.cta_rank()))
+    monkeypatch.setattr(mod.matmul_hopper_cluster_ws, "cache", {})  # the broken trace must not stay cached
     m, n, k = 128, 64, 256
     a, b = operands(rng, m, n, k, BF16)
     c = padded(np.full((m, n), np.nan, np.float32))
@@ -241,3 +242,28 @@ def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng,
                                            target="sm_90a")
     msg = str(e.value)
     assert "deadlock" in msg and "worker partition 1" in msg and "CTA 1" in msg and "CTA 0" in msg
+
+
+def test_a_release_counted_twice_in_its_own_cta_is_a_race_on_the_peers_stage(rng, monkeypatch):
+    """A consumer that fills its own CTA's empty barrier (both arrivals local) never waits for
+    the peer: its producer's multicast then refills the peer's stage while the peer's wgmma may
+    still read it -- a race the interpreter must report, not a wrong number."""
+    import gluon_trace.kernels.matmul_hopper_cluster as mod
+
+    def release_twice_locally(empty, it, STAGES):
+        mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
+        mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
+
+    monkeypatch.setattr(mod, "_release", release_twice_locally)
+    monkeypatch.setattr(mod.matmul_hopper_cluster_ws, "cache", {})  # trace anew, and drop the broken trace after
+    m, n, k = 128, 64, 256
+    a, b = operands(rng, m, n, k, BF16)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    with pytest.raises(InterpreterError) as e:
+        mod.matmul_hopper_cluster_ws[(2,)](*cluster_descs(padded(a), padded(b), c, 64, 64, 32, 2), m, n, k,
+                                           STAGES=3, GROUP_M=1, num_ctas=2, backend="interpreter",
+                                           target="sm_90a")
+    msg = str(e.value)
+    assert "deadlock" not in msg, msg
+    assert "tma.async_load overwrites shared memory" in msg and "warpgroup_mma" in msg, msg
+    assert "matmul_hopper_cluster.py" in msg
