@@ -10,6 +10,7 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import fp8
 from gluon_trace import language as gl
+from gluon_trace.kernels.matmul_amd_8bit import matmul_fp8
 from gluon_trace.language.amd.cdna3 import mfma
 
 import amdsim
@@ -152,19 +153,6 @@ def test_fp8_mfma_gemm(rng, name, ml, case, kw):
     tol = 1e-5 * (np.abs(a32.astype(ml).astype(np.float64)) @ np.abs(b32.astype(ml).astype(np.float64))) + 1e-30
     assert np.all(np.abs(got - exact) <= tol), np.max(np.abs(got - exact) / tol)
     assert np.all(np.abs(ref - exact) <= tol)
-
-
-@gt.jit
-def matmul_fp8(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-               BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
-    """matmul_amd's MFMA GEMM (LDS-staged K loop, register prefetch) on fp8 operands: the 32x32x16
-    fp8 instruction and k_width=8 in place of the f16 ones."""
-    from gluon_trace.kernels import matmul_amd
-    W: gl.constexpr = gl.num_warps()
-    acc_l: gl.constexpr = gl.amd.AMDMFMALayout(version=3, instr_shape=[32, 32, 16], transposed=True,
-                                               warps_per_cta=[2, W // 2])
-    matmul_amd._gemm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm, BM, BN, BK, acc_l,
-                     gl.DotOperandLayout(0, acc_l, k_width=8), gl.DotOperandLayout(1, acc_l, k_width=8), mfma)
 
 
 @pytest.mark.parametrize("name, ml", FORMATS)
