@@ -242,6 +242,8 @@ def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng,
                                            target="sm_90a")
     msg = str(e.value)
     assert "deadlock" in msg and "worker partition 1" in msg and "CTA 1" in msg and "CTA 0" in msg
+    blocked = [line for line in msg.splitlines() if "matmul_hopper_cluster.py:" in line and "mbarrier.wait" in line]
+    assert len(blocked) == 4, msg  # each CTA's default task and its producer, each at its wait's line
 
 
 def test_a_release_counted_twice_in_its_own_cta_is_a_race_on_the_peers_stage(rng, monkeypatch):
