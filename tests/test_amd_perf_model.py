@@ -155,6 +155,30 @@ def test_dry_run_builds_and_packs(tmp_path):
         assert r["agprs"] > 0 and r["hsaco_bytes"] > 0
 
 
+def test_dry_run_builds_every_case():
+    """Every distinct build in the run (kernel, dtype, constexprs: the LDS DMA and VGPR paths of the
+    async GEMM, causal attention and not) traced, emitted, assembled, linked and packed; one that
+    fails to build fails here. Shapes beyond one per build change only the grid and the scalars."""
+    _toolchain()
+    builds = {}
+    for c in run_mi300x.cases():
+        # the async GEMM takes LDS DMA or the VGPR path by K % 16, not by a constexpr
+        aligned = (all(d % 16 == 0 for d in c.shape if isinstance(d, int))
+                   if c.kernel is run_mi300x.matmul_mfma_async else None)
+        builds.setdefault((c.kernel, c.dtype, repr(sorted(c.constexprs.items())), aligned), c)
+    assert len(builds) >= 16, len(builds)  # 10 GEMM builds, the async GEMM's two paths in bf16 and f16, attention twice
+    for (kern, _, _, aligned), c in builds.items():
+        r = run_mi300x.dry_run(c)
+        if kern is run_mi300x.matmul_mfma_async:
+            asm = kern.trace(*run_mi300x.pointer_types(c), *run_mi300x.scalar_args(c), **c.constexprs,
+                             target="gfx942").amdgcn("gfx942")
+            dma = [ln for ln in asm.splitlines() if ln.strip().startswith("buffer_load_dword")
+                   and ln.strip().endswith("lds")]
+            assert bool(dma) == aligned, c.name
+        assert r["hsaco_bytes"] > 0 and r["vgprs"] > 0, c.name
+        assert r["kernarg"].endswith("bytes of explicit kernel arguments") and r["kernarg_bytes"] > 0, r
+
+
 def test_every_example_kernel_is_in_the_run():
     """Every gfx942 example in gluon_trace/kernels/ (the WMMA GEMM is gfx1100's), each with odd shapes."""
     import gluon_trace.kernels.matmul_amd as m16
