@@ -39,21 +39,24 @@ def _release(empty, it, STAGES):
         mbarrier.arrive(empty.index(it % STAGES), cta=r)
 
 
-@gt.jit
-def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
-    """C = A @ B with B [K, N]. ``b_desc``'s block is B's block cut to 1/num_ctas of its
-    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN]."""
+def _tiles(a_desc, c_desc, M, N, K):
+    """(tiles along M in clusters, tiles along N, K steps) that every partition walks alike."""
+    n: gl.constexpr = gl.num_ctas()
+    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, c_desc.block_type.shape[1]),
+            gl.cdiv(K, a_desc.block_type.shape[1]))
+
+
+
+def _ring(a_desc, b_desc, c_desc, STAGES):
+    """The stages of A and B, the output tile, and the full/empty mbarriers, initialised and
+    made visible to the cluster: (a_bufs, b_bufs, c_smem, full, empty)."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
-    gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, BN, 16])
-    dtype = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
     c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
     full = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
@@ -61,11 +64,28 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
         mbarrier.init(full.index(s), count=1)
         mbarrier.init(empty.index(s), count=n)
     cluster.barrier()
-    rank = cluster.cta_rank()
+    return a_bufs, b_bufs, c_smem, full, empty
 
-    num_mc = gl.cdiv(gl.cdiv(M, BM), n)  # tiles along M, n to a cluster
-    num_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, BK)
+
+def _store_tile(c_desc, c_smem, acc, off_m, off_n):
+    tma.store_wait(0)  # the previous tile's store has read c_smem
+    c_smem.store(acc.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n], c_smem)
+
+@gt.jit
+def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+    """C = A @ B with B [K, N]. ``b_desc``'s block is B's block cut to 1/num_ctas of its
+    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN]."""
+    n: gl.constexpr = gl.num_ctas()
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    a_bufs, b_bufs, c_smem, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
+    rank = cluster.cta_rank()
+    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
     prod = gl.full([], 0, gl.int32)
     cons = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
@@ -95,19 +115,9 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         _release(empty, cons - 1, STAGES)
-        tma.store_wait(0)  # the previous tile's store has read c_smem
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [off_m, off_n], c_smem)
+        _store_tile(c_desc, c_smem, acc, off_m, off_n)
     tma.store_wait(0)
     cluster.barrier()
-
-
-def _tiles(a_desc, c_desc, M, N, K):
-    """(tiles along M in clusters, tiles along N, K steps) that every partition walks alike."""
-    n: gl.constexpr = gl.num_ctas()
-    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, c_desc.block_type.shape[1]),
-            gl.cdiv(K, a_desc.block_type.shape[1]))
 
 
 def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M):
@@ -150,10 +160,7 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M,
             it += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         _release(empty, it - 1, STAGES)
-        tma.store_wait(0)
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [(pid_mc * n + rank) * BM, pid_n * BN], c_smem)
+        _store_tile(c_desc, c_smem, acc, (pid_mc * n + rank) * BM, pid_n * BN)
     tma.store_wait(0)
 
 
@@ -163,21 +170,7 @@ def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constex
     issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
     wait for loaded stages and release each to every CTA. Same descriptors as
     :func:`matmul_hopper_cluster`."""
-    n: gl.constexpr = gl.num_ctas()
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
-    gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
-    dtype = a_desc.dtype
-    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
-    full = mbarrier.allocate_mbarrier(batch=STAGES)
-    empty = mbarrier.allocate_mbarrier(batch=STAGES)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(full.index(s), count=1)
-        mbarrier.init(empty.index(s), count=n)
-    cluster.barrier()
+    a_bufs, b_bufs, c_smem, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
     gl.warp_specialize([
         (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M, N, K, STAGES, GROUP_M)),
         (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
