@@ -225,14 +225,12 @@ def test_warp_specialized_cluster_gemm_on_the_interpreter(rng, m, n, k, programs
     check(c, a, b)
 
 
-def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng, monkeypatch):
-    """A consumer releasing a stage only in its own CTA: the peer's producer, which refills
-    both CTAs' stage, waits forever; the report names the blocked partitions of both CTAs."""
+def _run_with_release(rng, monkeypatch, release) -> str:
+    """The warp-specialized cluster GEMM with ``release`` in place of its stage release; the
+    message of the InterpreterError it must raise."""
     import gluon_trace.kernels.matmul_hopper_cluster as mod
-
-    monkeypatch.setattr(mod, "_release", lambda empty, it, STAGES: mbarrier.arrive(
-        empty.index(it % STAGES), cta=cluster.cta_rank()))
-    monkeypatch.setattr(mod.matmul_hopper_cluster_ws, "cache", {})  # the broken trace must not stay cached
+    monkeypatch.setattr(mod, "_release", release)
+    monkeypatch.setattr(mod.matmul_hopper_cluster_ws, "cache", {})  # trace anew, and drop the broken trace after
     m, n, k = 128, 64, 256
     a, b = operands(rng, m, n, k, BF16)
     c = padded(np.full((m, n), np.nan, np.float32))
@@ -240,7 +238,14 @@ def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng,
         mod.matmul_hopper_cluster_ws[(2,)](*cluster_descs(padded(a), padded(b), c, 64, 64, 32, 2), m, n, k,
                                            STAGES=3, GROUP_M=1, num_ctas=2, backend="interpreter",
                                            target="sm_90a")
-    msg = str(e.value)
+    return str(e.value)
+
+
+def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng, monkeypatch):
+    """A consumer releasing a stage only in its own CTA: the peer's producer, which refills
+    both CTAs' stage, waits forever; the report names the blocked partitions of both CTAs."""
+    msg = _run_with_release(rng, monkeypatch, lambda empty, it, STAGES: mbarrier.arrive(
+        empty.index(it % STAGES), cta=cluster.cta_rank()))
     assert "deadlock" in msg and "worker partition 1" in msg and "CTA 1" in msg and "CTA 0" in msg
     blocked = [line for line in msg.splitlines() if "matmul_hopper_cluster.py:" in line and "mbarrier.wait" in line]
     assert len(blocked) == 4, msg  # each CTA's default task and its producer, each at its wait's line
@@ -250,22 +255,11 @@ def test_a_release_counted_twice_in_its_own_cta_is_a_race_on_the_peers_stage(rng
     """A consumer that fills its own CTA's empty barrier (both arrivals local) never waits for
     the peer: its producer's multicast then refills the peer's stage while the peer's wgmma may
     still read it -- a race the interpreter must report, not a wrong number."""
-    import gluon_trace.kernels.matmul_hopper_cluster as mod
-
     def release_twice_locally(empty, it, STAGES):
         mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
         mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
 
-    monkeypatch.setattr(mod, "_release", release_twice_locally)
-    monkeypatch.setattr(mod.matmul_hopper_cluster_ws, "cache", {})  # trace anew, and drop the broken trace after
-    m, n, k = 128, 64, 256
-    a, b = operands(rng, m, n, k, BF16)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    with pytest.raises(InterpreterError) as e:
-        mod.matmul_hopper_cluster_ws[(2,)](*cluster_descs(padded(a), padded(b), c, 64, 64, 32, 2), m, n, k,
-                                           STAGES=3, GROUP_M=1, num_ctas=2, backend="interpreter",
-                                           target="sm_90a")
-    msg = str(e.value)
+    msg = _run_with_release(rng, monkeypatch, release_twice_locally)
     assert "deadlock" not in msg, msg
     assert "tma.async_load overwrites shared memory" in msg and "warpgroup_mma" in msg, msg
     assert "matmul_hopper_cluster.py" in msg
