@@ -91,6 +91,20 @@ class Driver:
         return hit
 
 
+def allow_dynamic_smem(drv, kern, configured: set, smem: int, dev: int, name: str) -> None:
+    """Once per kernel and device: allow its dynamic shared memory past the 48 KB default."""
+    if dev in configured:
+        return
+    if smem > 48 * 1024:
+        cu = drv.cu
+        err, d = cu.cuDeviceGet(dev)
+        drv.check(err, "cuDeviceGet")
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        (err,) = cu.cuKernelSetAttribute(attr, smem, kern, d)
+        drv.check(err, f"allowing {smem} bytes of dynamic shared memory for {name}")
+    configured.add(dev)
+
+
 def max_active_clusters(ck, num_ctas: int, dev: int = 0) -> int:
     """How many clusters of ``num_ctas`` CTAs of compiled kernel ``ck`` the device runs at once
     (cuOccupancyMaxActiveClusters): the grid of a persistent cluster kernel. Not every SM
@@ -99,12 +113,7 @@ def max_active_clusters(ck, num_ctas: int, dev: int = 0) -> int:
     cu = drv.cu
     _, kern, configured = drv.kernel(ck)
     with _Switch(drv, dev):
-        if ck.shared_bytes > 48 * 1024 and dev not in configured:
-            err, d = cu.cuDeviceGet(dev)
-            drv.check(err, "cuDeviceGet")
-            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            (err,) = cu.cuKernelSetAttribute(attr, ck.shared_bytes, kern, d)
-            drv.check(err, f"allowing {ck.shared_bytes} bytes of dynamic shared memory for {ck.name}")
+        allow_dynamic_smem(drv, kern, configured, ck.shared_bytes, dev, ck.name)
         err, fn = cu.cuKernelGetFunction(kern)
         drv.check(err, f"cuKernelGetFunction({ck.name})")
         cfg = cu.CUlaunchConfig()
@@ -229,16 +238,7 @@ class KernelLauncher:
         self.lock = threading.Lock()
 
     def configure(self, dev: int) -> None:
-        if dev in self.configured:
-            return
-        cu = self.drv.cu
-        if self.smem > 48 * 1024:
-            err, d = cu.cuDeviceGet(dev)
-            self.drv.check(err, "cuDeviceGet")
-            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            (err,) = cu.cuKernelSetAttribute(attr, self.smem, self.kern, d)
-            self.drv.check(err, f"allowing {self.smem} bytes of dynamic shared memory for {self.ck.name}")
-        self.configured.add(dev)
+        allow_dynamic_smem(self.drv, self.kern, self.configured, self.smem, dev, self.ck.name)
 
     # -- the checked path ----------------------------------------------------------------------
     def _pointer(self, i, a, loc) -> tuple[int, int | None, bool]:
