@@ -621,3 +621,28 @@ def permute_layout(layout, shape, dims, num_warps: int, threads_per_warp: int):
     lin = layout.to_linear(tuple(shape), num_warps, threads_per_warp)
     return DistributedLinearLayout(**_remap_bases(lin, lambda b: tuple(b[d] for d in dims)),
                                    shape=tuple(shape[d] for d in dims))
+
+
+def split_layout(layout, shape, num_warps: int, threads_per_warp: int):
+    """The layout of each half that ``split`` makes of a tile whose last dimension is 2:
+    every base loses its last coordinate. A register base that moved only along that
+    dimension (the usual case, where a thread holds both halves) is dropped, so each half
+    is the same registers renamed; a lane or warp base that did becomes a copy."""
+    lin = layout.to_linear(tuple(shape), num_warps, threads_per_warp)
+    out = tuple(shape[:-1])
+    regs, basis = [], {}
+    for b in lin.reg_bases:
+        if _add_to_basis(_pack(b[:-1], out), basis):
+            regs.append(b[:-1])
+    return DistributedLinearLayout(reg_bases=tuple(regs), lane_bases=tuple(b[:-1] for b in lin.lane_bases),
+                                   warp_bases=tuple(b[:-1] for b in lin.warp_bases), shape=out)
+
+
+def join_layout(layout, shape, num_warps: int, threads_per_warp: int):
+    """The layout ``join`` gives two tiles in ``layout``: a new last dimension of 2 held in
+    the lowest register bit, so the pair sits in adjacent registers (vectorised stores)."""
+    lin = layout.to_linear(tuple(shape), num_warps, threads_per_warp)
+    ext = lambda bases: tuple(tuple(b) + (0,) for b in bases)  # noqa: E731
+    return DistributedLinearLayout(reg_bases=((0,) * len(shape) + (1,),) + ext(lin.reg_bases),
+                                   lane_bases=ext(lin.lane_bases), warp_bases=ext(lin.warp_bases),
+                                   shape=tuple(shape) + (2,))

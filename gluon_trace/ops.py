@@ -277,11 +277,33 @@ def _permute(ctx, ts, attrs, regions):
     return [Type(t.dtype, shape, attrs["layout"])]
 
 
+def _split(ctx, ts, attrs, regions):
+    (t,) = ts
+    if len(t.shape) < 2 or t.shape[-1] != 2:
+        raise ctx.error(f"split needs a tile of 2 or more dimensions whose last is 2, got shape {list(t.shape)}",
+                        notes=("reshape first, e.g. x.reshape([M, 2, N // 2]).permute((0, 2, 1)).split() "
+                               "for the two column halves of an [M, N] tile",))
+    _check_layout(ctx, attrs["layout"], t.shape[:-1])
+    half = Type(t.dtype, t.shape[:-1], attrs["layout"])
+    return [half, half]
+
+
+def _join(ctx, ts, attrs, regions):
+    a, b = ts
+    if a != b:
+        raise ctx.error(f"join needs two tiles of one shape, dtype and layout, got {a} and {b}")
+    shape = tuple(a.shape) + (2,)
+    _check_layout(ctx, attrs["layout"], shape)
+    return [Type(a.dtype, shape, attrs["layout"])]
+
+
 define("broadcast", _broadcast)
 define("expand_dims", _expand_dims)
 define("convert_layout", _convert)
 define("reshape", _reshape)
 define("permute", _permute)
+define("split", _split, doc="(x[..., 0], x[..., 1]) of a tile whose last dimension is 2")
+define("join", _join, doc="a tile with a new last dimension of 2 holding (a, b)")
 
 
 # -- memory -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace import dtypes as dt
-from gluon_trace.layouts import free_bits
+from gluon_trace.layouts import free_bits, join_layout
 
 from .emitter import WAVE_LOG, dwords
 from .mir import Imm, is_vgpr
@@ -168,7 +168,7 @@ def _strides(shape):
     return s
 
 
-def _shape_op(em, op, to_src, src_addr_fn=None):
+def _shape_op(em, op, to_src):
     """Result registers by renaming when possible, else through LDS."""
     x = op.operands[0]
     src_lin = em.linear(x.type)
@@ -217,6 +217,26 @@ def rule_permute(em, op):
     dims = op.attrs["dims"]
     inv = [dims.index(k) for k in range(len(dims))]
     _shape_op(em, op, lambda c: c[..., inv])
+
+
+def rule_split(em, op):
+    # into the layout holding the last dimension in register bit 0 over the halves' layout
+    # (a renaming when a thread already holds both halves); the halves are its even and odd
+    # registers (the exchange's address maps are linear, so no map per half)
+    x, half = op.operands[0], op.results[0].type
+    pair = join_layout(half.layout, half.shape, em.nw, em.wave).to_linear(tuple(x.type.shape), em.nw, em.wave)
+    src_lin, regs = em.linear(x.type), em.elems(x)
+    cand = remap(src_lin, pair, lambda c: c)
+    regs = [regs[c] for c in cand] if cand is not None else \
+        lds_exchange(em, x.type.dtype, regs, src_lin, pair, lambda c: c)
+    em.vals[op.results[0]], em.vals[op.results[1]] = regs[0::2], regs[1::2]
+
+
+def rule_join(em, op):
+    # join's layout puts the new dimension in register bit 0 over the operands' layout
+    # (layouts.join_layout), so the result interleaves the two register lists
+    a, b = (em.elems(v) for v in op.operands)
+    em.vals[op.result] = [r for pair in zip(a, b) for r in pair]
 
 
 def rule_convert_layout(em, op):

@@ -108,6 +108,8 @@ RULES.update({
     "convert_layout": layout.rule_convert_layout,
     "reshape": layout.rule_reshape,
     "permute": layout.rule_permute,
+    "split": layout.rule_split,
+    "join": layout.rule_join,
     "load": memory.rule_load,
     "store": memory.rule_store,
     "atomic_rmw": atomics.rule_atomic_rmw,

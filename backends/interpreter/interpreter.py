@@ -394,6 +394,16 @@ def _permute(p, op, x):
     return np.transpose(x, op.attrs["dims"])
 
 
+
+@rule("split")
+def _split(p, op, x):
+    return np.ascontiguousarray(x[..., 0]), np.ascontiguousarray(x[..., 1])
+
+
+@rule("join")
+def _join(p, op, a, b):
+    return np.stack([a, b], axis=-1)
+
 # -- memory --------------------------------------------------------------------------------
 
 @rule("load")

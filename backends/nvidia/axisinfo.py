@@ -130,6 +130,11 @@ class Analysis:
             return
         if not res:
             return
+        if name == "split":  # each half keeps the facts of the leading dimensions
+            i = ins[0]
+            for r in res:
+                self.info[r] = AI(i.contig[:-1], i.const[:-1], i.div[:-1])
+            return
         out = res[0]
         rank = _rank(out)
         shape = out.type.shape
@@ -168,6 +173,8 @@ class Analysis:
             dims = a["dims"]
             self.info[out] = AI(tuple(i.contig[d] for d in dims), tuple(i.const[d] for d in dims),
                                 tuple(i.div[d] for d in dims))
+        elif name == "join":
+            self.info[out] = unknown(rank)
         elif name == "reshape":
             self.info[out] = AI((1,) * rank, (1,) * rank, (ins[0].div_all(),) * rank)
         elif name == "hint":

@@ -1,5 +1,5 @@
 """Lowering of creation and layout ops: arange, splat, broadcast, expand_dims,
-convert_layout, reshape, permute, program_id.
+convert_layout, reshape, permute, split, join, program_id.
 
 A layout change is first tried as a renaming: with linear layouts, the destination's
 register i holds fn(coordinate) for a coordinate map fn (identity, projection of
@@ -14,7 +14,7 @@ destination registers hold.
 """
 from __future__ import annotations
 
-from gluon_trace.layouts import LinearLayout
+from gluon_trace.layouts import LinearLayout, join_layout
 
 from . import affine, ptx, swizzle
 from .emitter import _pack, _unpack, rule
@@ -196,3 +196,25 @@ def _permute(em, op):
             out[d] = c[i]
         return tuple(out)
     return [move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), em.lin(dst_v), fn)]
+
+
+@rule("split")
+def _split(em, op):
+    # move the tile into the layout that holds the last dimension in register bit 0 over the
+    # halves' layout (a renaming when a thread already holds both halves); then the halves are
+    # its even and odd registers. (A move's coordinate map must be linear, so the half at
+    # last coordinate 1 cannot be taken by a map of its own.)
+    src_v, half_v = op.operands[0], op.results[0]
+    half = half_v.type
+    pair = em.lin_of(join_layout(half.layout, half.shape, em.nw, 32),
+                     src_v.type.shape)
+    regs = move(em, em.vals[src_v], src_v.type.dtype, em.lin(src_v), pair)
+    return [regs[0::2], regs[1::2]]
+
+
+@rule("join")
+def _join(em, op):
+    # join's layout puts the new dimension in register bit 0 over the operands' layout
+    # (layouts.join_layout), so the result interleaves the two register lists
+    a, b = (em.vals[v] for v in op.operands)
+    return [[r for pair in zip(a, b) for r in pair]]

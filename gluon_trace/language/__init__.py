@@ -8,9 +8,9 @@ from .core import (abs, arange, argmax, argmin, associative_scan, atomic_add, at
                    atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor,
                    broadcast, cdiv, ceil, clamp, constexpr, convert_layout, cos, cumsum,
                    device_print, div_rn, erf, exp, exp2, expand_dims, fdiv, floor, fma, full,
-                   full_like, load, log, log2, max, max_contiguous, maximum, min, minimum,
+                   full_like, join, load, log, log2, max, max_contiguous, maximum, min, minimum,
                    multiple_of, num_ctas, num_programs, num_warps, permute, program_id, reduce, reshape,
-                   rsqrt, sin, sqrt, static_assert, static_print, store, sum, threads_per_warp,
+                   rsqrt, sin, split, sqrt, static_assert, static_print, store, sum, threads_per_warp,
                    trans, where, zeros, zeros_like)
 from .tensor import broadcast_to, tensor
 from ..shared_layouts import (MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout,  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 import builtins
 
 from .. import dtypes as dt
-from ..errors import TraceError, user_location
+from ..errors import TraceError, TraceTypeError, user_location
 from ..ir import Block, Type
 from ..layouts import SliceLayout
 from ..tracer import current
@@ -451,6 +451,36 @@ def permute(input, dims, layout=None) -> tensor:
         layout = permute_layout(x.layout, tuple(x.shape), dims, current().num_warps,
                                 current().threads_per_warp)
     return tensor(current().value("permute", [x.value], {"dims": dims, "layout": layout}))
+
+
+def split(a) -> tuple[tensor, tensor]:
+    """``(a[..., 0], a[..., 1])`` of a tile whose last dimension is 2 (Triton's and Gluon's
+    ``split``). Where the layout keeps both halves in one thread's registers (any layout a
+    reshape/permute of a register-held dimension gives) this moves no data; otherwise the
+    halves are exchanged between threads."""
+    x = to_tensor(a)
+    layout = None
+    if len(x.shape) >= 2 and x.shape[-1] == 2:
+        from ..layouts import split_layout
+        layout = split_layout(x.layout, tuple(x.shape), current().num_warps, current().threads_per_warp)
+    op = current().create("split", [x.value], {"layout": layout})
+    return tensor(op.results[0]), tensor(op.results[1])
+
+
+def join(a, b) -> tensor:
+    """A tile with a new last dimension of 2: ``out[..., 0] = a``, ``out[..., 1] = b`` (the
+    inverse of :func:`split`). ``a`` and ``b`` are broadcast together; ``b`` is converted to
+    ``a``'s layout if it differs. The pair sits in one thread's adjacent registers."""
+    x, y = broadcast_pair(to_tensor(a), to_tensor(b))
+    if x.dtype != y.dtype:
+        raise TraceTypeError(f"join needs two tiles of one dtype, got {x.dtype} and {y.dtype}",
+                                user_location(), notes=("cast one first: b.to(a.dtype)",))
+    if not x.shape:
+        raise TraceError("join needs tiles, not scalars", user_location())
+    y = convert_layout(y, x.layout)
+    from ..layouts import join_layout
+    layout = join_layout(x.layout, tuple(x.shape), current().num_warps, current().threads_per_warp)
+    return tensor(current().value("join", [x.value, y.value], {"layout": layout}))
 
 
 def trans(input, layout=None) -> tensor:

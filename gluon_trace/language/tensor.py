@@ -131,6 +131,22 @@ class tensor:
         return out
 
     # Triton-style methods
+    def reshape(self, shape, layout=None) -> "tensor":
+        from .core import reshape
+        return reshape(self, shape, layout)
+
+    def permute(self, dims, layout=None) -> "tensor":
+        from .core import permute
+        return permute(self, dims, layout)
+
+    def trans(self, layout=None) -> "tensor":
+        from .core import trans
+        return trans(self, layout)
+
+    def split(self) -> tuple["tensor", "tensor"]:
+        from .core import split
+        return split(self)
+
     def sum(self, axis=None, keep_dims=False):
         from .core import sum as _sum
         return _sum(self, axis, keep_dims=keep_dims)
