@@ -28,20 +28,24 @@ from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, mat
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
-HOPPER = [  # (BM, BN, BK, STAGES, num_warps): TMA + mbarrier ring + wgmma, persistent
+HOPPER = [  # (BM, BN, BK, STAGES, num_warps[, EPI_N]): TMA + mbarrier ring + wgmma, persistent
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 256, 32, 6, 8),
     (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),  # cuBLAS's tile shape at 4096^3 (without its clusters)
+    (128, 256, 64, 4, 8, 64), (256, 128, 64, 4, 8, 32),  # 4 stages beside a column-block epilogue
 ]
 WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4), (128, 64, 128, 4, 4),
     (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
 ]
-CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas): clusters multicasting B's tile (cuBLAS's sm_90 shape)
+CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas[, EPI_N]): clusters multicasting B's tile (cuBLAS's
+    # sm_90 shape); EPI_N < BN stores the tile in column blocks through two buffers (room for a 4th stage)
     (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 256, 64, 3, 8, 2), (128, 128, 64, 5, 4, 2),
-    (128, 256, 32, 5, 8, 2),
+    (128, 256, 32, 5, 8, 2), (128, 256, 64, 4, 8, 2, 64),
 ]
 CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consumer warps
     (128, 256, 64, 3, 8, 2), (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 128, 64, 5, 4, 2),
+    (128, 256, 64, 4, 8, 2, 64), (128, 256, 64, 4, 8, 2, 32), (256, 128, 64, 4, 8, 2, 32),
+    (128, 256, 32, 8, 8, 2, 64),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
@@ -139,13 +143,14 @@ def ampere_run(cfg, a, b, c, shape):
 
 
 def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
-    bm, bn, bk, stages, warps = cfg
+    bm, bn, bk, stages, warps = cfg[:5]
+    epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
     da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
     db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd))
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
                                        num_warps=warps, backend="nvidia")
@@ -153,13 +158,14 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
     """A cluster kernel, persistent over as many clusters as the GPU runs at once."""
-    bm, bn, bk, stages, warps, n = cfg
+    bm, bn, bk, stages, warps, n = cfg[:6]
+    epi_n = cfg[6] if len(cfg) > 6 else bn
     m, nn, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
     da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
     db = TensorDescriptor.from_tensor(b, [bk, bn // n], lay([bk, bn // n], gd))
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n)
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")

@@ -18,12 +18,13 @@ NV = gl.NVMMASharedLayout.get_default_for
 HERE = __file__
 
 
-def cluster_descs(a, b, c, bm, bn, bk, n):
+def cluster_descs(a, b, c, bm, bn, bk, n, epi_n=None):
     ta = gl.bfloat16 if a.dtype == BF16 else gl.float16
     tc = gl.float32
+    epi_n = epi_n or bn
     return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], ta)),
             TensorDescriptor.from_tensor(b, [bk, bn // n], NV([bk, bn // n], ta)),
-            TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], tc)))
+            TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], tc)))
 
 
 @pytest.mark.parametrize("m, n, k, programs", [(192, 128, 96, 4), (128, 64, 64, 2), (330, 200, 70, 2),
@@ -223,6 +224,31 @@ def test_warp_specialized_cluster_gemm_on_the_interpreter(rng, m, n, k, programs
     matmul_hopper_cluster_ws[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=3, GROUP_M=2,
                                           num_ctas=2, backend="interpreter", target="sm_90a")
     check(c, a, b)
+
+
+@pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp-specialized"])
+@pytest.mark.parametrize("epi_n", [16, 32])
+def test_cluster_gemm_stores_tiles_in_column_blocks(rng, ws, epi_n):
+    """c_desc's block a column block of the tile: the epilogue stores the accumulator in
+    BN / EPI_N pieces through two buffers in turn (a store in flight while the next fills);
+    several tiles a CTA, so stores from one tile are still draining when the next begins."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    kernel = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    m, n, k = 256, 200, 96
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    kernel[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2, epi_n=epi_n), m, n, k, STAGES=3, GROUP_M=2,
+                 num_ctas=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+def test_cluster_gemm_refuses_an_output_block_that_does_not_divide_the_tile(rng):
+    a, b = operands(rng, 128, 128, 64, BF16)
+    c = np.full((128, 128), np.nan, np.float32)
+    with pytest.raises(TraceError, match="c_desc's block must be"):
+        matmul_hopper_cluster[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2, epi_n=128), 128, 128, 64, STAGES=3,
+                                    GROUP_M=2, num_ctas=2, backend="interpreter", target="sm_90a")
 
 
 def _run_with_release(rng, monkeypatch, release) -> str:

@@ -83,6 +83,20 @@ def test_matmul_hopper_persistent(rng, m, n, k, programs):
     check(c, a, b)
 
 
+@pytest.mark.parametrize("epi_n", [16, 32])
+def test_matmul_hopper_stores_tiles_in_column_blocks(rng, epi_n):
+    """c_desc's block a column block of the tile: each tile stored in pieces through two
+    buffers taken in turn, a store in flight while the next piece fills; odd shapes clip."""
+    m, n, k = 200, 130, 70
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    da, db, _ = descs(a, b, c, 64, 64, 32)
+    dc = TensorDescriptor.from_tensor(c, [64, epi_n], gl.NVMMASharedLayout.get_default_for([64, epi_n], gl.float32))
+    matmul_hopper[(3,)](da, db, dc, m, n, k, STAGES=3, GROUP_M=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
 @pytest.mark.parametrize("m, n, k, stages, programs", [(200, 130, 20, 4, 2), (150, 64, 70, 4, 3),
                                                        (64, 200, 100, 2, 1)])
 def test_matmul_hopper_ring_phases_across_tiles(rng, m, n, k, stages, programs):

@@ -18,11 +18,35 @@ def grouped_tile(tile, num_m, num_n, GROUP_M):
     return pid_m, pid_n
 
 
+def column_chunks(x, width):
+    """A [M, N] register tile as its [M, width] column blocks, left to right; no data moves
+    where the columns are spread over registers (an MMA accumulator's are)."""
+    if x.shape[1] == width:
+        return [x]
+    left, right = x.reshape([x.shape[0], 2, x.shape[1] // 2]).permute((0, 2, 1)).split()
+    return column_chunks(left, width) + column_chunks(right, width)
+
+
+def store_tile(c_desc, c_bufs, acc, off_m, off_n):
+    """The tile by TMA in c_desc's column blocks through the output buffers taken in turn;
+    stores stay in flight across tiles."""
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    nbuf: gl.constexpr = c_bufs.shape[0]
+    for i, chunk in enumerate(column_chunks(acc.to(c_desc.dtype), EPI_N)):
+        buf = c_bufs.index(i % nbuf)
+        tma.store_wait(nbuf - 1)  # the store that last read buf is done
+        buf.store(chunk)
+        fence_async_shared()
+        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf)
+
+
 @gt.jit
 def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, B_KMAJOR: gl.constexpr = False):
     """C = A @ B; B is [K, N], or with B_KMAJOR its transpose [N, K] (K contiguous: what
-    8-bit and tf32 wgmma operands need, and cuBLAS's "NT" layout)."""
+    8-bit and tf32 wgmma operands need, and cuBLAS's "NT" layout). ``c_desc``'s block is the
+    output tile [BM, BN] or a column block of it [BM, EPI_N] (stored in pieces through two
+    buffers: less shared memory, room for another stage)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
@@ -31,7 +55,10 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
     dtype = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
+                     "c_desc's block must be [BM, EPI_N], EPI_N dividing b_desc's BN")
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
     bars = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
@@ -73,8 +100,5 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
                                b_bufs.index(ps))
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
-        tma.store_wait(0)  # the previous tile's store has read c_smem
-        c_smem.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [off_m, off_n], c_smem)
+        store_tile(c_desc, c_bufs, acc, off_m, off_n)
     tma.store_wait(0)

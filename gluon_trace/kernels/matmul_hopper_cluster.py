@@ -11,10 +11,10 @@ pairs of tiles in grouped order; ``cluster.barrier()`` after the inits (no peer 
 an mbarrier not yet initialised) and at the end (no CTA exits while a peer writes into it)."""
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.language.nvidia.hopper import (cluster, fence_async_shared, mbarrier, tma, warpgroup_mma,
+from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import grouped_tile
+from .matmul_hopper import grouped_tile, store_tile
 
 
 def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES):
@@ -39,53 +39,51 @@ def _release(empty, it, STAGES):
         mbarrier.arrive(empty.index(it % STAGES), cta=r)
 
 
-def _tiles(a_desc, c_desc, M, N, K):
+def _tiles(a_desc, b_desc, M, N, K):
     """(tiles along M in clusters, tiles along N, K steps) that every partition walks alike."""
     n: gl.constexpr = gl.num_ctas()
-    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, c_desc.block_type.shape[1]),
+    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, b_desc.block_type.shape[1] * n),
             gl.cdiv(K, a_desc.block_type.shape[1]))
 
 
-
 def _ring(a_desc, b_desc, c_desc, STAGES):
-    """The stages of A and B, the output tile, and the full/empty mbarriers, initialised and
-    made visible to the cluster: (a_bufs, b_bufs, c_smem, full, empty)."""
+    """The stages of A and B, the output buffers (one of c_desc's block for a whole tile, two
+    for column blocks: one fills while the other's store drains), and the full/empty
+    mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty)."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
-    gl.static_assert(b_desc.block_type.shape[1] * n == BN, "b_desc's block must be [BK, BN / num_ctas]")
+    BN: gl.constexpr = b_desc.block_type.shape[1] * n
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
+                     "c_desc's block must be [BM, EPI_N], EPI_N dividing the tile's BN (b_desc's block times num_ctas)")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
     full = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
         mbarrier.init(full.index(s), count=1)
         mbarrier.init(empty.index(s), count=n)
     cluster.barrier()
-    return a_bufs, b_bufs, c_smem, full, empty
+    return a_bufs, b_bufs, c_bufs, full, empty
 
-
-def _store_tile(c_desc, c_smem, acc, off_m, off_n):
-    tma.store_wait(0)  # the previous tile's store has read c_smem
-    c_smem.store(acc.to(c_desc.dtype))
-    fence_async_shared()
-    tma.async_store(c_desc, [off_m, off_n], c_smem)
 
 @gt.jit
 def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
     """C = A @ B with B [K, N]. ``b_desc``'s block is B's block cut to 1/num_ctas of its
-    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN]."""
+    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN], or a column block of it
+    [BM, EPI_N] (the epilogue then stores the tile in BN / EPI_N pieces through two buffers, which
+    frees shared memory for another stage)."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1] * n
     gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
-    a_bufs, b_bufs, c_smem, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
     rank = cluster.cta_rank()
-    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
+    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
     prod = gl.full([], 0, gl.int32)
     cons = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
@@ -115,7 +113,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         _release(empty, cons - 1, STAGES)
-        _store_tile(c_desc, c_smem, acc, off_m, off_n)
+        store_tile(c_desc, c_bufs, acc, off_m, off_n)
     tma.store_wait(0)
     cluster.barrier()
 
@@ -124,8 +122,8 @@ def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, S
     """One warp: every TMA load of the ring (this CTA's A, its part of B for all CTAs)."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
-    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
+    BN: gl.constexpr = b_desc.block_type.shape[1] * n
+    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
     rank = cluster.cta_rank()
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
@@ -136,15 +134,15 @@ def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, S
             it += 1
 
 
-def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M, N, K, STAGES, GROUP_M):
+def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M):
     """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
-    that read it is issued; the epilogue through c_smem by TMA."""
+    that read it is issued; the epilogue through c_bufs by TMA."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1] * n
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
-    num_mc, num_n, k_tiles = _tiles(a_desc, c_desc, M, N, K)
+    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
     rank = cluster.cta_rank()
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
@@ -160,7 +158,7 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M,
             it += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         _release(empty, it - 1, STAGES)
-        _store_tile(c_desc, c_smem, acc, (pid_mc * n + rank) * BM, pid_n * BN)
+        store_tile(c_desc, c_bufs, acc, (pid_mc * n + rank) * BM, pid_n * BN)
     tma.store_wait(0)
 
 
@@ -170,9 +168,9 @@ def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constex
     issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
     wait for loaded stages and release each to every CTA. Same descriptors as
     :func:`matmul_hopper_cluster`."""
-    a_bufs, b_bufs, c_smem, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
     gl.warp_specialize([
-        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, full, empty, M, N, K, STAGES, GROUP_M)),
+        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
         (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
     ], worker_num_warps=[1], worker_num_regs=[40])
     cluster.barrier()

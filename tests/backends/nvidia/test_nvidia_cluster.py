@@ -19,12 +19,13 @@ from test_cluster import ring_kernel  # noqa: E402
 NV = gl.NVMMASharedLayout.get_default_for
 
 
-def _descs(m, n, k, bm, bn, bk, ctas, dtype=np.float16):
+def _descs(m, n, k, bm, bn, bk, ctas, dtype=np.float16, epi_n=None):
     a, b, c = np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.zeros((m, n), dtype)
     g = gl.float16
+    epi_n = epi_n or bn
     return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], g)),
             TensorDescriptor.from_tensor(b, [bk, bn // ctas], NV([bk, bn // ctas], g)),
-            TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], g)))
+            TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], g)))
 
 
 @pytest.mark.parametrize("bm, bn, bk, stages, warps", [(128, 256, 64, 3, 8), (256, 128, 64, 3, 8),
@@ -96,6 +97,22 @@ def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert ck.asm.count("barrier.cluster.arrive.aligned;") == 4
 
 
+@pytest.mark.parametrize("bm, bn, epi_n", [(128, 256, 64), (256, 128, 32)])
+def test_column_block_epilogue_frees_a_fourth_stage(bm, bn, epi_n):
+    """cuBLAS's 4 stages of 48 KB beside an epilogue through two [BM, EPI_N] buffers fit the
+    H100's 227 KB (a whole 64 KB output tile left room for 3); the accumulator's column blocks
+    are register renamings stored by stmatrix, each buffer's reuse waiting for one TMA store."""
+    tr = matmul_hopper_cluster_ws.trace(*_descs(4096, 4096, 4096, bm, bn, 64, 2, epi_n=epi_n), 4096, 4096, 4096,
+                                        STAGES=4, GROUP_M=8, num_warps=8, num_ctas=2, target="sm_90a")
+    ck = build(tr.graph, "sm_90a")
+    assert ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
+    assert 4 * 48 * 1024 + 2 * bm * epi_n * 2 <= ck.shared_bytes <= 227 * 1024
+    chunks = bn // epi_n
+    assert ck.asm.count("cp.async.bulk.tensor.2d.global.shared::cta") == chunks
+    assert ck.asm.count("cp.async.bulk.wait_group.read 1;") == chunks
+    assert "stmatrix" in ck.asm and "st.shared.b16" not in ck.asm and "st.shared.v" not in ck.asm
+
+
 def test_a_cluster_barrier_the_parked_workers_cannot_follow_is_refused_at_its_line():
     import gluon_trace as gt
     from gluon_trace.errors import CompileError
@@ -144,11 +161,15 @@ def _padded(torch, rows, cols, dtype, fill=None):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000), (128, 2048, 512), (4096, 512, 256)])
-@pytest.mark.parametrize("bm, bn, warps, full_grid", [(128, 256, 8, True), (128, 128, 4, False)])
+@pytest.mark.parametrize("bm, bn, warps, full_grid, stages, epi_n", [(128, 256, 8, True, 3, 256),
+                                                                     (128, 128, 4, False, 3, 128),
+                                                                     (128, 256, 8, True, 4, 64),
+                                                                     (256, 128, 8, False, 4, 32)])
 @pytest.mark.parametrize("ws", [False, True])
-def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, ws):
+def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, stages, epi_n, ws):
     """Pairs of CTAs sharing B's tile by multicast; the grid as many clusters as the GPU runs at
-    once, or two clusters walking many tiles (phases across tiles)."""
+    once, or two clusters walking many tiles (phases across tiles); the epilogue whole or in
+    column blocks through two buffers (with 4 stages)."""
     torch = _gpu()
     from gluon_trace.nvidia import max_active_clusters
     bk = 64
@@ -157,8 +178,8 @@ def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, ws):
     c = _padded(torch, m, n, torch.bfloat16, fill=float("nan"))
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
-    kw = dict(STAGES=3, GROUP_M=8, num_warps=warps, num_ctas=2)
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], gl.bfloat16))
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=2)
     kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
     ck = kern.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
     clusters = max_active_clusters(ck, 2) if full_grid else 2
