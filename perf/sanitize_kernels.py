@@ -5,7 +5,7 @@
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
-only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, attention, attention_pipelined, attention_ws)."""
+only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks, attention, attention_pipelined, attention_ws)."""
 import sys
 
 import torch
@@ -77,24 +77,32 @@ def fp8() -> int:
     return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
 
 
-def cluster(ws=False) -> int:
-    """Pairs of CTAs multicasting B (num_ctas=2): two clusters over 3 x 3 tiles of 128 x 256."""
+def cluster(ws=False, epi_n=None, stages=6, bk=32) -> int:
+    """Pairs of CTAs multicasting B (num_ctas=2): two clusters over 3 x 3 tiles of 128 x 256
+    (the epilogue whole, or in [128, epi_n] column blocks through two buffers)."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws
-    m, n, k, bm, bn, bk = 330, 700, 320, 128, 256, 32
+    m, n, k, bm, bn = 330, 700, 320, 128, 256
+    epi_n = epi_n or bn
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n + 12, device="cuda", dtype=torch.bfloat16)[:, :n]  # rows of 16-byte multiples
     c = torch.full((m, n + 12), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
-    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], gl.bfloat16))
     kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
-    kern[(4,)](da, db, dc, m, n, k, STAGES=6, GROUP_M=2, num_warps=8, num_ctas=2)
+    kern[(4,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=2, num_warps=8, num_ctas=2)
     torch.cuda.synchronize()
-    return _report(f"{kern.__name__} (2 CTAs a cluster)", c, a.double() @ b.double())
+    return _report(f"{kern.__name__} (2 CTAs a cluster, epilogue in {bn // epi_n} blocks)", c,
+                   a.double() @ b.double())
 
 
 def cluster_ws() -> int:
     return cluster(ws=True)
+
+
+def cluster_ws_blocks() -> int:
+    """The 4-stage shape: the epilogue in 64-column blocks, overlapping the next tile's wgmma."""
+    return cluster(ws=True, epi_n=64, stages=4, bk=64)
 
 
 def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
@@ -130,6 +138,7 @@ def attention_ws() -> int:
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
+           "cluster_ws_blocks": cluster_ws_blocks,
            "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 

@@ -136,7 +136,9 @@ def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, S
 
 def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M):
     """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
-    that read it is issued; the epilogue through c_bufs by TMA."""
+    that read it is issued. A tile's epilogue waits for the next tile's first wgmma to be
+    issued: the tile, converted to c_desc's dtype, is carried over, and its stores through
+    c_bufs run while that wgmma does (the accumulator's own registers are free by then)."""
     n: gl.constexpr = gl.num_ctas()
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[1] * n
@@ -144,21 +146,34 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M,
                                                     instr_shape=[16, BN, 16])
     num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
     rank = cluster.cta_rank()
+    first = gl.program_id(0) // n
     it = gl.full([], 0, gl.int32)
-    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
+    out = gl.zeros([BM, BN], c_desc.dtype, acc_l)  # the previous tile, not yet stored
+    out_m = gl.full([], 0, gl.int32)
+    out_n = gl.full([], 0, gl.int32)
+    for tile in gl.range(first, num_mc * num_n, gl.num_programs(0) // n):
         pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
+        with gl.if_((k_tiles == 0) & (tile > first)):  # no wgmma to overlap with
+            store_tile(c_desc, c_bufs, out, out_m, out_n)
         for k in gl.range(0, k_tiles):
             s = it % STAGES
             mbarrier.wait(full.index(s), (it // STAGES) & 1)
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            with gl.if_((k == 0) & (tile > first)):
+                store_tile(c_desc, c_bufs, out, out_m, out_n)
             acc = warpgroup_mma_wait(1, deps=[acc])
             with gl.if_(k > 0):
                 _release(empty, it - 1, STAGES)
             it += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
-        _release(empty, it - 1, STAGES)
-        store_tile(c_desc, c_bufs, acc, (pid_mc * n + rank) * BM, pid_n * BN)
+        with gl.if_(k_tiles > 0):
+            _release(empty, it - 1, STAGES)
+        out = acc.to(c_desc.dtype)
+        out_m = (pid_mc * n + rank) * BM
+        out_n = pid_n * BN
+    with gl.if_(first < num_mc * num_n):
+        store_tile(c_desc, c_bufs, out, out_m, out_n)
     tma.store_wait(0)
 
 

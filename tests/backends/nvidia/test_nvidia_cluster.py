@@ -108,9 +108,16 @@ def test_column_block_epilogue_frees_a_fourth_stage(bm, bn, epi_n):
     assert ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
     assert 4 * 48 * 1024 + 2 * bm * epi_n * 2 <= ck.shared_bytes <= 227 * 1024
     chunks = bn // epi_n
-    assert ck.asm.count("cp.async.bulk.tensor.2d.global.shared::cta") == chunks
-    assert ck.asm.count("cp.async.bulk.wait_group.read 1;") == chunks
+    # the epilogue is written three times: overlapping the next tile's first wgmma, after the
+    # last tile, and for K = 0 (no wgmma to overlap with)
+    assert ck.asm.count("cp.async.bulk.tensor.2d.global.shared::cta") == 3 * chunks
+    assert ck.asm.count("cp.async.bulk.wait_group.read 1;") == 3 * chunks
     assert "stmatrix" in ck.asm and "st.shared.b16" not in ck.asm and "st.shared.v" not in ck.asm
+    # a tile's stores sit between the next tile's first wgmma and its wait: they overlap
+    lines = ck.asm.splitlines()
+    issue = next(i for i, l in enumerate(lines) if "wgmma.mma_async" in l)
+    wait = next(i for i in range(issue, len(lines)) if "wgmma.wait_group" in lines[i])
+    assert 3 * sum("stmatrix" in l for l in lines[issue:wait]) == ck.asm.count("stmatrix") > 0
 
 
 def test_a_cluster_barrier_the_parked_workers_cannot_follow_is_refused_at_its_line():
