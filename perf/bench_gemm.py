@@ -46,6 +46,9 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 256, 64, 3, 8, 2), (128, 256, 32, 6, 8, 2), (256, 128, 32, 6, 8, 2), (128, 128, 64, 5, 4, 2),
     (128, 256, 64, 4, 8, 2, 64), (128, 256, 64, 4, 8, 2, 32), (256, 128, 64, 4, 8, 2, 32),
     (128, 256, 32, 8, 8, 2, 64),
+    # (..., EPI_N, SHARE_A): tiles side by side along N sharing A's (a skinny M reads the same rows)
+    (128, 64, 128, 4, 4, 2, 64, True), (128, 64, 128, 4, 4, 4, 64, True), (128, 128, 64, 4, 4, 2, 128, True),
+    (128, 64, 64, 8, 4, 2, 64, True),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
@@ -160,16 +163,18 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
     """A cluster kernel, persistent over as many clusters as the GPU runs at once."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
+    share_a = len(cfg) > 7 and cfg[7]
     m, nn, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
-    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
-    db = TensorDescriptor.from_tensor(b, [bk, bn // n], lay([bk, bn // n], gd))
+    ablk, bblk = ([bm // n, bk], [bk, bn]) if share_a else ([bm, bk], [bk, bn // n])
+    da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd))
+    db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
-    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n)
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a))
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
-    tiles = -(-(-(-m // bm)) // n) * -(-nn // bn)
+    tiles = (-(-m // bm) * -(-(-(-nn // bn)) // n)) if share_a else (-(-(-(-m // bm)) // n) * -(-nn // bn))
     clusters = min(max_active_clusters(ck, n), tiles)
     CLUSTERS_USED[cfg] = clusters
     return lambda: kernel[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)

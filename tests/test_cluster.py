@@ -18,12 +18,15 @@ NV = gl.NVMMASharedLayout.get_default_for
 HERE = __file__
 
 
-def cluster_descs(a, b, c, bm, bn, bk, n, epi_n=None):
+def cluster_descs(a, b, c, bm, bn, bk, n, epi_n=None, share_a=False):
+    """Descriptors for a cluster of ``n`` CTAs with [bm, bn] tiles: the shared operand's block
+    (B's, or with share_a A's) is 1/n of the tile's."""
     ta = gl.bfloat16 if a.dtype == BF16 else gl.float16
     tc = gl.float32
     epi_n = epi_n or bn
-    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], ta)),
-            TensorDescriptor.from_tensor(b, [bk, bn // n], NV([bk, bn // n], ta)),
+    am, bn_ = (bm // n, bn) if share_a else (bm, bn // n)
+    return (TensorDescriptor.from_tensor(a, [am, bk], NV([am, bk], ta)),
+            TensorDescriptor.from_tensor(b, [bk, bn_], NV([bk, bn_], ta)),
             TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], tc)))
 
 
@@ -240,6 +243,22 @@ def test_cluster_gemm_stores_tiles_in_column_blocks(rng, ws, epi_n):
     c = padded(np.full((m, n), np.nan, np.float32))
     kernel[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2, epi_n=epi_n), m, n, k, STAGES=3, GROUP_M=2,
                  num_ctas=2, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
+@pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp-specialized"])
+@pytest.mark.parametrize("m, n, k, ctas, programs", [(64, 330, 96, 2, 2), (128, 512, 64, 4, 4), (150, 260, 70, 2, 4)])
+def test_cluster_gemm_sharing_a(rng, ws, m, n, k, ctas, programs):
+    """SHARE_A: a cluster's tiles side by side along N share A's tile, each CTA loading 1/ctas
+    of its rows for all (the skinny-M shape); odd tile counts along N leave a CTA loading A
+    for its peers with nothing of its own to compute."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    kernel = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    kernel[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, ctas, share_a=True), m, n, k, STAGES=3, GROUP_M=2,
+                        SHARE_A=True, num_ctas=ctas, backend="interpreter", target="sm_90a")
     check(c, a, b)
 
 

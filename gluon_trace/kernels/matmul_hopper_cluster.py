@@ -1,7 +1,9 @@
 """Hopper GEMM in clusters of CTAs (launch with ``num_ctas=2``): the CTAs of a cluster compute
 output tiles stacked along M that share one tile of B. Each CTA loads its own block of A and
 1/num_ctas of B's block, multicast by TMA into every CTA of the cluster, so B crosses from L2
-once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same).
+once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same). With
+``SHARE_A`` the cluster's tiles sit side by side along N and share A's tile instead (what a
+skinny M wants: every CTA reads the same few rows of A).
 
 The ring: ``full[s]`` completes when stage s holds A and all of B (num_ctas TMA pieces land on
 it, from this CTA and its peers); ``empty[s]`` (count num_ctas) completes when every CTA's
@@ -17,20 +19,29 @@ from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgrou
 from .matmul_hopper import grouped_tile, store_tile
 
 
-def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES):
-    """Load ring step ``it`` (K step ``k``): this CTA's A block, and its part of B for all."""
+def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A):
+    """Load ring step ``it`` (K step ``k``): this CTA's own operand block, and its part of the
+    shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster."""
     n: gl.constexpr = gl.num_ctas()
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BNP: gl.constexpr = b_desc.block_type.shape[1]
     s = it % STAGES
     # a refill writes into every CTA's stage s: wait until all of them released it (the
     # first pass finds the ring empty: the phase before it counts as completed)
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    mbarrier.expect(full.index(s), a_desc.block_type.nbytes + n * b_desc.block_type.nbytes)
-    tma.async_load(a_desc, [off_m, k * BK], full.index(s), a_bufs.index(s))
-    for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
-        tma.async_load(b_desc, [k * BK, off_n + r * BNP], full.index(s), b_bufs.index(s).slice(r * BNP, BNP, dim=1),
-                       pred=rank == r, multicast=True)
+    mbarrier.expect(full.index(s), (n if SHARE_A else 1) * a_desc.block_type.nbytes +
+                    (1 if SHARE_A else n) * b_desc.block_type.nbytes)
+    if SHARE_A:
+        BMP: gl.constexpr = a_desc.block_type.shape[0]
+        tma.async_load(b_desc, [k * BK, off_n], full.index(s), b_bufs.index(s))
+        for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
+            tma.async_load(a_desc, [off_m + r * BMP, k * BK], full.index(s),
+                           a_bufs.index(s).slice(r * BMP, BMP, dim=0), pred=rank == r, multicast=True)
+    else:
+        BNP: gl.constexpr = b_desc.block_type.shape[1]
+        tma.async_load(a_desc, [off_m, k * BK], full.index(s), a_bufs.index(s))
+        for r in gl.static_range(n):
+            tma.async_load(b_desc, [k * BK, off_n + r * BNP], full.index(s),
+                           b_bufs.index(s).slice(r * BNP, BNP, dim=1), pred=rank == r, multicast=True)
 
 
 def _release(empty, it, STAGES):
@@ -39,24 +50,44 @@ def _release(empty, it, STAGES):
         mbarrier.arrive(empty.index(it % STAGES), cta=r)
 
 
-def _tiles(a_desc, b_desc, M, N, K):
-    """(tiles along M in clusters, tiles along N, K steps) that every partition walks alike."""
+def _tile_shape(a_desc, b_desc, SHARE_A):
+    """(BM, BN): a CTA's output tile; the shared operand's block is 1/num_ctas of its part."""
     n: gl.constexpr = gl.num_ctas()
-    return (gl.cdiv(gl.cdiv(M, a_desc.block_type.shape[0]), n), gl.cdiv(N, b_desc.block_type.shape[1] * n),
-            gl.cdiv(K, a_desc.block_type.shape[1]))
+    return (a_desc.block_type.shape[0] * (n if SHARE_A else 1),
+            b_desc.block_type.shape[1] * (1 if SHARE_A else n))
 
 
-def _ring(a_desc, b_desc, c_desc, STAGES):
+def _tiles(a_desc, b_desc, M, N, K, SHARE_A):
+    """(cluster tiles along M, along N, K steps) that every partition walks alike: a
+    cluster's CTAs are stacked along M (sharing B), or with SHARE_A side by side along N."""
+    n: gl.constexpr = gl.num_ctas()
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
+    k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
+    if SHARE_A:
+        return gl.cdiv(M, BM), gl.cdiv(gl.cdiv(N, BN), n), k_tiles
+    return gl.cdiv(gl.cdiv(M, BM), n), gl.cdiv(N, BN), k_tiles
+
+
+def _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A):
+    """This CTA's output tile origin: past the last tile (an odd count) a CTA still loads its
+    part of the shared operand for its peers; its own reads are zeros and its store is clipped."""
+    n: gl.constexpr = gl.num_ctas()
+    if SHARE_A:
+        return pid_m * BM, (pid_n * n + rank) * BN
+    return (pid_m * n + rank) * BM, pid_n * BN
+
+
+def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A):
     """The stages of A and B, the output buffers (one of c_desc's block for a whole tile, two
     for column blocks: one fills while the other's store drains), and the full/empty
     mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty)."""
     n: gl.constexpr = gl.num_ctas()
-    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    BN: gl.constexpr = b_desc.block_type.shape[1] * n
     EPI_N: gl.constexpr = c_desc.block_type.shape[1]
     gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
-                     "c_desc's block must be [BM, EPI_N], EPI_N dividing the tile's BN (b_desc's block times num_ctas)")
+                     "c_desc's block must be [BM, EPI_N], EPI_N dividing the tile's BN (the tile: A's and B's "
+                     "blocks, the shared one's times num_ctas)")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
@@ -70,30 +101,28 @@ def _ring(a_desc, b_desc, c_desc, STAGES):
 
 
 @gt.jit
-def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                          SHARE_A: gl.constexpr = False):
     """C = A @ B with B [K, N]. ``b_desc``'s block is B's block cut to 1/num_ctas of its
-    columns ([BK, BN / num_ctas]); ``c_desc``'s block is the output tile [BM, BN], or a column block of it
+    columns ([BK, BN / num_ctas]); with SHARE_A, ``a_desc``'s block is A's cut to 1/num_ctas of
+    its rows ([BM / num_ctas, BK]) and ``b_desc``'s is whole. ``c_desc``'s block is the output tile [BM, BN], or a column block of it
     [BM, EPI_N] (the epilogue then stores the tile in BN / EPI_N pieces through two buffers, which
     frees shared memory for another stage)."""
     n: gl.constexpr = gl.num_ctas()
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = b_desc.block_type.shape[1] * n
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
-    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A)
     rank = cluster.cta_rank()
-    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
+    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
     prod = gl.full([], 0, gl.int32)
     cons = gl.full([], 0, gl.int32)
-    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
-        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
-        # past M's last tile (an odd count) a CTA still loads its part of B for its peer; its
-        # own A reads as zeros and its store is clipped by TMA
-        off_m = (pid_mc * n + rank) * BM
-        off_n = pid_n * BN
+    for tile in gl.range(gl.program_id(0) // n, num_m * num_n, gl.num_programs(0) // n):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
+        off_m, off_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
         for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 2)):
-            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, kk, rank, STAGES)
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, kk, rank, STAGES, SHARE_A)
             prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         for k in gl.range(0, k_tiles):
@@ -109,7 +138,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
             # crossing SMs (measured on the H100: half the speed)
             with gl.if_(k + STAGES - 2 < k_tiles):
                 _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, prod, off_m, off_n, k + STAGES - 2,
-                         rank, STAGES)
+                         rank, STAGES, SHARE_A)
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         _release(empty, cons - 1, STAGES)
@@ -118,41 +147,40 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
     cluster.barrier()
 
 
-def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M):
-    """One warp: every TMA load of the ring (this CTA's A, its part of B for all CTAs)."""
+def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
+    """One warp: every TMA load of the ring (this CTA's own operand, its part of the shared
+    one for all CTAs)."""
     n: gl.constexpr = gl.num_ctas()
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = b_desc.block_type.shape[1] * n
-    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
+    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
     rank = cluster.cta_rank()
     it = gl.full([], 0, gl.int32)
-    for tile in gl.range(gl.program_id(0) // n, num_mc * num_n, gl.num_programs(0) // n):
-        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
+    for tile in gl.range(gl.program_id(0) // n, num_m * num_n, gl.num_programs(0) // n):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
+        off_m, off_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
         for k in gl.range(0, k_tiles):
-            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, (pid_mc * n + rank) * BM, pid_n * BN, k,
-                     rank, STAGES)
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A)
             it += 1
 
 
-def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M):
+def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
     """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
     that read it is issued. A tile's epilogue waits for the next tile's first wgmma to be
     issued: the tile, converted to c_desc's dtype, is carried over, and its stores through
     c_bufs run while that wgmma does (the accumulator's own registers are free by then)."""
     n: gl.constexpr = gl.num_ctas()
-    BM: gl.constexpr = a_desc.block_type.shape[0]
-    BN: gl.constexpr = b_desc.block_type.shape[1] * n
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                                     instr_shape=[16, BN, 16])
-    num_mc, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K)
+    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
     rank = cluster.cta_rank()
     first = gl.program_id(0) // n
     it = gl.full([], 0, gl.int32)
     out = gl.zeros([BM, BN], c_desc.dtype, acc_l)  # the previous tile, not yet stored
     out_m = gl.full([], 0, gl.int32)
     out_n = gl.full([], 0, gl.int32)
-    for tile in gl.range(first, num_mc * num_n, gl.num_programs(0) // n):
-        pid_mc, pid_n = grouped_tile(tile, num_mc, num_n, GROUP_M)
+    for tile in gl.range(first, num_m * num_n, gl.num_programs(0) // n):
+        pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         with gl.if_((k_tiles == 0) & (tile > first)):  # no wgmma to overlap with
             store_tile(c_desc, c_bufs, out, out_m, out_n)
@@ -170,22 +198,23 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M,
         with gl.if_(k_tiles > 0):
             _release(empty, it - 1, STAGES)
         out = acc.to(c_desc.dtype)
-        out_m = (pid_mc * n + rank) * BM
-        out_n = pid_n * BN
-    with gl.if_(first < num_mc * num_n):
+        out_m, out_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
+    with gl.if_(first < num_m * num_n):
         store_tile(c_desc, c_bufs, out, out_m, out_n)
     tma.store_wait(0)
 
 
 @gt.jit
-def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                             SHARE_A: gl.constexpr = False):
     """The cluster GEMM warp-specialized (CUTLASS's shape of it): a one-warp producer partition
     issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
     wait for loaded stages and release each to every CTA. Same descriptors as
     :func:`matmul_hopper_cluster`."""
-    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES)
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A)
     gl.warp_specialize([
-        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
-        (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M)),
+        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M,
+                        SHARE_A)),
+        (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)),
     ], worker_num_warps=[1], worker_num_regs=[40])
     cluster.barrier()

@@ -120,6 +120,24 @@ def test_column_block_epilogue_frees_a_fourth_stage(bm, bn, epi_n):
     assert 3 * sum("stmatrix" in l for l in lines[issue:wait]) == ck.asm.count("stmatrix") > 0
 
 
+@pytest.mark.parametrize("ctas", [2, 4])
+def test_cluster_gemm_sharing_a_assembles(ctas):
+    """A's rows multicast: each CTA loads 1/ctas of A's block for all and B's block alone."""
+    a, b, c = np.zeros((128, 8192), np.float16), np.zeros((8192, 8192), np.float16), np.zeros((128, 8192), np.float16)
+    g = gl.float16
+    descs = (TensorDescriptor.from_tensor(a, [128 // ctas, 128], NV([128 // ctas, 128], g)),
+             TensorDescriptor.from_tensor(b, [128, 64], NV([128, 64], g)),
+             TensorDescriptor.from_tensor(c, [128, 64], NV([128, 64], g)))
+    tr = matmul_hopper_cluster_ws.trace(*descs, 128, 8192, 8192, STAGES=4, GROUP_M=8, num_warps=4, num_ctas=ctas,
+                                        SHARE_A=True, target="sm_90a")
+    ck = build(tr.graph, "sm_90a")
+    assert f".reqnctapercluster {ctas}, 1, 1" in ck.asm and ck.spill_bytes == 0
+    mc = [l for l in ck.asm.splitlines() if "multicast::cluster" in l]
+    plain = [l for l in ck.asm.splitlines() if "cp.async.bulk.tensor.2d.shared::cluster.global" in l
+             and "multicast" not in l]
+    assert mc and plain  # A's part multicast, B's block loaded alone
+
+
 def test_a_cluster_barrier_the_parked_workers_cannot_follow_is_refused_at_its_line():
     import gluon_trace as gt
     from gluon_trace.errors import CompileError
@@ -192,6 +210,32 @@ def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, stage
     clusters = max_active_clusters(ck, 2) if full_grid else 2
     assert clusters >= 2
     kern[(2 * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(128, 2048, 1024), (200, 1000, 300), (64, 4096, 256)])
+@pytest.mark.parametrize("bm, bn, bk, ctas, stages", [(128, 64, 128, 2, 4), (128, 64, 128, 4, 4), (64, 128, 64, 2, 5)])
+@pytest.mark.parametrize("ws", [False, True])
+def test_gpu_cluster_gemm_sharing_a_matches_torch(m, n, k, bm, bn, bk, ctas, stages, ws):
+    """SHARE_A (skinny M): CTAs side by side along N multicast A's rows to each other; as
+    many clusters as the GPU runs at once."""
+    torch = _gpu()
+    from gluon_trace.nvidia import max_active_clusters
+    a = _padded(torch, m, k, torch.bfloat16)
+    b = _padded(torch, k, n, torch.bfloat16)
+    c = _padded(torch, m, n, torch.bfloat16, fill=float("nan"))
+    da = TensorDescriptor.from_tensor(a, [bm // ctas, bk], NV([bm // ctas, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=4, num_ctas=ctas, SHARE_A=True)
+    kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    ck = kern.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
+    clusters = max_active_clusters(ck, ctas)
+    assert clusters >= 2
+    kern[(ctas * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
