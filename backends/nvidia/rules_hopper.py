@@ -225,9 +225,13 @@ def _boxes(em, op, desc_v, coords, s: Smem):
     base = _addr(em, s)
     cs = [_b32(em, c) for c in coords][::-1]
     out = []
+    lead = (0,) * (s.rel.ndim - 1)
     for b in range(box.copies):
         c0 = cs[0] if b == 0 else em.ins("b32", f"add.s32 {{d}}, {cs[0]}, {b * box.dims[0]};")
-        dst = base if b == 0 else em.ins("b32", f"add.u32 {{d}}, {base}, {b * box.block_bytes};")
+        # box b lands where the view's column b * inner starts: a view of a taller buffer
+        # (a slice of its rows) has its column blocks that buffer's block apart, not the box's
+        off = int(s.rel[lead + (b * box.dims[0],)]) - int(s.rel.flat[0])
+        dst = base if b == 0 else em.ins("b32", f"add.u32 {{d}}, {base}, {off};")
         out.append((dst, [c0] + cs[1:]))
     return out
 

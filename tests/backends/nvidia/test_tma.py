@@ -73,3 +73,34 @@ def test_the_driver_encodes_real_descriptors():
         d = TensorDescriptor.from_tensor(t, [128, 64], NV([128, 64], gdt))
         raw = tma.encode(d)
         assert len(raw) == 128 and any(raw)
+
+
+def test_boxes_into_a_row_slice_land_a_buffer_column_block_apart():
+    """A [64, 128] bf16 block is two 128-byte-wide boxes. Into rows 64..127 of a [128, 128]
+    buffer, the second box starts at that buffer's second column block (128 rows x 128 B
+    from the first), not 64 rows x 128 B on: the GPU computed garbage that way (found by the
+    SHARE_A cluster GEMM, whose CTAs load row slices of A's stage) while the interpreter was right."""
+    import gluon_trace as gt
+    import re
+    from gluon_trace.language.nvidia.hopper import mbarrier, tma as ttma
+    from gluon_trace.backends.nvidia.emitter import emit
+
+    @gt.jit
+    def k(desc, out):
+        buf = gl.allocate_shared_memory(gl.bfloat16, [128, 128], desc.layout)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        ttma.async_load(desc, [0, 0], bar, buf.slice(64, 64, dim=0))
+        mbarrier.wait(bar, 0)
+
+    import ml_dtypes
+    d = TensorDescriptor.from_tensor(np.zeros((64, 128), ml_dtypes.bfloat16), [64, 128],
+                                     NV([64, 128], gl.bfloat16))
+    text, _, _ = emit(k.trace(d, gl.pointer(gl.int32), num_warps=4, target="sm_90a").graph, "sm_90a")
+    dsts = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\S* \[(%r\d+)\]", text)
+    assert len(dsts) == 2
+    adds = dict(re.findall(r"add\.u32 (%r\d+), %r\d+, (\d+);", text))
+    first = int(adds.get(dsts[0], 0))
+    # the view starts 64 rows of 128 B in; the second box one [128 rows x 128 B] column block on
+    assert first == 64 * 128 and int(adds[dsts[1]]) == 128 * 128
