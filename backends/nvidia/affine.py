@@ -210,13 +210,20 @@ def defer(em, cmp: str, a: str, b: str) -> str:
     return name
 
 
-def pred(em, m: str | None) -> str | None:
-    """The predicate register for mask register ``m`` here (a deferred one is made now)."""
+def pred(em, m: str | None, also: str | None = None) -> str | None:
+    """The predicate register for mask register ``m`` here (a deferred one is made now), and
+    with ``also`` when given: a deferred compare takes it into its setp (``setp.lt.and``), one
+    instruction per element fewer than a separate ``and.pred``."""
     d = em.flags.get("affine_deferred", {}).get(m) if m is not None else None
     if d is None:
-        return m
+        if m is None or also is None:
+            return also if m is None else m
+        return em.ins("pred", f"and.pred {{d}}, {also}, {m};")
     cmp, (ba, ca), (bb, cb) = d
     a = em.ins("b32", f"mov.b32 {{d}}, {_wrap(ca)};" if ba is None else f"add.s32 {{d}}, {ba}, {_wrap(ca)};") \
         if ba is None or ca else ba
     b = str(_wrap(cb)) if bb is None else (em.ins("b32", f"add.s32 {{d}}, {bb}, {_wrap(cb)};") if cb else bb)
-    return em.ins("pred", f"setp.{cmp} {{d}}, {a}, {b};")
+    if also is None:
+        return em.ins("pred", f"setp.{cmp} {{d}}, {a}, {b};")
+    c, ty = cmp.split(".")
+    return em.ins("pred", f"setp.{c}.and.{ty} {{d}}, {a}, {b}, {also};")

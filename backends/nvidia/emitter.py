@@ -29,6 +29,7 @@ from gluon_trace.layouts import LinearLayout
 
 from . import ptx
 from .axisinfo import Analysis
+from .dce import live_lines
 from .ptx import PTX_VERSION, TARGETS, param_type
 
 RULES, rule = rule_table()
@@ -451,8 +452,9 @@ class Emitter:
                 wa = self.ins("f32", f"cvt.f32.f16 {{d}}, {ha};")
                 wb = self.ins("f32", f"cvt.f32.f16 {{d}}, {hb};")
             else:
-                wa = self.ins("f32", f"mov.b32 {{d}}, {self.ins('b32', f'shl.b32 {{d}}, {p}, 16;')};")
-                wb = self.ins("f32", f"mov.b32 {{d}}, {self.ins('b32', f'and.b32 {{d}}, {p}, -65536;')};")
+                # (a .b32 instruction may write an .f32 register: no mov between the classes)
+                wa = self.ins("f32", f"shl.b32 {{d}}, {p}, 16;")
+                wb = self.ins("f32", f"and.b32 {{d}}, {p}, -65536;")
             self.bits16[(wa, t.name)] = (ha, None)  # (re-rounding its source would add work)
             self.bits16[(wb, t.name)] = (hb, None)
             self.pair16[(ha, hb)] = p
@@ -498,6 +500,10 @@ class Emitter:
         return self.ins("b32", f"mov.b32 {{d}}, {{{self.to16(lo, t)}, {self.to16(hi, t)}}};")
 
     def bf16_bits_to_f32(self, h: str) -> str:
+        # exact either way (bf16 is the high half of an f32); sm_90's one cvt is a third of the
+        # instructions ptxas reads per widened value (PTX 7.8). sm_80's PTX keeps the shift.
+        if self.target.startswith("sm_90"):
+            return self.ins("f32", f"cvt.f32.bf16 {{d}}, {h};")
         x = self.ins("b32", f"cvt.u32.u16 {{d}}, {h};")
         self.emit(f"shl.b32 {x}, {x}, 16;")
         return self.ins("f32", f"mov.b32 {{d}}, {x};")
@@ -612,6 +618,9 @@ class Emitter:
                 self.lines = [(x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)), loc)
                               for x, loc in self.lines]
                 self.smem_bytes += n
+        keep = live_lines([x for x, _ in self.lines] + self.prologue)
+        self.lines = [x for x, k in zip(self.lines, keep) if k]
+        self.prologue = [x for x, k in zip(self.prologue, keep[len(keep) - len(self.prologue):]) if k]
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
                "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
                ".address_size 64", ""]

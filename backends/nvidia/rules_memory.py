@@ -267,9 +267,9 @@ def _store(em, op):
     V = vec_width(em, ptr_v, mask_v)
     for g in range(0, n, V):
         p = ptrs[g] if len(ptrs) > 1 else ptrs[0]
-        m = affine.pred(em, (masks[g] if len(masks) > 1 else masks[0]) if masks else None)
+        m = affine.pred(em, (masks[g] if len(masks) > 1 else masks[0]) if masks else None, owner)
         vs = [vals[g + i] if len(vals) > 1 else vals[0] for i in range(V)]
-        _store_group(em, t, p, vs, _and_pred(em, owner, m))
+        _store_group(em, t, p, vs, m)
     return []
 
 

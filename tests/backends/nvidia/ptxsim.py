@@ -528,12 +528,16 @@ class Sim:
             raise NotImplementedError(parts)
 
     def op_setp(self, parts, args, m, active):
-        cmp, t = parts[1], parts[2]
-        d, a, b = args
+        cmp, t = parts[1], parts[-1]
+        bool_op = parts[2] if len(parts) == 4 else None  # setp.CmpOp.BoolOp.type d, a, b, c
+        d, a, b = args[:3]
         x, y = self.val(a, t), self.val(b, t)
         with np.errstate(all="ignore"):
             r = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y,
                  "neu": ~(x == y), "nan": np.isnan(x) | np.isnan(y) if t[0] == "f" else x != x}[cmp]
+        if bool_op is not None:
+            c = self.val(args[3], "pred").astype(bool)
+            r = {"and": r & c, "or": r | c, "xor": r ^ c}[bool_op]
         self.set(d, r, m)
 
     def op_cvt(self, parts, args, m, active):
@@ -548,6 +552,9 @@ class Sim:
             self.set(d, lo | (hi << np.uint32(16)), m)
             return
         d, a = args
+        if st_ == "bf16" and dt_ == "f32" and not mods:  # exact: the bits become the high half
+            self.set(d, self._fma16(self.val(a, "b16").astype(np.uint16), "bf16"), m)
+            return
         x = self.val(a, st_)
         with np.errstate(all="ignore"):
             if dt_ == "bf16":
