@@ -171,7 +171,8 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
     da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd))
     db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
-    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a))
+    group_m = cfg[8] if len(cfg) > 8 else 8
+    kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a))
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
     tiles = (-(-m // bm) * -(-(-(-nn // bn)) // n)) if share_a else (-(-(-(-m // bm)) // n) * -(-nn // bn))
@@ -289,7 +290,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four)")
     ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all)")
+    ap.add_argument("--group-m", help="the cluster kernels' GROUP_M values to sweep, e.g. 4,8,16 (default 8)")
+    ap.add_argument("--only-configs", help="cluster configs whose STAGES is this (e.g. 4), to shorten a sweep")
     opts = ap.parse_args()
+    if opts.group_m or opts.only_configs:
+        for lst in (CLUSTER, CLUSTER_WS):
+            full = [c[:6] + (c[6] if len(c) > 6 else c[1], bool(c[7]) if len(c) > 7 else False) for c in lst]
+            if opts.only_configs:
+                full = [c for c in full if c[3] == int(opts.only_configs)]
+            lst[:] = [c + (int(g),) for c in full for g in (opts.group_m or "8").split(",")]
     if opts.shapes:
         SHAPES = [tuple(int(x) for x in s.split("x")) for s in opts.shapes.split(",")]
     if opts.kernels:

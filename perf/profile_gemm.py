@@ -5,7 +5,7 @@
 
 (``python perf/profile_gemm.py KERNEL [SIZE]``; cuBLAS through torch.matmul as ``cublas``.)
 The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
-warp-specialized one), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
+warp-specialized one), clusterws (the cluster kernel, 4 stages), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps)."""
 import os
 import sys
@@ -30,6 +30,17 @@ elif which == "triton":
     from bench_gemm import triton_matmul
     tri = triton_matmul()
     run = lambda: tri(a, b, c)  # noqa: E731
+elif which == "clusterws":  # the 4-stage cluster kernel, its epilogue in 64-column blocks
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    from gluon_trace.nvidia import max_active_clusters
+    lay = gl.NVMMASharedLayout.get_default_for
+    da = TensorDescriptor.from_tensor(a, [128, 64], lay([128, 64], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [64, 128], lay([64, 128], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [128, 64], lay([128, 64], gl.bfloat16))
+    kw = dict(STAGES=4, GROUP_M=int(os.environ.get("GROUP_M", "8")), num_warps=8, num_ctas=2)
+    ck = matmul_hopper_cluster_ws.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
+    grid = 2 * max_active_clusters(ck, 2)
+    run = lambda: matmul_hopper_cluster_ws[(grid,)](da, db, dc, m, n, k, backend="nvidia", **kw)  # noqa: E731
 else:
     lay = gl.NVMMASharedLayout.get_default_for
     da = TensorDescriptor.from_tensor(a, [128, 64], lay([128, 64], gl.bfloat16))

@@ -57,3 +57,38 @@ def reference(case, seed, target=None):
     for got, want in zip(args[:3], expected(args[3])):
         np.testing.assert_array_equal(got, want, err_msg=f"interpreter vs numpy: {case}")
     return args[:3]
+
+
+# -- random programs (gluon_trace.fuzz with FuzzConfig(split_join=True)) ----------------------
+
+def fuzz_programs(n, warp_size=32):
+    """The first ``n`` random programs (max 256 elements, 6 ops) that split or join."""
+    from gluon_trace import fuzz
+    cfg = fuzz.FuzzConfig(warp_size=warp_size, max_numel=256, max_ops=6, split_join=True)
+    out, seed = [], 0
+    while len(out) < n:
+        prog = fuzz.random_program(seed, cfg)
+        if any(x.op in ("split", "join") for x in prog.nodes):
+            out.append(prog)
+        seed += 1
+    return out
+
+
+def check_fuzz(prog, target, run):
+    """The interpreter and ``run(prog, args)`` (a simulated backend) against the numpy
+    reference, outputs poisoned; None, or the failures with a saved reproducer's path."""
+    from gluon_trace import fuzz
+    out = fuzz.check_program(prog)
+    where = f"{target} (simulated)"
+    try:
+        inputs = fuzz.make_inputs(prog)
+        args, poison = fuzz.kernel_args(prog, inputs)
+        with np.errstate(all="ignore"):
+            run(prog, args)
+        ref = fuzz.evaluate(prog, inputs, "bounded")
+        out.failures += [(where, m) for m in fuzz.mismatches(prog, fuzz.outputs_of(prog, args), ref, poison)]
+    except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
+        out.failures.append((where, f"{type(e).__name__}: {str(e)[:600]}"))
+    if not out.ok:
+        return f"{fuzz.save_reproducer(prog, out.failures, name=f'split_join_{target}')}: {out.failures}"
+    return None

@@ -161,6 +161,11 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
         return Val(arg[0].v.reshape(n.shape), arg[0].e.reshape(n.shape))
     if n.op == "permute":
         return Val(np.transpose(arg[0].v, at["dims"]), np.transpose(arg[0].e, at["dims"]))
+    if n.op == "split":
+        k = at["half"]
+        return Val(arg[0].v[..., k].copy(), arg[0].e[..., k].copy())
+    if n.op == "join":
+        return Val(np.stack([arg[0].v, arg[1].v], -1), np.stack([arg[0].e, arg[1].e], -1))
     if n.op == "loop":
         acc = arg[0]
         for i in range(prog.n_iter):

@@ -3,7 +3,7 @@ appends the node(s) it makes. Result dtypes follow the promotion rules documente
 gluon_trace/dtypes.py, restated here (not imported) so the fuzzer checks them."""
 from __future__ import annotations
 
-from ..layouts import BlockedLayout, SliceLayout, permute_layout, reshape_layout
+from ..layouts import BlockedLayout, SliceLayout, join_layout, permute_layout, reshape_layout, split_layout
 from .program import (ARITH, COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2,
                       blocked_layout)
 
@@ -240,6 +240,31 @@ def op_permute(b: _Builder) -> None:
     b.add("permute", (a,), a.dtype, tuple(a.shape[d] for d in dims), layout, dims=dims)
 
 
+
+def op_split(b: _Builder) -> None:
+    """One half of gl.split: of a tile whose last dimension is 2, or of one reshaped to that."""
+    a = b.pick(lambda n: n.rank >= 2 and n.shape[-1] == 2)
+    if a is None:
+        src = b.pick(lambda n: n.shape and n.numel >= 4)
+        if src is None:
+            return
+        shape = (src.numel // 2, 2)
+        a = b.add("reshape", (src,), src.dtype, shape,
+                  reshape_layout(src.layout, src.shape, shape, b.num_warps, b.cfg.warp_size), new_shape=shape)
+    layout = split_layout(a.layout, a.shape, b.num_warps, b.cfg.warp_size)
+    b.add("split", (a,), a.dtype, a.shape[:-1], layout, half=b.ch.int(0, 1))
+
+
+def op_join(b: _Builder) -> None:
+    a = b.pick(lambda n: n.shape and n.rank < b.cfg.max_rank and 2 * n.numel <= b.cfg.max_numel)
+    if a is None:
+        return
+    x = b.same_tile(a)
+    if x.dtype != a.dtype:
+        x = b.add("cast", (x,), a.dtype, x.shape, x.layout, to=a.dtype)
+    b.add("join", (a, x), a.dtype, tuple(a.shape) + (2,),
+          join_layout(a.layout, a.shape, b.num_warps, b.cfg.warp_size))
+
 _CARRY_FNS = ("add", "mul", "maximum", "sub", "xor")
 
 
@@ -291,6 +316,8 @@ OPS = {
     "permute": (lambda c: c.max_rank > 1, op_permute),
     "fma": (lambda c: True, op_fma),
     "dot_fma": (lambda c: c.dot_fma, op_dot_fma),
+    "split": (lambda c: c.split_join, op_split),
+    "join": (lambda c: c.split_join and c.max_rank > 1, op_join),
     "loop": (lambda c: c.loops, op_loop),
     "branch": (lambda c: c.branches, op_branch),
 }

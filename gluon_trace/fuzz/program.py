@@ -54,6 +54,8 @@ class FuzzConfig:
     max_values_per_thread: int | None = None
     # gl.dot_fma on 2-D tiles (off by default: enabling an op changes which program a seed gives)
     dot_fma: bool = False
+    # gl.split / gl.join (off by default for the same reason)
+    split_join: bool = False
 
 
 @dataclass

@@ -142,6 +142,10 @@ def _node_source(n, lay) -> list[str]:
         return [f"{v} = gl.reshape({a[0]}, {list(at['new_shape'])})"]
     if n.op == "permute":
         return [f"{v} = gl.permute({a[0]}, {list(at['dims'])})"]
+    if n.op == "split":
+        return [f"{v} = gl.split({a[0]})[{at['half']}]"]
+    if n.op == "join":
+        return [f"{v} = gl.join({a[0]}, {a[1]})"]
     if n.op == "loop":
         return [f"{v} = {a[0]}", "for i in gl.range(0, n_iter):",
                 *["    " + _step_source(v, s, n.dtype) for s in at["steps"]]]

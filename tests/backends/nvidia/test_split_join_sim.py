@@ -61,3 +61,23 @@ def test_last_dimension_in_registers_moves_no_data():
 def test_last_dimension_across_lanes_is_exchanged():
     simulate((gl.BlockedLayout([1, 1], [16, 2], [1, 2], [1, 0]), (16, 2), 2, np.int32))
     simulate((gl.BlockedLayout([2, 1], [32, 1], [1, 2], [0, 1]), (64, 2), 2, np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_matches_interpreter():
+    """The same random layouts launched on the GPU (outputs start at -99) against the interpreter."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or getattr(torch.version, "hip", None):
+        pytest.skip("torch sees no NVIDIA GPU")
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(S.cases(lanes_log=5))
+    def check(case):
+        ref = S.reference(case, seed=3)
+        args, cx = S.launch_args(case, seed=3)
+        dev = [torch.from_numpy(a).cuda() for a in args]
+        S.split_join_kernel[(1,)](*dev, **cx, num_warps=case[2], backend="nvidia")
+        torch.cuda.synchronize()
+        for got, want in zip(dev[:3], ref):
+            np.testing.assert_array_equal(got.cpu().numpy(), want, err_msg=f"{case}")
+    check()
