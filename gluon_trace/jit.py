@@ -14,6 +14,7 @@ import numpy as np
 
 from . import backend as backends
 from . import dtypes as dt
+from . import jit_deps
 from .errors import ArgumentTypeError, ArgumentValueError, TraceError, user_location
 from .ir import Block, Graph, TensorDescType, Type, Value
 from .tracer import tracing
@@ -149,6 +150,16 @@ class JITFunction:
         self._fast: list = []
         self._dispatch: dict = {}  # grid -> a backend's compiled kernel[grid] (see __getitem__)
         self._fast_keys: set = set()
+        self._deps: tuple = ()  # the globals the cached traces read (jit_deps)
+
+    def _drop_stale(self) -> None:
+        """Forget every trace and launch path if a global the traces read was rebound."""
+        if self._deps and not jit_deps.unchanged(self._deps):
+            self.cache.clear()
+            self._fast.clear()
+            self._dispatch.clear()
+            self._fast_keys.clear()
+            self._deps = ()
 
     def __repr__(self) -> str:
         return f"<gt.jit kernel {self.__name__}>"
@@ -192,12 +203,14 @@ class JITFunction:
         return self._trace(bound, options, loc)
 
     def _trace(self, bound: dict, options: dict, loc) -> TracedKernel:
+        self._drop_stale()
         key = self._key(bound, options, loc)
         hit = self.cache.get(key)
         if hit is not None:
             return TracedKernel(self, hit, bound, options)
         graph = self._build(bound, options, key, loc)
         self.cache[key] = graph
+        self._deps = jit_deps.global_deps(self)
         return TracedKernel(self, graph, bound, options)
 
     def _build(self, bound, options, key, loc) -> Graph:
@@ -242,6 +255,8 @@ class JITFunction:
         """``kernel[grid]``: a callable that launches. Where a backend offers a compiled
         dispatcher (the NVIDIA C launch path), one per constant grid is kept, so a repeated
         launch runs no Python of ours; else a :class:`Launcher`."""
+        if self._deps:
+            self._drop_stale()
         c = grid.__class__
         if c is not tuple and c is not int:
             return Launcher(self, grid)
