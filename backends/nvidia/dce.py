@@ -7,16 +7,15 @@ only after reading them: in the slowest random program (fuzz seed 53, 4096 bfloa
 per thread) 42k of 125k instructions were dead, and parsing them into ptxas's IR is part of
 what it spends minutes on.
 
-Flow-insensitive, so loops and branches need no care: a register that no remaining line
-mentions outside its own definitions is dead, and so is each pure instruction defining it
-(an arithmetic, move, conversion or compare, maybe guarded; never a load, store, shuffle,
-barrier or anything else with an effect). Removing one may free its sources: a worklist
-runs until none is left.
+Flow-insensitive, so loops and branches need no care: the registers read by lines with an
+effect (loads, stores, shuffles, barriers, branches: all but the pure instructions) are live,
+and so, transitively, are those read by a pure instruction (an arithmetic, move, conversion or
+compare, maybe guarded) defining a live one. The pure instructions defining none are dropped,
+a value carried around a loop whose result nothing reads included.
 """
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 _REG = re.compile(r"%[a-z]+\d+")
 # the opcodes whose only effect is their destination register(s)
@@ -32,36 +31,31 @@ def _def(text: str):
     m = _DEF.fullmatch(text)
     if m is None or m.group(1) not in _PURE:
         return None
-    dst = m.group(2)
-    dsts = _REG.findall(dst)
-    # (a register's reads by its own definitions, ``shl.b32 %r5, %r5, 16``, keep nothing alive)
-    srcs = [r for r in _REG.findall(text[:m.start(2)]) + _REG.findall(text[m.end(2):]) if r not in dsts]
+    regs = _REG.findall(text)
+    g = text[0] == "@"  # the guard is the first register named
+    k = m.group(2).count("%")
+    dsts, srcs = regs[g:g + k], regs[:g] + regs[g + k:]
+    if (dsts[0] in srcs) if k == 1 else any(r in dsts for r in srcs):
+        srcs = [r for r in srcs if r not in dsts]  # its reads by its own definitions keep nothing alive
     return dsts, srcs
 
 
 def live_lines(texts: list[str]) -> list[bool]:
     """For each line, whether it stays (False: a pure instruction whose results are unread)."""
-    defs, uses, by_reg = {}, Counter(), {}
+    defs, by_reg, live, work = {}, {}, set(), []
     for i, t in enumerate(texts):
         d = _def(t)
         if d is None:
-            uses.update(_REG.findall(t))
+            work.extend(_REG.findall(t))
         else:
             defs[i] = d
-            uses.update(d[1])
             for r in d[0]:
                 by_reg.setdefault(r, []).append(i)
-    keep = [True] * len(texts)
-    work = [r for r in by_reg if not uses[r]]
-    while work:
+    while work:  # marking from the lines with an effect: a cycle read by none of them dies too
         r = work.pop()
-        for i in by_reg.pop(r, ()):
-            dsts, srcs = defs[i]
-            if not keep[i] or any(uses[x] for x in dsts):
-                continue
-            keep[i] = False
-            for s in srcs:
-                uses[s] -= 1
-                if not uses[s] and s in by_reg:
-                    work.append(s)
-    return keep
+        if r in live:
+            continue
+        live.add(r)
+        for i in by_reg.get(r, ()):
+            work.extend(defs[i][1])
+    return [i not in defs or any(r in live for r in defs[i][0]) for i in range(len(texts))]

@@ -471,6 +471,18 @@ class Emitter:
             self.memo_put(("halves16", w), hit)
         return hit
 
+    def widen16_half(self, w: str, j: int, t: dt.dtype) -> str:
+        """Half ``j`` (0: the low one) of a .b32 holding two float16/bfloat16 values, widened to
+        f32. A bfloat16 is its half shifted into place, one instruction from the word; the
+        16-bit halves are split off too, for a store or a carry that takes the bits (dead and
+        dropped where none does)."""
+        h = self.halves16(w, t)[j]
+        if t.name == "float16":
+            return self.widen16(h, t)
+        r = self.ins("f32", f"shl.b32 {{d}}, {w}, 16;" if j == 0 else f"and.b32 {{d}}, {w}, -65536;")
+        self.bits16[(r, t.name)] = (h, None)
+        return r
+
     def widen16(self, h: str, t: dt.dtype) -> str:
         """The f32 register holding the float16/bfloat16 value whose bits are ``h``."""
         w = self.ins("f32", f"cvt.f32.f16 {{d}}, {h};") if t.name == "float16" else self.bf16_bits_to_f32(h)

@@ -44,7 +44,7 @@ def _widened(em, carriers: list[list[str]], types, ns: list[int]) -> list[list[s
     out = []
     for rs, t, n in zip(carriers, types, ns):
         if _paired(t, n):
-            out.append([em.widen16(h, t) for w in rs for h in em.halves16(w, t)])
+            out.append([em.widen16_half(w, j, t) for w in rs for j in (0, 1)])
         elif _is16(t):
             out.append([em.widen16(h, t) for h in rs])
         else:

@@ -76,13 +76,7 @@ def _zero(em, t):
 def _extract16(em, t, w, j):
     """Element j (0 = low half) of a 32-bit word as t's register form."""
     if t.name in ("float16", "bfloat16"):
-        h = em.halves16(w, t)[j]  # (a store, an MMA or a loop carry takes the bits as they are)
-        if t.name == "float16":
-            return em.widen16(h, t)
-        x = em.ins("b32", f"shl.b32 {{d}}, {w}, 16;") if j == 0 else em.ins("b32", f"and.b32 {{d}}, {w}, -65536;")
-        r = em.ins("f32", f"mov.b32 {{d}}, {x};")
-        em.bits16[(r, t.name)] = (h, None)
-        return r
+        return em.widen16_half(w, j, t)  # (a store, an MMA or a loop carry takes the bits as they are)
     s = "s" if t.is_signed else "u"
     return em.ins("b32", f"bfe.{s}32 {{d}}, {w}, {16 * j}, 16;")
 

@@ -127,11 +127,14 @@ def test_dead_instructions_are_dropped():
              "ld.global.b32 %r6, [%rd1];",      # a load stays though unread
              "st.global.b16 [%rd1], %h2;",
              "st.global.b32 [%rd1+4], %r5;",
-             "$L_1:", "@%p1 bra $L_1;"]
+             "$L_1:",
+             "mov.b32 %r7, %r8;",               # a value carried around the loop, read by
+             "add.s32 %r8, %r7, %r5;",          # nothing else: dead both
+             "@%p1 bra $L_1;"]
     keep = dce.live_lines(lines)
     dropped = [ln for ln, k in zip(lines, keep) if not k]
     assert dropped == ["add.s32 %r2, %r1, 4;", "shl.b32 %r3, %r2, 2;", "shl.b32 %r4, %r4, 16;",
-                       "cvt.f32.bf16 %f1, %h1;"]
+                       "cvt.f32.bf16 %f1, %h1;", "mov.b32 %r7, %r8;", "add.s32 %r8, %r7, %r5;"]
 
 
 def test_the_emitted_ptx_has_no_dead_instructions(rng):
