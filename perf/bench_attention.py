@@ -30,14 +30,13 @@ CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 1
            ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4),
            ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4), ("ws3", 64, 128, 4, 2),  # ws3: three consumers
            ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4),
-           ("ws3p", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 3), ("ws3", 64, 128, 4, 3),  # stages ("ws": BM per consumer)
-           ("wsq", 64, 128, 4, 3)]  # wsq: O through Q's buffer, a K/V stage more
+           ("ws3p", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 3), ("ws3", 64, 128, 4, 3)]  # stages ("ws": BM per consumer)
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined}
 # ws: warp-specialized, one tile a CTA; p: persistent (one CTA per SM); 3: three consumer
 # warpgroups. (Causal tiles in longest-first order across heads, instead of grouped by head,
 # ran at 0.64-0.76x of the grouped order on the H100: 357/400 against 559/526 TFLOP/s.)
 EXTRA = {"ws": {}, "wsp": {}, "ws3": dict(CONSUMERS=3, CONSUMER_REGS=160),
-         "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160), "wsq": dict(O_IN_Q=True)}
+         "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160)}
 KERNELS.update({name: attention_fwd_ws for name in EXTRA})
 
 

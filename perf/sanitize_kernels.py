@@ -105,7 +105,7 @@ def cluster_ws_blocks() -> int:
     return cluster(ws=True, epi_n=64, stages=4, bk=64)
 
 
-def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2, o_in_q=False):
+def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
     bh, seq, bm = 4, 300, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
@@ -115,8 +115,6 @@ def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2, o_in_q
     if kernel_name == "attention_fwd_ws":  # 64-row consumers per CTA; ctas: persistent 1-D grid
         grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (ctas,)
         extra = dict(CONSUMERS=3, CONSUMER_REGS=160) if consumers == 3 else {}
-        if o_in_q:  # O through Q's buffer
-            extra["O_IN_Q"] = True
         attention_fwd_ws[grid](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, STAGES=stages, num_warps=4, **extra)
     else:
         getattr(attention_hopper, kernel_name)[(-(-seq // bm), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True,
@@ -136,9 +134,7 @@ def attention_pipelined() -> int:
 
 def attention_ws() -> int:
     return (_attention("attention_fwd_ws", 2, bn=128) + _attention("attention_fwd_ws", 2, bn=128, ctas=3)
-            + _attention("attention_fwd_ws", 3, bn=128, ctas=2, d=64, consumers=3)
-            + _attention("attention_fwd_ws", 3, bn=128, o_in_q=True) + _attention("attention_fwd_ws", 3, bn=128, ctas=3,
-                                                                                 o_in_q=True))
+            + _attention("attention_fwd_ws", 3, bn=128, ctas=2, d=64, consumers=3))
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,

@@ -173,16 +173,14 @@ def test_attention(rng, d, causal, seq, kernel):
     np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)  # P is rounded to bf16, O too
 
 
-@pytest.mark.parametrize("d, bn, consumers, ctas, o_in_q, stages", [
-    (64, 64, 2, None, False, 2), (128, 128, 2, None, False, 2), (64, 128, 3, None, False, 2),
-    (64, 64, 2, 3, False, 2), (64, 128, 3, 2, False, 2), (128, 128, 2, None, True, 3), (64, 64, 2, 3, True, 3)])
+@pytest.mark.parametrize("d, bn, consumers, ctas", [(64, 64, 2, None), (128, 128, 2, None), (64, 128, 3, None),
+                                                   (64, 64, 2, 3), (64, 128, 3, 2)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [128, 100, 330])
-def test_attention_warp_specialized(rng, d, bn, consumers, ctas, o_in_q, stages, causal, seq):
+def test_attention_warp_specialized(rng, d, bn, consumers, ctas, causal, seq):
+    """ctas: a persistent 1-D grid of that many CTAs walking the (query block, head) tiles."""
     """Two consumer warpgroups of 64 rows each taking turns, a producer warp streaming K and V
-    through rings with their own ready/empty barriers (count 2: both consumers release).
-    ctas: a persistent 1-D grid of that many CTAs walking the (query block, head) tiles;
-    o_in_q: O stored through Q's buffer (released to the next tile's Q after the store)."""
+    through rings with their own ready/empty barriers (count 2: both consumers release)."""
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     bh, bm = 2, 64
     q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
@@ -193,8 +191,9 @@ def test_attention_warp_specialized(rng, d, bn, consumers, ctas, o_in_q, stages,
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lk) for x in (k, v))
     scale = 1.0 / np.sqrt(d)
     grid = (cdiv(seq, consumers * bm), bh) if ctas is None else (ctas,)
-    attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal, CONSUMERS=consumers, O_IN_Q=o_in_q,
-                           STAGES=stages, backend="interpreter", target="sm_90a")
+    attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal,
+                                                      CONSUMERS=consumers, backend="interpreter",
+                                                      target="sm_90a")
     out = o.astype(np.float32)
     assert not np.isnan(out).any()
     np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)

@@ -16,9 +16,6 @@ each, and a one-warp producer streams K and V tiles by TMA into rings of STAGES 
 - Persistent when launched on fewer CTAs than tiles: a consumer releases its Q buffer once its
   last S has retired, so the next tile's Q loads during this tile's last P V and epilogue, and
   O leaves through a buffer of its own whose TMA store is waited for only a tile later.
-- With ``O_IN_Q`` O leaves through Q's buffer instead, released once that store has read it:
-  the shared memory of the O buffers goes to another K/V stage (D=128: 3 stages fit), at the
-  price of the next tile's Q waiting for the epilogue (nothing, with one tile a CTA).
 
 Tensors are [B*H, S, D] behind 3-D TMA descriptors whose boxes are [1, BM, D] (Q, O) and
 [1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing.
@@ -116,7 +113,7 @@ def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
 
 
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
-              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, O_IN_Q, WHICH):
+              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -190,8 +187,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
             mbarrier.arrive(v_empty.index(ps))
             acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
 
-        if not O_IN_Q:
-            mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
+        mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
         last = it + n_tiles - 1
         ls = last % STAGES
         mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
@@ -205,9 +201,6 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
         o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
         fence_async_shared()
         tma.async_store(o_desc, [bh, row0, 0], o_smem)
-        if O_IN_Q:  # o_smem is Q's buffer: the next Q may come once the store has read it
-            tma.store_wait(0)
-            mbarrier.arrive(q_free.index(WHICH))
         it += n_tiles
         t += 1
     tma.store_wait(0)
@@ -225,13 +218,11 @@ _CONSUMERS = [_consumer_at(w) for w in range(4)]
 
 @gt.jit
 def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
-                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240,
-                     O_IN_Q: gl.constexpr = False):
+                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
     """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
     one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
     one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
-    walks tiles pid, pid + grid, ... Three consumers suit small head dims. ``O_IN_Q``: O is
-    stored through Q's buffer (room for a K/V stage more)."""
+    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
@@ -241,11 +232,7 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
     dtype = q_desc.dtype
     heads = q_desc.shape[0]
     q_bufs = gl.allocate_shared_memory(dtype, [C, 1, BM, D], q_desc.layout)
-    if O_IN_Q:
-        gl.static_assert(o_desc.dtype == dtype, "O_IN_Q: O must have Q's dtype")
-        o_bufs = q_bufs
-    else:
-        o_bufs = gl.allocate_shared_memory(o_desc.dtype, [C, 1, BM, D], o_desc.layout)
+    o_bufs = gl.allocate_shared_memory(o_desc.dtype, [C, 1, BM, D], o_desc.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], v_desc.layout)
     q_bars = mbarrier.allocate_mbarrier(batch=C)
@@ -266,7 +253,7 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
         mbarrier.init(v_empty.index(s), count=C)
     rings = (k_ready, v_ready, k_empty, v_empty)
     consumer = ((q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free) + rings
-                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, O_IN_Q))
+                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C))
     loader = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free) + rings + (seq_len, heads, CAUSAL,
                                                                                           STAGES, C)
     gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)] + [(_loader, loader)],

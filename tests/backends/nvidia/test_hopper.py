@@ -736,14 +736,14 @@ def test_gpu_attention_matches_sdpa(d, bm, warps, causal, seq, kernel):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d, bn, stages, consumers, ctas, o_in_q", [
-    (64, 64, 2, 2, None, False), (128, 128, 2, 2, None, False), (128, 64, 4, 2, None, False),
-    (64, 128, 2, 2, None, False), (64, 64, 4, 3, None, False), (128, 128, 2, 2, 5, False), (64, 64, 2, 3, 7, False),
-    (64, 128, 3, 3, 6, False), (128, 128, 3, 2, None, True), (128, 128, 3, 2, 5, True)])
+@pytest.mark.parametrize("d, bn, stages, consumers, ctas", [(64, 64, 2, 2, None), (128, 128, 2, 2, None),
+                                                            (128, 64, 4, 2, None), (64, 128, 2, 2, None),
+                                                            (64, 64, 4, 3, None), (128, 128, 2, 2, 5),
+                                                            (64, 64, 2, 3, 7), (64, 128, 3, 3, 6)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [256, 200, 1000])
-def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, ctas, o_in_q, causal, seq):
-    """ctas: a persistent 1-D grid of that many CTAs; o_in_q: O stored through Q's buffer."""
+def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, ctas, causal, seq):
+    """ctas: a persistent 1-D grid of that many CTAs."""
     torch = _gpu()
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
     bh, bm = 4, 64
@@ -754,9 +754,9 @@ def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, c
     kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay_n) for x in (k, v))
     scale = 1.0 / d ** 0.5
     grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (ctas,)
-    attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages, O_IN_Q=o_in_q,
-                           CONSUMERS=consumers, CONSUMER_REGS=240 if consumers == 2 else 160,
-                           num_warps=4, backend=NVIDIA)
+    attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, CAUSAL=causal, STAGES=stages,
+                                                        CONSUMERS=consumers, CONSUMER_REGS=240 if consumers == 2 else 160,
+                                                        num_warps=4, backend=NVIDIA)
     torch.cuda.synchronize()
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                            is_causal=causal, scale=scale)
