@@ -22,18 +22,37 @@ _REG = re.compile(r"%[a-z]+\d+")
 _PURE = frozenset("""add sub mul mad mul24 mad24 neg abs min max and or xor not cnot shl shr
     bfe bfi prmt popc clz brev selp setp set mov cvt fma rcp sqrt rsqrt ex2 lg2 sin cos div rem
     testp copysign lop3 shf""".split())
-# ``[@guard ]opcode.modifiers dst, ...;`` or ``mov.bN {dst, dst}, src;``: one instruction
-_DEF = re.compile(r"(?:@!?%p\d+ )?([a-z0-9]+)[.\w]* (%[a-z]+\d+|\{%[a-z]+\d+(?:, %[a-z]+\d+)*\}), [^;]*;")
+_GUARD = re.compile(r"@!?%p\d+ ")
 
 
 def _def(text: str):
-    """(destination registers, source registers) of a removable line, else None."""
-    m = _DEF.fullmatch(text)
-    if m is None or m.group(1) not in _PURE:
+    """(destination registers, source registers) of a removable line: ``[@guard ]opcode.mods
+    dst, ...;`` or ``mov.bN {dst, dst}, src;``, one instruction of a pure opcode; else None."""
+    g = text[:1] == "@"
+    at = 0
+    if g:
+        m = _GUARD.match(text)
+        if m is None:
+            return None
+        at = m.end()
+    dot = text.find(".", at)
+    if dot < 0 or text[at:dot] not in _PURE or text.find(";") != len(text) - 1:
         return None
+    sp = text.find(" ", dot)
+    if sp < 0:
+        return None
+    if text[sp + 1:sp + 2] == "{":
+        close = text.find("}", sp)
+        if close < 0:
+            return None
+        k = text.count("%", sp, close)
+    else:
+        k = 1
     regs = _REG.findall(text)
-    g = text[0] == "@"  # the guard is the first register named
-    k = m.group(2).count("%")
+    if len(regs) < g + k:
+        return None
+    if k == 1 and not text.startswith(regs[g] + ",", sp + 1):
+        return None  # (``setp d|e``, ``{d}``, or no register first: not a definition known here)
     dsts, srcs = regs[g:g + k], regs[:g] + regs[g + k:]
     if (dsts[0] in srcs) if k == 1 else any(r in dsts for r in srcs):
         srcs = [r for r in srcs if r not in dsts]  # its reads by its own definitions keep nothing alive

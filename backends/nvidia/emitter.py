@@ -31,6 +31,7 @@ from . import ptx
 from .axisinfo import Analysis
 from .dce import live_lines
 from .ptx import PTX_VERSION, TARGETS, param_type
+from .sink import sink_shared_loads
 
 RULES, rule = rule_table()
 
@@ -633,6 +634,7 @@ class Emitter:
         keep = live_lines([x for x, _ in self.lines] + self.prologue)
         self.lines = [x for x, k in zip(self.lines, keep) if k]
         self.prologue = [x for x, k in zip(self.prologue, keep[len(keep) - len(self.prologue):]) if k]
+        self.lines = sink_shared_loads(self.lines)
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
                "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
                ".address_size 64", ""]

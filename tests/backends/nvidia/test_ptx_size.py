@@ -144,3 +144,49 @@ def test_the_emitted_ptx_has_no_dead_instructions(rng):
     body = [ln.strip() for ln in text.splitlines()]
     assert all(dce.live_lines(body))
     assert len(re.findall(r"^\tadd\.s32 ", text, re.M)) < 64  # not one per element of a tile
+
+
+LA = gl.BlockedLayout([1, 4], [8, 4], [1, 1], [1, 0])
+LB = gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+
+
+@gt.jit
+def convert_big(x_ptr, out_ptr, R: gl.constexpr, C: gl.constexpr):
+    oa = gl.arange(0, R, layout=gl.SliceLayout(1, LA))[:, None] * C + gl.arange(0, C, layout=gl.SliceLayout(0, LA))[None, :]
+    v = gl.load(x_ptr + oa) * 2.0
+    w = gl.convert_layout(v, LB)  # through shared memory: the tile is read back in LB
+    ob = gl.arange(0, R, layout=gl.SliceLayout(1, LB))[:, None] * C + gl.arange(0, C, layout=gl.SliceLayout(0, LB))[None, :]
+    gl.store(out_ptr + ob, w + 1.0)
+
+
+def _first_reader_gap(text):
+    """For each ld.shared, how many lines after it the first line reading its results comes."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    gaps = []
+    for i, ln in enumerate(lines):
+        m = re.match(r"ld\.shared(?:\.v\d)?\.\w+ (\{[^}]*\}|%\w+),", ln)
+        if m:
+            regs = re.findall(r"%[a-z]+\d+", m.group(1))
+            gaps.append(next(j - i for j in range(i + 1, len(lines))
+                             if any(re.search(re.escape(r) + r"\b", lines[j]) for r in regs)))
+    return gaps
+
+
+@pytest.mark.parametrize("R, C, sunk", [(32, 32, False), (64, 256, True)])
+def test_shared_loads_of_an_oversized_tile_meet_their_readers(rng, R, C, sunk):
+    """A conversion read back in more registers than a thread has (64x256 in one warp: 512 a
+    thread) loads each value next to the line that uses it; a small one (32 a thread) keeps the
+    loads together, as the rule emitted them. Both compute the interpreter's results."""
+    g = convert_big.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), R=R, C=C,
+                          num_warps=1, target="sm_90").graph
+    x = rng.standard_normal(R * C).astype(np.float32)
+    text, ref, sim = _run_both(g, "sm_90", [x, np.full(R * C, np.nan, np.float32)])
+    np.testing.assert_array_equal(ref[1], x * np.float32(2.0) + np.float32(1.0))
+    np.testing.assert_array_equal(sim[1], ref[1])
+    gaps = _first_reader_gap(text)
+    assert gaps
+    if sunk:
+        assert max(gaps) <= 2
+    else:
+        assert max(gaps) > 2
+    _assembles(text, "sm_90a")
