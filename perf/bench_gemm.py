@@ -50,6 +50,7 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 64, 128, 4, 4, 2, 64, True), (128, 64, 128, 4, 4, 4, 64, True), (128, 128, 64, 4, 4, 2, 128, True),
     (128, 64, 64, 8, 4, 2, 64, True),
     (256, 128, 64, 4, 8, 2, 32, True), (128, 256, 64, 4, 8, 2, 64, True),  # cuBLAS's 4096^3 shape: 1x2 clusters
+    (128, 256, 64, 4, 8, 1, 64),  # the same kernel without clusters: releases stay in the SM, B read twice
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
