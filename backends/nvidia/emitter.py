@@ -513,8 +513,8 @@ class Emitter:
         return self.ins("b32", f"mov.b32 {{d}}, {{{self.to16(lo, t)}, {self.to16(hi, t)}}};")
 
     def bf16_bits_to_f32(self, h: str) -> str:
-        # exact either way (bf16 is the high half of an f32); sm_90's one cvt is a third of the
-        # instructions ptxas reads per widened value (PTX 7.8). sm_80's PTX keeps the shift.
+        # exact either way (bf16 is the high half of an f32): on sm_90 one cvt (PTX 7.8) in
+        # place of three instructions; sm_80's PTX keeps the shift
         if self.target.startswith("sm_90"):
             return self.ins("f32", f"cvt.f32.bf16 {{d}}, {h};")
         x = self.ins("b32", f"cvt.u32.u16 {{d}}, {h};")
@@ -631,6 +631,7 @@ class Emitter:
                 self.lines = [(x.replace(f"__GT_SCRATCH_{part}__", str(self.smem_bytes)), loc)
                               for x, loc in self.lines]
                 self.smem_bytes += n
+        # unread registers' instructions out; huge shared-memory read-backs next to their readers
         keep = live_lines([x for x, _ in self.lines] + self.prologue)
         self.lines = [x for x, k in zip(self.lines, keep) if k]
         self.prologue = [x for x, k in zip(self.prologue, keep[len(keep) - len(self.prologue):]) if k]
