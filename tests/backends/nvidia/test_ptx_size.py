@@ -190,3 +190,40 @@ def test_shared_loads_of_an_oversized_tile_meet_their_readers(rng, R, C, sunk):
     else:
         assert max(gaps) > 2
     _assembles(text, "sm_90a")
+
+
+def test_a_sunk_shared_load_stops_where_it_must(monkeypatch):
+    """On hand-written lines (the limit lowered so the stretch counts as oversized): each load
+    moves down to its first reader, and no further than a line that overwrites its address,
+    its guard or its result, nor past a barrier or a shared-memory store."""
+    from gluon_trace.backends.nvidia import sink
+    monkeypatch.setattr(sink, "LIMIT", 1)
+    lines = ["ld.shared.b32 %r1, [%r10];",       # read at the end
+             "ld.shared.b32 %r2, [%r9+4];",      # its address register changes below
+             "@%p1 ld.shared.b32 %r3, [%r11];",  # its guard changes below
+             "ld.shared.b32 %r4, [%r12];",       # its result is overwritten below
+             "ld.shared.v2.f32 {%f1, %f2}, [%r12+16];",  # read by the store
+             "add.s32 %r7, %r7, 1;",
+             "st.global.f32 [%rd1], %f2;",
+             "setp.ne.s32 %p1, %r7, 0;",
+             "add.s32 %r9, %r9, 64;",
+             "mov.b32 %r4, 0;",
+             "add.s32 %r8, %r1, %r3;",
+             "ld.shared.b32 %r5, [%r13];",       # stopped by the barrier
+             "bar.sync 0;",
+             "ld.shared.b32 %r6, [%r13+4];",     # stopped by the shared store
+             "st.shared.b32 [%r9], %r8;",
+             "st.global.b32 [%rd1+4], %r5;",
+             "st.global.b32 [%rd1+8], %r6;",
+             "st.global.b32 [%rd1+12], %r2;",
+             "st.global.b32 [%rd1+16], %r4;"]
+    got = [x for x, _ in sink.sink_shared_loads([(x, None) for x in lines])]
+    assert sorted(got) == sorted(lines)
+    assert got[:12] == ["add.s32 %r7, %r7, 1;",
+                        "ld.shared.v2.f32 {%f1, %f2}, [%r12+16];", "st.global.f32 [%rd1], %f2;",
+                        "@%p1 ld.shared.b32 %r3, [%r11];", "setp.ne.s32 %p1, %r7, 0;",
+                        "ld.shared.b32 %r2, [%r9+4];", "add.s32 %r9, %r9, 64;",
+                        "ld.shared.b32 %r4, [%r12];", "mov.b32 %r4, 0;",
+                        "ld.shared.b32 %r1, [%r10];", "add.s32 %r8, %r1, %r3;",
+                        "ld.shared.b32 %r5, [%r13];"]
+    assert got[12:] == lines[12:]
