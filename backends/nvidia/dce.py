@@ -22,59 +22,44 @@ _REG = re.compile(r"%[a-z]+\d+")
 _PURE = frozenset("""add sub mul mad mul24 mad24 neg abs min max and or xor not cnot shl shr
     bfe bfi prmt popc clz brev selp setp set mov cvt fma rcp sqrt rsqrt ex2 lg2 sin cos div rem
     testp copysign lop3 shf""".split())
-_GUARD = re.compile(r"@!?%p\d+ ")
+# ``[@guard ]opcode.mods dst, srcs;`` or ``mov.bN {dst, dst}, src;``: one instruction
+_DEF = re.compile(r"(?:@!?(%p\d+) )?([a-z0-9]+)\.[^ ;]* (%[a-z]+\d+|\{%[a-z]+\d+(?:, %[a-z]+\d+)*\}), ([^;]*);")
 
 
 def _def(text: str):
-    """(destination registers, source registers) of a removable line: ``[@guard ]opcode.mods
-    dst, ...;`` or ``mov.bN {dst, dst}, src;``, one instruction of a pure opcode; else None."""
-    g = text[:1] == "@"
-    at = 0
-    if g:
-        m = _GUARD.match(text)
-        if m is None:
-            return None
-        at = m.end()
-    dot = text.find(".", at)
-    if dot < 0 or text[at:dot] not in _PURE or text.find(";") != len(text) - 1:
+    """(destination registers, source registers) of a removable line (one instruction of a
+    pure opcode writing registers), else None."""
+    m = _DEF.fullmatch(text)
+    if m is None or m.group(2) not in _PURE:
         return None
-    sp = text.find(" ", dot)
-    if sp < 0:
-        return None
-    if text[sp + 1:sp + 2] == "{":
-        close = text.find("}", sp)
-        if close < 0:
-            return None
-        k = text.count("%", sp, close)
-    else:
-        k = 1
-    regs = _REG.findall(text)
-    if len(regs) < g + k:
-        return None
-    if k == 1 and not text.startswith(regs[g] + ",", sp + 1):
-        return None  # (``setp d|e``, ``{d}``, or no register first: not a definition known here)
-    dsts, srcs = regs[g:g + k], regs[:g] + regs[g + k:]
-    if (dsts[0] in srcs) if k == 1 else any(r in dsts for r in srcs):
+    dst = m.group(3)
+    dsts = _REG.findall(dst) if dst[0] == "{" else [dst]
+    srcs = _REG.findall(m.group(4))
+    if m.group(1):
+        srcs.append(m.group(1))
+    if dsts[0] in srcs or (len(dsts) > 1 and any(r in dsts for r in srcs)):
         srcs = [r for r in srcs if r not in dsts]  # its reads by its own definitions keep nothing alive
     return dsts, srcs
 
 
 def live_lines(texts: list[str]) -> list[bool]:
     """For each line, whether it stays (False: a pure instruction whose results are unread)."""
-    defs, by_reg, live, work = {}, {}, set(), []
-    for i, t in enumerate(texts):
-        d = _def(t)
+    defs = [_def(t) for t in texts]
+    needed = set()  # registers read by a line that stays
+    for t, d in zip(texts, defs):
         if d is None:
-            work.extend(_REG.findall(t))
-        else:
-            defs[i] = d
-            for r in d[0]:
-                by_reg.setdefault(r, []).append(i)
-    while work:  # marking from the lines with an effect: a cycle read by none of them dies too
-        r = work.pop()
-        if r in live:
-            continue
-        live.add(r)
-        for i in by_reg.get(r, ()):
-            work.extend(defs[i][1])
-    return [i not in defs or any(r in live for r in defs[i][0]) for i in range(len(texts))]
+            needed.update(_REG.findall(t))
+    keep = [d is None for d in defs]
+    todo = [i for i, d in enumerate(defs) if d is not None]
+    while True:  # sweeps from the end until one keeps nothing more (a loop's back edge needs two)
+        rest, grew = [], False
+        for i in reversed(todo):
+            dsts, srcs = defs[i]
+            if any(r in needed for r in dsts):
+                keep[i] = grew = True
+                needed.update(srcs)
+            else:
+                rest.append(i)
+        if not grew:
+            return keep
+        todo = rest[::-1]

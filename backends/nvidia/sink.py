@@ -46,6 +46,8 @@ def _effects(text: str):
 
 def sink_shared_loads(lines: list) -> list:
     """``lines`` ([(text, loc)]) with the shared loads of oversized stretches moved down."""
+    if sum(t.count("%", 0, t.find("[")) for t, _ in lines if "ld.shared" in t) <= LIMIT:
+        return lines  # (no stretch can be oversized: most kernels pay only this count)
     eff = [_effects(t) for t, _ in lines]
     out, i, n = [], 0, len(lines)
     while i < n:
