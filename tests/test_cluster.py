@@ -262,6 +262,19 @@ def test_cluster_gemm_sharing_a(rng, ws, m, n, k, ctas, programs):
     check(c, a, b)
 
 
+def test_cluster_gemm_as_clusters_of_one(rng):
+    """num_ctas=1: the same kernel with no peer (each CTA loads all of B, releases stay in the
+    SM) -- the 4096^3 sweep's fastest launch of it on the H100 in session 8."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    m, n, k = 200, 300, 150
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    matmul_hopper_cluster_ws[(3,)](*cluster_descs(a, b, c, 64, 64, 32, 1, epi_n=32), m, n, k, STAGES=4, GROUP_M=2,
+                                   num_ctas=1, backend="interpreter", target="sm_90a")
+    check(c, a, b)
+
+
 def test_cluster_gemm_refuses_an_output_block_that_does_not_divide_the_tile(rng):
     a, b = operands(rng, 128, 128, 64, BF16)
     c = np.full((128, 128), np.nan, np.float32)
