@@ -2,8 +2,9 @@
 output tiles stacked along M that share one tile of B. Each CTA loads its own block of A and
 1/num_ctas of B's block, multicast by TMA into every CTA of the cluster, so B crosses from L2
 once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same). With
-``SHARE_A`` the cluster's tiles sit side by side along N and share A's tile instead (what a
-skinny M wants: every CTA reads the same few rows of A).
+``SHARE_A`` the cluster's tiles sit side by side along N and share A's tile instead (cuBLAS's
+1x2 clusters; measured on the H100 it beat neither the B-sharing pairs at 4096^3 nor, for a
+skinny M, the kernel without clusters: perf/README.md).
 
 The ring: ``full[s]`` completes when stage s holds A and all of B (num_ctas TMA pieces land on
 it, from this CTA and its peers); ``empty[s]`` (count num_ctas) completes when every CTA's
