@@ -27,6 +27,16 @@ def column_chunks(x, width):
     return column_chunks(left, width) + column_chunks(right, width)
 
 
+def output_buffers(c_desc, BM, BN):
+    """Shared buffers of c_desc's block for the epilogue of a [BM, BN] tile: one for the whole
+    tile, two for column blocks (one fills while the other's store drains)."""
+    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+    gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
+                     "c_desc's block must be [BM, EPI_N], EPI_N dividing the output tile's BN (a cluster "
+                     "kernel's tile: the shared operand's block times num_ctas)")
+    return gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
+
+
 def store_tile(c_desc, c_bufs, acc, off_m, off_n):
     """The tile by TMA in c_desc's column blocks through the output buffers taken in turn;
     stores stay in flight across tiles."""
@@ -55,10 +65,7 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
     dtype = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
-    gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
-                     "c_desc's block must be [BM, EPI_N], EPI_N dividing b_desc's BN")
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
+    c_bufs = output_buffers(c_desc, BM, BN)
     bars = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)

@@ -17,7 +17,7 @@ from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import grouped_tile, store_tile
+from .matmul_hopper import grouped_tile, output_buffers, store_tile
 
 
 def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A):
@@ -25,24 +25,23 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
     shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster."""
     n: gl.constexpr = gl.num_ctas()
     BK: gl.constexpr = a_desc.block_type.shape[1]
+    a_at, b_at = [off_m, k * BK], [k * BK, off_n]
+    if SHARE_A:
+        own, shared, dim = (b_desc, b_at, b_bufs), (a_desc, a_at, a_bufs), 0
+    else:
+        own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), 1
+    part: gl.constexpr = shared[0].block_type.shape[dim]
     s = it % STAGES
     # a refill writes into every CTA's stage s: wait until all of them released it (the
     # first pass finds the ring empty: the phase before it counts as completed)
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    mbarrier.expect(full.index(s), (n if SHARE_A else 1) * a_desc.block_type.nbytes +
-                    (1 if SHARE_A else n) * b_desc.block_type.nbytes)
-    if SHARE_A:
-        BMP: gl.constexpr = a_desc.block_type.shape[0]
-        tma.async_load(b_desc, [k * BK, off_n], full.index(s), b_bufs.index(s))
-        for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
-            tma.async_load(a_desc, [off_m + r * BMP, k * BK], full.index(s),
-                           a_bufs.index(s).slice(r * BMP, BMP, dim=0), pred=rank == r, multicast=True)
-    else:
-        BNP: gl.constexpr = b_desc.block_type.shape[1]
-        tma.async_load(a_desc, [off_m, k * BK], full.index(s), a_bufs.index(s))
-        for r in gl.static_range(n):
-            tma.async_load(b_desc, [k * BK, off_n + r * BNP], full.index(s),
-                           b_bufs.index(s).slice(r * BNP, BNP, dim=1), pred=rank == r, multicast=True)
+    mbarrier.expect(full.index(s), own[0].block_type.nbytes + n * shared[0].block_type.nbytes)
+    tma.async_load(own[0], own[1], full.index(s), own[2].index(s))
+    for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
+        at = list(shared[1])
+        at[dim] = at[dim] + r * part
+        tma.async_load(shared[0], at, full.index(s), shared[2].index(s).slice(r * part, part, dim=dim),
+                       pred=rank == r, multicast=True)
 
 
 def _release(empty, it, STAGES):
@@ -85,13 +84,9 @@ def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A):
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
-    gl.static_assert(c_desc.block_type.shape[0] == BM and BN % EPI_N == 0,
-                     "c_desc's block must be [BM, EPI_N], EPI_N dividing the tile's BN (the tile: A's and B's "
-                     "blocks, the shared one's times num_ctas)")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1 if EPI_N == BN else 2, BM, EPI_N], c_desc.layout)
+    c_bufs = output_buffers(c_desc, BM, BN)
     full = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):
