@@ -168,17 +168,18 @@ def _strides(shape):
     return s
 
 
-def _shape_op(em, op, to_src):
-    """Result registers by renaming when possible, else through LDS."""
-    x = op.operands[0]
+def _moved(em, x, dst_lin, to_src) -> list:
+    """``x``'s registers arranged for ``dst_lin``: renamed when possible, else through LDS."""
     src_lin = em.linear(x.type)
-    dst_lin = em.linear(op.result.type)
     regs = em.elems(x)
     cand = remap(src_lin, dst_lin, to_src)
     if cand is not None:
-        em.vals[op.result] = [regs[c] for c in cand]
-        return
-    em.vals[op.result] = lds_exchange(em, x.type.dtype, regs, src_lin, dst_lin, to_src)
+        return [regs[c] for c in cand]
+    return lds_exchange(em, x.type.dtype, regs, src_lin, dst_lin, to_src)
+
+
+def _shape_op(em, op, to_src):
+    em.vals[op.result] = _moved(em, op.operands[0], em.linear(op.result.type), to_src)
 
 
 def rule_broadcast(em, op):
@@ -225,10 +226,7 @@ def rule_split(em, op):
     # registers (the exchange's address maps are linear, so no map per half)
     x, half = op.operands[0], op.results[0].type
     pair = join_layout(half.layout, half.shape, em.nw, em.wave).to_linear(tuple(x.type.shape), em.nw, em.wave)
-    src_lin, regs = em.linear(x.type), em.elems(x)
-    cand = remap(src_lin, pair, lambda c: c)
-    regs = [regs[c] for c in cand] if cand is not None else \
-        lds_exchange(em, x.type.dtype, regs, src_lin, pair, lambda c: c)
+    regs = _moved(em, x, pair, lambda c: c)
     em.vals[op.results[0]], em.vals[op.results[1]] = regs[0::2], regs[1::2]
 
 
