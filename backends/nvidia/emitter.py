@@ -392,7 +392,11 @@ class Emitter:
         return self.smem_base()
 
     def barrier(self) -> None:
-        self.emit(self.bar_text)
+        """The partition's thread barrier; not a second one straight after one (a TMA store wait
+        ends with a barrier, and membar may ask for one before the next access): nothing between
+        them, the first already orders it."""
+        if not (self.lines and self.lines[-1][0] == self.bar_text):
+            self.emit(self.bar_text)
 
     def partition(self, index: int, first_warp: int, warps: int, block: Block):
         """Emit a worker partition's code apart: its own warps, thread index, barrier, CSE

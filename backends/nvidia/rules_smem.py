@@ -65,10 +65,8 @@ def _view_of(em, v) -> Smem:
 
 
 def _barrier_if_needed(em, op) -> None:
-    """membar's verdict for this access (scratch lives above every buffer: it never conflicts).
-    Not a second one straight after a barrier (a TMA store wait ends with one): a thread
-    barrier with nothing between it and this access already orders it."""
-    if op in em.membar and not (em.lines and em.lines[-1][0] == em.bar_text):
+    """membar's verdict for this access (scratch lives above every buffer: it never conflicts)."""
+    if op in em.membar:
         em.barrier()
 
 

@@ -118,6 +118,9 @@ def test_column_block_epilogue_frees_a_fourth_stage(bm, bn, epi_n):
     issue = next(i for i, l in enumerate(lines) if "wgmma.mma_async" in l)
     wait = next(i for i in range(issue, len(lines)) if "wgmma.wait_group" in lines[i])
     assert 3 * sum("stmatrix" in l for l in lines[issue:wait]) == ck.asm.count("stmatrix") > 0
+    # a store wait's barrier is not followed by a second one before the next write into its buffer
+    code = [l.strip() for l in lines if l.strip() and not l.strip().startswith(".loc")]
+    assert not any(x == y and x.startswith("bar.sync") for x, y in zip(code, code[1:]))
 
 
 @pytest.mark.parametrize("ctas", [2, 4])
