@@ -30,38 +30,34 @@ def cluster_descs(a, b, c, bm, bn, bk, n, epi_n=None, share_a=False):
             TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], tc)))
 
 
+def run_gemm(rng, kernel, m, n, k, programs, bm=64, bn=64, bk=32, ctas=2, epi_n=None, share_a=False, **constexprs):
+    """A cluster GEMM on the interpreter over fresh bf16 operands, its output poisoned with NaN,
+    checked against numpy."""
+    a, b = operands(rng, m, n, k, BF16)
+    a, b = padded(a), padded(b)
+    c = padded(np.full((m, n), np.nan, np.float32))
+    if share_a:
+        constexprs["SHARE_A"] = True
+    kernel[(programs,)](*cluster_descs(a, b, c, bm, bn, bk, ctas, epi_n, share_a), m, n, k, num_ctas=ctas,
+                        backend="interpreter", target="sm_90a", **constexprs)
+    check(c, a, b)
+
+
 @pytest.mark.parametrize("m, n, k, programs", [(192, 128, 96, 4), (128, 64, 64, 2), (330, 200, 70, 2),
                                                (64, 256, 160, 6)])
 def test_cluster_gemm_on_the_interpreter(rng, m, n, k, programs):
     """Two CTAs per cluster share B's tile (each loads half, multicast to both); odd tile
     counts along M leave a CTA loading B for its peer with nothing of its own to compute."""
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=3, GROUP_M=2,
-                                       num_ctas=2, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, matmul_hopper_cluster, m, n, k, programs, STAGES=3, GROUP_M=2)
 
 
 @pytest.mark.parametrize("stages", [3, 5])
 def test_cluster_gemm_ring_depths(rng, stages):
-    m, n, k = 128, 128, 300
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=stages, GROUP_M=2,
-                                num_ctas=2, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, matmul_hopper_cluster, 128, 128, 300, 2, STAGES=stages, GROUP_M=2)
 
 
 def test_cluster_gemm_of_four_ctas(rng):
-    m, n, k = 256, 128, 64
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster[(4,)](*cluster_descs(a, b, c, 64, 128, 32, 4), m, n, k, STAGES=3, GROUP_M=1,
-                                num_ctas=4, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, matmul_hopper_cluster, 256, 128, 64, 4, bn=128, ctas=4, STAGES=3, GROUP_M=1)
 
 
 @gt.jit
@@ -221,12 +217,7 @@ def test_warp_specialized_cluster_gemm_on_the_interpreter(rng, m, n, k, programs
     scheduler; a producer warp per CTA loads (its part of B multicast), consumers release each
     stage to every CTA."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster_ws[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, 2), m, n, k, STAGES=3, GROUP_M=2,
-                                          num_ctas=2, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, matmul_hopper_cluster_ws, m, n, k, programs, STAGES=3, GROUP_M=2)
 
 
 @pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp-specialized"])
@@ -237,13 +228,7 @@ def test_cluster_gemm_stores_tiles_in_column_blocks(rng, ws, epi_n):
     several tiles a CTA, so stores from one tile are still draining when the next begins."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     kernel = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
-    m, n, k = 256, 200, 96
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    kernel[(2,)](*cluster_descs(a, b, c, 64, 64, 32, 2, epi_n=epi_n), m, n, k, STAGES=3, GROUP_M=2,
-                 num_ctas=2, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, kernel, 256, 200, 96, 2, epi_n=epi_n, STAGES=3, GROUP_M=2)
 
 
 @pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp-specialized"])
@@ -254,25 +239,14 @@ def test_cluster_gemm_sharing_a(rng, ws, m, n, k, ctas, programs):
     for its peers with nothing of its own to compute."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     kernel = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    kernel[(programs,)](*cluster_descs(a, b, c, 64, 64, 32, ctas, share_a=True), m, n, k, STAGES=3, GROUP_M=2,
-                        SHARE_A=True, num_ctas=ctas, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, kernel, m, n, k, programs, ctas=ctas, share_a=True, STAGES=3, GROUP_M=2)
 
 
 def test_cluster_gemm_as_clusters_of_one(rng):
     """num_ctas=1: the same kernel with no peer (each CTA loads all of B, releases stay in the
     SM) -- the 4096^3 sweep's fastest launch of it on the H100 in session 8."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
-    m, n, k = 200, 300, 150
-    a, b = operands(rng, m, n, k, BF16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_cluster_ws[(3,)](*cluster_descs(a, b, c, 64, 64, 32, 1, epi_n=32), m, n, k, STAGES=4, GROUP_M=2,
-                                   num_ctas=1, backend="interpreter", target="sm_90a")
-    check(c, a, b)
+    run_gemm(rng, matmul_hopper_cluster_ws, 200, 300, 150, 3, ctas=1, epi_n=32, STAGES=4, GROUP_M=2)
 
 
 def test_cluster_gemm_refuses_an_output_block_that_does_not_divide_the_tile(rng):
