@@ -177,7 +177,8 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
     kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a))
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
-    tiles = (-(-m // bm) * -(-(-(-nn // bn)) // n)) if share_a else (-(-(-(-m // bm)) // n) * -(-nn // bn))
+    tm, tn = -(-m // bm), -(-nn // bn)  # output tiles along M and N; a cluster takes n of them along one
+    tiles = tm * -(-tn // n) if share_a else -(-tm // n) * tn
     clusters = min(max_active_clusters(ck, n), tiles)
     CLUSTERS_USED[cfg] = clusters
     return lambda: kernel[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)
