@@ -138,4 +138,6 @@ def test_noncommutative_scan_keeps_order(rng):
     for ai, bi in zip(a, b):
         x = ai * x + bi
         want.append(x)
-    np.testing.assert_allclose(out, want, rtol=1e-12)
+    # the scan combines in a tree, not left to right: ulp-sized differences of terms of size ~3,
+    # absolute where the running value passes near zero
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-13)
