@@ -40,14 +40,20 @@ def output_buffers(c_desc, BM, BN):
 def store_tile(c_desc, c_bufs, acc, off_m, off_n):
     """The tile by TMA in c_desc's column blocks through the output buffers taken in turn;
     stores stay in flight across tiles."""
+    for i, chunk in enumerate(column_chunks(acc.to(c_desc.dtype), c_desc.block_type.shape[1])):
+        store_block(c_desc, c_bufs, i, chunk, off_m, off_n)
+
+
+def store_block(c_desc, c_bufs, i, block, off_m, off_n):
+    """Column block ``i`` of the tile at (off_m, off_n), by TMA through output buffer
+    i % (buffers)."""
     EPI_N: gl.constexpr = c_desc.block_type.shape[1]
     nbuf: gl.constexpr = c_bufs.shape[0]
-    for i, chunk in enumerate(column_chunks(acc.to(c_desc.dtype), EPI_N)):
-        buf = c_bufs.index(i % nbuf)
-        tma.store_wait(nbuf - 1)  # the store that last read buf is done
-        buf.store(chunk)
-        fence_async_shared()
-        tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf)
+    buf = c_bufs.index(i % nbuf)
+    tma.store_wait(nbuf - 1)  # the store that last read buf is done
+    buf.store(block.to(c_desc.dtype))
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m, off_n + i * EPI_N], buf)
 
 
 @gt.jit

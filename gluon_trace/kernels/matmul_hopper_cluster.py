@@ -41,13 +41,14 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
         at = list(shared[1])
         at[dim] = at[dim] + r * part
         tma.async_load(shared[0], at, full.index(s), shared[2].index(s).slice(r * part, part, dim=dim),
-                       pred=rank == r, multicast=True)
+                       pred=rank == r, multicast=n > 1)
 
 
 def _release(empty, it, STAGES):
     """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster."""
-    for r in gl.static_range(gl.num_ctas()):
-        mbarrier.arrive(empty.index(it % STAGES), cta=r)
+    n: gl.constexpr = gl.num_ctas()
+    for r in gl.static_range(n):  # a cluster of one arrives locally (no mapa, no cluster scope)
+        mbarrier.arrive(empty.index(it % STAGES), cta=r if n > 1 else None)
 
 
 def _tile_shape(a_desc, b_desc, SHARE_A):
@@ -143,27 +144,31 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
     cluster.barrier()
 
 
-def _ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
+def produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, stop=None):
     """One warp: every TMA load of the ring (this CTA's own operand, its part of the shared
-    one for all CTAs)."""
+    one for all CTAs), for the cluster's tiles below ``stop`` (default: all). Returns the ring
+    position reached."""
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
     rank = cluster.cta_rank()
     it = gl.full([], 0, gl.int32)
-    for tile in gl.range(gl.program_id(0) // n, num_m * num_n, gl.num_programs(0) // n):
+    for tile in gl.range(gl.program_id(0) // n, num_m * num_n if stop is None else stop, gl.num_programs(0) // n):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         off_m, off_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
         for k in gl.range(0, k_tiles):
             _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A)
             it += 1
+    return it
 
 
-def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
+def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A,
+                  stop=None):
     """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
     that read it is issued. A tile's epilogue waits for the next tile's first wgmma to be
     issued: the tile, converted to c_desc's dtype, is carried over, and its stores through
-    c_bufs run while that wgmma does (the accumulator's own registers are free by then)."""
+    c_bufs run while that wgmma does (the accumulator's own registers are free by then). The
+    cluster's tiles below ``stop`` (default: all); returns the ring position reached."""
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
@@ -175,7 +180,8 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M,
     out = gl.zeros([BM, BN], c_desc.dtype, acc_l)  # the previous tile, not yet stored
     out_m = gl.full([], 0, gl.int32)
     out_n = gl.full([], 0, gl.int32)
-    for tile in gl.range(first, num_m * num_n, gl.num_programs(0) // n):
+    stop = num_m * num_n if stop is None else stop
+    for tile in gl.range(first, stop, gl.num_programs(0) // n):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         with gl.if_((k_tiles == 0) & (tile > first)):  # no wgmma to overlap with
@@ -195,9 +201,18 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M,
             _release(empty, it - 1, STAGES)
         out = acc.to(c_desc.dtype)
         out_m, out_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
-    with gl.if_(first < num_m * num_n):
+    with gl.if_(first < stop):
         store_tile(c_desc, c_bufs, out, out_m, out_n)
     tma.store_wait(0)
+    return it
+
+
+def _ws_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
+    produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)
+
+
+def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
+    consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)
 
 
 @gt.jit
@@ -211,6 +226,6 @@ def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constex
     gl.warp_specialize([
         (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M,
                         SHARE_A)),
-        (_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)),
+        (_ws_producer, (a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)),
     ], worker_num_warps=[1], worker_num_regs=[40])
     cluster.barrier()
