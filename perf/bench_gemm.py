@@ -25,6 +25,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -51,6 +52,11 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 64, 64, 8, 4, 2, 64, True),
     (256, 128, 64, 4, 8, 2, 32, True), (128, 256, 64, 4, 8, 2, 64, True),  # cuBLAS's 4096^3 shape: 1x2 clusters
     (128, 256, 64, 4, 8, 1, 64),  # the same kernel without clusters: releases stay in the SM, B read twice
+]
+STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
+    # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
+    (128, 256, 64, 4, 8, 64, 4), (128, 256, 64, 4, 8, 64, 8), (128, 256, 64, 4, 8, 64, 2),
+    (128, 128, 64, 5, 8, 128, 4), (128, 128, 64, 5, 4, 128, 4),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
@@ -187,6 +193,23 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
 CLUSTERS_USED: dict = {}
 
 
+def streamk_run(cfg, a, b, c, shape):
+    """The stream-K kernel over one CTA per SM, with its workspace."""
+    bm, bn, bk, stages, warps, epi_n, split = cfg
+    m, n, k = shape
+    lay = gl.NVMMASharedLayout.get_default_for
+    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    size, count = streamk_workspace(programs, bm, bn)
+    partials = torch.empty(size, device="cuda", dtype=torch.float32)
+    counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+    return lambda: matmul_hopper_streamk[(programs,)](da, db, dc, partials, counters, m, n, k, STAGES=stages,
+                                                      GROUP_M=8, SPLIT=split, num_warps=warps, backend="nvidia")
+
+
 def fastest(name, configs, shape, ref, make):
     """(median ms, config) of the fastest configuration that computes the right answer; every
     one that fails or is wrong is reported, not raised."""
@@ -283,7 +306,7 @@ def f16_row(m=8192, n=8192, k=8192):
     return row
 
 
-ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "triton", "f16", "fp8")
+ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "streamk", "triton", "f16", "fp8")
 KERNELS = set(ALL_KERNELS)
 
 
@@ -340,6 +363,8 @@ def main() -> int:
         best_cw = fastest("hopper-cluster-ws", CLUSTER_WS, shape, ref,
                           lambda cfg, c: cluster_run(cfg, a, b, c, shape, matmul_hopper_cluster_ws)) \
             if "clusterws" in KERNELS else None
+        best_sk = fastest("hopper-streamk", STREAMK, shape, ref, lambda cfg, c: streamk_run(cfg, a, b, c, shape)) \
+            if "streamk" in KERNELS else None
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
                "triton_tflops": flop / t_tri / 1e9 if t_tri else None}
         if best:
@@ -370,6 +395,11 @@ def main() -> int:
                        cluster_ws_ratio_to_cublas=cublas / best_cw[0])
             print(f"{m}x{n}x{k} bf16: ours (clusters, warp-specialized) {row['cluster_ws_tflops']:.0f} TFLOP/s "
                   f"{best_cw[1]} | ratio to cuBLAS {row['cluster_ws_ratio_to_cublas']:.3f}")
+        if best_sk:
+            row.update(streamk_tflops=flop / best_sk[0] / 1e9, streamk_config=best_sk[1],
+                       streamk_ratio_to_cublas=cublas / best_sk[0])
+            print(f"{m}x{n}x{k} bf16: ours (stream-K tail) {row['streamk_tflops']:.0f} TFLOP/s "
+                  f"{best_sk[1]} | ratio to cuBLAS {row['streamk_ratio_to_cublas']:.3f}")
         # head to head: the best of each kernel and cuBLAS timed in turn, several rounds (the
         # GPU's clock drifts with its power draw over a sweep: a ratio from one round is fairer)
         contenders = {}
@@ -384,6 +414,9 @@ def main() -> int:
         if best_cw:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["cluster-ws"] = cluster_run(best_cw[1], a, b, c, shape, matmul_hopper_cluster_ws)
+        if best_sk:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            contenders["stream-K"] = streamk_run(best_sk[1], a, b, c, shape)
         if tri is not None and t_tri and "triton" in KERNELS:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["triton"] = lambda c=c: tri(a, b, c)
