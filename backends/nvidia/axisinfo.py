@@ -121,6 +121,11 @@ class Analysis:
             for i, r in enumerate(res):
                 self.info[r] = meet(outs[0][i], outs[1][i])
             return
+        if name == "warp_specialize":  # partitions read the kernel's values as they are
+            outs = [self.block(r) for r in op.regions]
+            for i, r in enumerate(res):
+                self.info[r] = outs[0][i]
+            return
         if name in ("reduce", "scan"):
             for a in op.regions[0].args:
                 self.info[a] = unknown(1)

@@ -79,6 +79,31 @@ def test_handoff_runs_in_the_interpreter():
     assert out[257] == (2 * x).max()
 
 
+def _add_one(x_ptr, out_ptr, N):
+    lay = gl.BlockedLayout([4], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, N, layout=lay)
+    gl.store(out_ptr + offs, gl.load(x_ptr + offs) + 1.0)
+
+
+@gt.jit
+def halves_plus_one(x_ptr, out_ptr, N: gl.constexpr):
+    """out = x + 1: the default partition takes the first N elements, the worker the next N."""
+    gl.warp_specialize([(_add_one, (x_ptr, out_ptr, N)), (_add_one, (x_ptr + N, out_ptr + N, N))], [4], [48])
+
+
+def test_partitions_keep_what_the_axis_analysis_knows_of_the_kernels_values():
+    """A partition's loads and stores of 4 consecutive, 16-byte aligned floats a thread are
+    one 128-bit access each, in the default partition and in the worker (the analysis once
+    skipped partitions, and every access in them was split into 32-bit ones)."""
+    x = np.random.default_rng(1).standard_normal(1024).astype(np.float32)
+    out = np.full(1024, np.nan, np.float32)
+    halves_plus_one[(1,)](x, out, N=512, num_warps=4, backend="interpreter", target="sm_90")
+    np.testing.assert_array_equal(out, x + 1)
+    text = halves_plus_one.trace(x, out, N=512, num_warps=4, target="sm_90").ptx()
+    assert len(re.findall(r"ld\.global\.v4\.f32", text)) == 2 and "ld.global.f32" not in text
+    assert len(re.findall(r"st\.global\.v4\.f32", text)) == 2 and "st.global.f32" not in text
+
+
 def test_partitions_branch_meet_and_use_their_own_barriers():
     text, locs, smem = emit(_handoff_graph("sm_90"), "sm_90")
     assert ".maxntid 192, 1, 1" in text          # 4 default warps + 2 worker warps, no padding
@@ -267,6 +292,16 @@ def test_gpu_handoff(worker_warps, num_warps):
     torch.testing.assert_close(out[:256], 2 * x + 6)
     torch.testing.assert_close(out[256], x.sum() + 14, rtol=1e-5, atol=1e-5)
     assert out[257].item() == (2 * x).max().item()
+
+
+@pytest.mark.gpu
+def test_gpu_partitions_with_128_bit_accesses():
+    torch = _gpu()
+    x = torch.randn(1024, device="cuda")
+    out = torch.full((1024,), float("nan"), device="cuda")
+    halves_plus_one[(1,)](x, out, N=512, num_warps=4, backend="nvidia")
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + 1)
 
 
 @pytest.mark.gpu
