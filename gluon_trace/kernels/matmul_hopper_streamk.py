@@ -74,12 +74,12 @@ def _sk_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, G
             it += 1
 
 
-def _tile_offsets(BM: gl.constexpr, BN: gl.constexpr, layout):
-    """Element offsets of a row-major [BM, BN] float32 tile, in the accumulator's layout (each
-    thread stores and loads the registers it holds)."""
+def _tile_offsets(BM: gl.constexpr, BN: gl.constexpr, layout, row_stride=None):
+    """Element offsets of a row-major [BM, BN] tile (rows ``row_stride`` apart, default BN) in
+    ``layout``: each thread stores and loads the registers it holds."""
     rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout))
     cols = gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
-    return gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+    return gl.expand_dims(rows, 1) * (BN if row_stride is None else row_stride) + gl.expand_dims(cols, 0)
 
 
 def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, off_n):
@@ -97,7 +97,11 @@ def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, o
     with gl.if_(arrived == last - first):
         gl.store(counters + t, 0)  # every part has counted: ready for the next launch
         # a column block at a time: a sum and a part of the whole tile would not fit in registers
-        for j, offs_j in enumerate(column_chunks(offs, c_desc.block_type.shape[1])):
+        EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+        for j, block in enumerate(column_chunks(acc, EPI_N)):
+            # offsets made in the block's own layout (not cut from offs): the axis analysis
+            # sees each thread's adjacent columns, and the loads go 64 bits at a time
+            offs_j = _tile_offsets(BM, EPI_N, block.type.layout, BN) + j * EPI_N
             total = gl.zeros(offs_j.shape, gl.float32, offs_j.type.layout)
             for c in gl.range(first, last + 1):
                 uc = (_range_start(c, S, P_sk) // gl.maximum(KT, 1) != t).to(gl.int32)
