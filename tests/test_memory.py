@@ -155,6 +155,24 @@ def test_multiple_of_hint_is_checked():
         hint_kernel[(1,)](out, 33)
 
 
+L4 = gl.BlockedLayout([4], [32], [1], [0])
+
+
+@gt.jit
+def hinted_rows(x_ptr, out_ptr, BM: gl.constexpr):
+    offs = gl.max_contiguous(gl.multiple_of(gl.program_id(0) * BM + gl.arange(0, BM, layout=L4), BM), BM)
+    gl.store(out_ptr + offs, gl.load(x_ptr + offs))
+
+
+def test_multiple_of_on_a_base_plus_arange_says_to_hint_the_base():
+    """Triton's tutorials hint pid * BM + arange as a multiple of BM; here the hint covers every
+    element, so the run refuses it, names the line and says what to write instead."""
+    x = np.arange(256, dtype=np.float32)
+    with pytest.raises(InterpreterError, match="1 is not a multiple of 128") as e:
+        hinted_rows[(2,)](x, np.zeros_like(x), BM=128, num_warps=1)
+    assert "test_memory.py" in str(e.value) and "hint the base: gl.multiple_of(base, n)" in str(e.value)
+
+
 def test_bfloat16_through_torch_cpu_tensors():
     torch = pytest.importorskip("torch")
     a = torch.randn(128, dtype=torch.bfloat16)

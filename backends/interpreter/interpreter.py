@@ -334,10 +334,16 @@ def _float_to_int(x, to: dt.dtype):
 @rule("hint")
 def _hint(p, op, x):
     n = op.attrs.get("multiple_of")
-    if n is not None and (np.asarray(x) % n).any():
-        bad = np.asarray(x).flat[int(np.argmax((np.asarray(x) % n != 0).ravel()))]
+    a = np.asarray(x)
+    if n is not None and (a % n).any():
+        bad = a.flat[int(np.argmax((a % n != 0).ravel()))]
+        notes = ()
+        if a.ndim and a.shape[-1] > 1 and (np.diff(a, axis=-1) == 1).all() and not (a[..., 0] % n).any():
+            # Triton's tutorials hint a base plus an arange; here the fact covers every element
+            notes = ("gl.multiple_of states that every element is a multiple; for a base plus "
+                     "consecutive offsets, hint the base: gl.multiple_of(base, n) + gl.arange(...)",)
         raise InterpreterError(f"gl.multiple_of({n}) claims a fact that is false at run time: "
-                               f"{int(bad)} is not a multiple of {n} (program {p.pid})", op.loc)
+                               f"{int(bad)} is not a multiple of {n} (program {p.pid})", op.loc, notes=notes)
     return x
 
 
