@@ -5,7 +5,8 @@
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
-only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks, attention, attention_pipelined, attention_ws)."""
+only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks, streamk,
+attention, attention_pipelined, attention_ws)."""
 import sys
 
 import torch
@@ -105,6 +106,30 @@ def cluster_ws_blocks() -> int:
     return cluster(ws=True, epi_n=64, stages=4, bk=64)
 
 
+def streamk() -> int:
+    """The stream-K GEMM on 5 CTAs over 3 x 3 tiles of 128 x 256: 5 whole, 4 cut in parts
+    along K (fp32 parts through the workspace, counters back at zero), launched twice."""
+    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
+    m, n, k, bm, bn, bk, programs = 330, 700, 640, 128, 256, 64, 5
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n + 12, device="cuda", dtype=torch.bfloat16)[:, :n]
+    c = torch.full((m, n + 12), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [bm, 64], NV([bm, 64], gl.bfloat16))
+    size, count = streamk_workspace(programs, bm, bn)
+    partials = torch.full((size,), float("nan"), device="cuda")
+    counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+    bad = 0
+    for _ in range(2):
+        matmul_hopper_streamk[(programs,)](da, db, dc, partials, counters, m, n, k, STAGES=4, GROUP_M=2,
+                                           num_warps=8)
+        torch.cuda.synchronize()
+        bad += _report("matmul_hopper_streamk (5 CTAs, 9 tiles)", c, a.double() @ b.double())
+        bad += int(bool(counters.any()))
+    return bad
+
+
 def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
     bh, seq, bm = 4, 300, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -138,7 +163,7 @@ def attention_ws() -> int:
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
-           "cluster_ws_blocks": cluster_ws_blocks,
+           "cluster_ws_blocks": cluster_ws_blocks, "streamk": streamk,
            "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 
