@@ -84,7 +84,8 @@ def _tile_offsets(BM: gl.constexpr, BN: gl.constexpr, layout, row_stride=None):
 
 def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, off_n):
     """This CTA computed part of stream-K tile t (its unit u): publish the part; the last of
-    the tile's CTAs to arrive sums the parts in CTA order and stores the tile."""
+    the tile's CTAs to arrive sums the parts in CTA order (its own from its registers) and
+    stores the tile."""
     BM: gl.constexpr = acc.shape[0]
     BN: gl.constexpr = acc.shape[1]
     offs = _tile_offsets(BM, BN, acc.type.layout)
@@ -104,8 +105,10 @@ def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, o
             offs_j = _tile_offsets(BM, EPI_N, block.type.layout, BN) + j * EPI_N
             total = gl.zeros(offs_j.shape, gl.float32, offs_j.type.layout)
             for c in gl.range(first, last + 1):
+                # this CTA's own part is still in its registers, bit for bit what it stored
                 uc = (_range_start(c, S, P_sk) // gl.maximum(KT, 1) != t).to(gl.int32)
-                total += gl.load(partials + (c * 2 + uc) * (BM * BN) + offs_j)
+                other = gl.load(partials + (c * 2 + uc) * (BM * BN) + offs_j, mask=c != pid)
+                total += gl.where(c == pid, block, other)
             store_block(c_desc, c_bufs, j, total, off_m, off_n)
 
 
