@@ -52,11 +52,12 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 64, 64, 8, 4, 2, 64, True),
     (256, 128, 64, 4, 8, 2, 32, True), (128, 256, 64, 4, 8, 2, 64, True),  # cuBLAS's 4096^3 shape: 1x2 clusters
     (128, 256, 64, 4, 8, 1, 64),  # the same kernel without clusters: releases stay in the SM, B read twice
+    (128, 256, 32, 8, 8, 1, 64),  # the same bytes in 8 stages of BK=32: a release frees half as much, sooner
 ]
 STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
     # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
     (128, 256, 64, 4, 8, 64, 4), (128, 256, 64, 4, 8, 64, 8), (128, 256, 64, 4, 8, 64, 2),
-    (128, 128, 64, 5, 8, 128, 4), (128, 128, 64, 5, 4, 128, 4),
+    (128, 128, 64, 5, 8, 128, 4), (128, 128, 64, 5, 4, 128, 4), (128, 256, 32, 8, 8, 64, 4),
 ]
 PINGPONG = [  # two consumer warpgroups (num_warps each) taking tiles in turn, one producer warp
     (128, 128, 64, 5, 4), (64, 256, 64, 4, 4), (128, 128, 64, 4, 4),
