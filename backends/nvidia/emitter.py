@@ -32,6 +32,7 @@ from .axisinfo import Analysis
 from .dce import live_lines
 from .ptx import PTX_VERSION, TARGETS, param_type
 from .sink import sink_shared_loads
+from .spill import spill_registers
 
 RULES, rule = rule_table()
 
@@ -640,6 +641,7 @@ class Emitter:
         self.lines = [x for x, k in zip(self.lines, keep) if k]
         self.prologue = [x for x, k in zip(self.prologue, keep[len(keep) - len(self.prologue):]) if k]
         self.lines = sink_shared_loads(self.lines)
+        self.lines = spill_registers(self)  # above a register budget: some kept in .local
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
                "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
                ".address_size 64", ""]

@@ -97,17 +97,24 @@ class Kernel:
         self.nthreads = int(re.search(r"\.maxntid (\d+)", text).group(1))
         self.regs: dict[str, str] = {}
         self.labels: dict[str, int] = {}
+        self.local: dict[str, int] = {}  # .local array -> its offset in a thread's local bytes
+        self.local_bytes = 0
         self.ins: list = []
         for raw in body.split("\n"):
             line = raw.strip()
-            if not line or line.startswith("//") or line.startswith(".loc"):
+            if not line or line.startswith("//") or line.startswith(".loc "):
                 continue
             m = re.match(r"\.reg \.(\w+) (%\w+)<(\d+)>;", line)
             if m:
                 for i in range(int(m.group(3))):
                     self.regs[f"{m.group(2)}{i}"] = m.group(1)
                 continue
-            if line.startswith(".local"):
+            if line.startswith(".local"):  # per-thread arrays, one after another
+                m = re.match(r"\.local \.align (\d+) \.b8 (\w+)\[(\d+)\];", line)
+                if m:
+                    at = -(-self.local_bytes // int(m.group(1))) * int(m.group(1))
+                    self.local[m.group(2)] = at
+                    self.local_bytes = at + int(m.group(3))
                 continue
             if line.endswith(":"):
                 self.labels[line[:-1]] = len(self.ins)
@@ -147,6 +154,7 @@ class Sim:
                       (cta // (g[0] * g[1])).astype(np.uint32)]
         self.mem = mem
         self.smem = np.zeros((self.nctas, max(smem_bytes, 16) + 64), np.uint8)
+        self.local = np.zeros((self.N, kernel.local_bytes), np.uint8)  # thread-private memory
         self.R: dict[str, np.ndarray] = {}
         self.params = dict(zip([n for _, n in kernel.params], params))
         self.ptypes = {n: t for t, n in kernel.params}
@@ -633,6 +641,16 @@ class Sim:
             return base
         raise NotImplementedError(a)
 
+    def _local_addr(self, a: str, n: int) -> int:
+        """The offset of ``[array+imm]`` in a thread's local bytes (the same for every thread)."""
+        base, _, off = a[1:-1].partition("+")
+        if base not in self.k.local:
+            raise NotImplementedError(f"ptxsim: local address {a}")
+        ad = self.k.local[base] + (int(off) if off else 0)
+        if ad % (n if n <= 8 else 8) or ad + n > self.local.shape[1]:
+            raise IndexError(f"local access at {a} ({n} bytes)")
+        return ad
+
     def op_ld(self, parts, args, m, active):
         space = parts[1]
         t = parts[-1]
@@ -647,9 +665,15 @@ class Sim:
             self.set(outs[0], arr, m)
             return None
         nb = _tbits(t) // 8
-        addrs = self._addr(a)
-        idx = np.nonzero(m)[0]
-        vals = [np.zeros(self.N, np.uint64) for _ in outs]
+        if space == "local":
+            ad = self._local_addr(a, nb * len(outs))
+            vals = [self.local[:, ad + j * nb:ad + (j + 1) * nb].copy().view(_BITS[str(nb * 8)])[:, 0]
+                    .astype(np.uint64) for j in range(len(outs))]
+            idx = ()
+        else:
+            addrs = self._addr(a)
+            idx = np.nonzero(m)[0]
+            vals = [np.zeros(self.N, np.uint64) for _ in outs]
         for i in idx:
             for j in range(len(outs)):
                 ad = int(addrs[i]) + j * nb
@@ -678,9 +702,16 @@ class Sim:
         a, s = args
         ins = [x.strip() for x in s[1:-1].split(",")] if s.startswith("{") else [s]
         nb = _tbits(t) // 8
-        addrs = self._addr(a)
         bits = nb * 8
         vals = [self.val(x, f"b{bits}") for x in ins]
+        if space == "local" and a[1:-1].partition("+")[0] in self.k.local:
+            ad = self._local_addr(a, nb * len(ins))
+            for j, v in enumerate(vals):
+                cur = self.local[:, ad + j * nb:ad + (j + 1) * nb].copy().view(_BITS[str(bits)])[:, 0]
+                new = np.where(m, np.asarray(v).view(_BITS[str(bits)]), cur)
+                self.local[:, ad + j * nb:ad + (j + 1) * nb] = new.reshape(-1, 1).view(np.uint8)
+            return None
+        addrs = self._addr(a)
         for i in np.nonzero(m)[0]:
             for j, v in enumerate(vals):
                 ad = int(addrs[i]) + j * nb

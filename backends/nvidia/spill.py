@@ -1,0 +1,293 @@
+"""Registers kept in ``.local`` memory, chosen by us, where a kernel holds more values at once
+than a thread has registers.
+
+ptxas's time on a program grows with how many values are live at once (roughly the square),
+not with its length: fuzz seed 53 (4096 bfloat16 values a thread, a loop carrying a tile)
+took it ~85 CPU-s and 3.6 GB, while 40k lines of the same program with few values live take
+it 2 s. Above a register budget we therefore do the spilling ourselves, in the simplest form
+that is correct under any control flow: each chosen register gets a slot in one ``.local``
+array, every instruction writing it is followed by a ``st.local`` of it (under the same guard
+when the write is guarded), and every instruction reading it is preceded by an ``ld.local``
+into a fresh register that the instruction reads instead. ptxas then sees short-lived
+registers only. Kernels under the budget (all the library kernels) are returned unchanged.
+
+Liveness is computed on the final PTX: basic blocks split at labels and after branches, the
+usual backward dataflow (a register live around a back edge is live over the whole loop), then
+the registers live at each line. While the most crowded line holds more than the budget, the
+registers live there with the longest live range per use are chosen.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# When to spill: a kernel whose lines hold more than TRIGGER 32-bit registers (or PRED_TRIGGER
+# predicates) live at once at some point. The library and test kernels stay well below (the most:
+# an FMA dot of float64 tiles, 596 words; the warp-specialized attention 239 words, 52
+# predicates): ptxas compiles those in seconds and spills what it must itself. The fuzzer's
+# huge tiles go far above (seed 97 3,210 words and 1,026 predicates, seed 111 4,106).
+TRIGGER = 1024
+PRED_TRIGGER = 256
+# How far to spill once triggered: what a thread's 255 registers hold with room for ptxas's
+# own addresses and temporaries (our count is of PTX virtual registers, which ptxas may
+# schedule into fewer or more), and a few predicates (the hardware has 7; ptxas moves the rest
+# into general registers).
+BUDGET = 192
+PRED_BUDGET = 32
+ARRAY = "gt_spill"
+
+_REG = re.compile(r"%(?:rd|fd|r|f|h|p)\d+")
+_KIND = re.compile(r"%(rd|fd|r|f|h|p)")
+_WORDS = {"r": 1, "f": 1, "h": 1, "rd": 2, "fd": 2, "p": 0}  # 32-bit words a register takes
+_CLASS = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "pred"}
+_MEM = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "b32"}  # ld/st.local type
+_BYTES = {"r": 4, "f": 4, "h": 2, "rd": 8, "fd": 8, "p": 4}
+# opcodes whose first operand is written and not read, and the others only read
+_WRITE_FIRST = frozenset("""add sub mul mad mul24 mad24 neg abs min max and or xor not cnot shl shr
+    bfe bfi prmt popc clz brev selp setp set mov cvt fma rcp sqrt rsqrt ex2 lg2 sin cos tanh div
+    rem testp copysign lop3 shf ld ldu atom shfl vote cvta mapa activemask""".split())
+_OPERANDS = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,]+")
+
+
+def _kind(reg: str) -> str:
+    return _KIND.match(reg).group(1)
+
+
+def _parse(text: str):
+    """(label, branch target or '', ends the block?, guard, written, read, exact) of a line;
+    ``exact`` False for an instruction whose operands we do not know the roles of: then its
+    registers count as read and written (the rewrite loads before and stores after it)."""
+    t = text.strip()
+    if not t or t.startswith("//") or t.startswith("."):
+        return None, "", False, None, (), (), True
+    if t.endswith(":"):
+        return t[:-1], "", False, None, (), (), True
+    guard = None
+    if t[0] == "@":
+        guard, t = t.split(" ", 1)
+    op, _, rest = t.rstrip(";").partition(" ")
+    base = op.split(".", 1)[0]
+    if base == "bra":
+        return None, rest.strip(), guard is None, guard, (), (), True
+    if base in ("ret", "exit", "trap"):
+        return None, "", guard is None, guard, (), (), True
+    regs = _REG.findall(rest)
+    gr = [guard.lstrip("@!")] if guard else []
+    if base in _WRITE_FIRST:
+        first = _OPERANDS.match(rest).group(0)
+        if not first.lstrip().startswith("["):
+            w = _REG.findall(first)
+            r = _REG.findall(rest[len(first):])
+            return None, "", False, guard, w, r + gr, True
+    return None, "", False, guard, regs, regs + gr, False
+
+
+def _liveness(info, reg_id):
+    """The stretches [(first, last line, register id)] where each register is live, or None
+    if a branch leaves the lines."""
+    n = len(info)
+    starts = {0}
+    for i, (lab, tgt, ends, *_rest) in enumerate(info):
+        if lab is not None:
+            starts.add(i)
+        elif (tgt or ends) and i + 1 < n:
+            starts.add(i + 1)
+    starts = sorted(starts)
+    labels = {}
+    bounds = list(zip(starts, starts[1:] + [n]))
+    for b, (s, _) in enumerate(bounds):
+        if info[s][0] is not None:
+            labels[info[s][0]] = b
+    succ, gen, kill = [], [], []
+    for b, (s, e) in enumerate(bounds):
+        g = k = 0
+        for i in range(e - 1, s - 1, -1):
+            _, _, _, guard, w, r, exact = info[i]
+            if exact and guard is None:
+                for x in w:
+                    bit = 1 << reg_id[x]
+                    g &= ~bit
+                    k |= bit
+            for x in r:
+                g |= 1 << reg_id[x]
+        gen.append(g)
+        kill.append(k)
+        last = info[e - 1]
+        out = []
+        if last[1]:
+            if last[1] not in labels:
+                return None
+            out.append(labels[last[1]])
+        if not last[2] and b + 1 < len(bounds):
+            out.append(b + 1)
+        succ.append(out)
+    live_in = [0] * len(bounds)
+    live_out = [0] * len(bounds)
+    changed = True
+    while changed:
+        changed = False
+        for b in range(len(bounds) - 1, -1, -1):
+            o = 0
+            for s in succ[b]:
+                o |= live_in[s]
+            li = gen[b] | (o & ~kill[b])
+            if o != live_out[b] or li != live_in[b]:
+                live_out[b], live_in[b] = o, li
+                changed = True
+    segs = []
+    for b, (s, e) in enumerate(bounds):
+        end = dict.fromkeys(_bits(live_out[b]), e - 1)
+        for i in range(e - 1, s - 1, -1):
+            _, _, _, guard, w, r, exact = info[i]
+            for x in w:
+                k = reg_id[x]
+                if k not in end:
+                    segs.append((i, i, k))  # written and never read: still takes a register here
+                elif exact and guard is None:
+                    segs.append((i, end.pop(k), k))
+            for x in r:
+                k = reg_id[x]
+                if k not in end:
+                    end[k] = i
+        for k, last in end.items():
+            segs.append((s, last, k))
+    return np.array(segs, np.int64).reshape(-1, 3)
+
+
+def _pressure(seg, weight, n: int):
+    """Sum of ``weight`` over the registers live at each of ``n`` lines."""
+    d = np.zeros(n + 1, np.int64)
+    np.add.at(d, seg[:, 0], weight[seg[:, 2]])
+    np.subtract.at(d, seg[:, 1] + 1, weight[seg[:, 2]])
+    return np.cumsum(d[:n])
+
+
+def _bits(x: int) -> list[int]:
+    out = []
+    while x:
+        low = x & -x
+        out.append(low.bit_length() - 1)
+        x ^= low
+    return out
+
+
+def choose(texts: list[str], budget: int = BUDGET, pred_budget: int = PRED_BUDGET, keep=frozenset(),
+           trigger: int = TRIGGER, pred_trigger: int = PRED_TRIGGER) -> set[str]:
+    """The registers (none of ``keep``) to keep in ``.local`` so that no line has more than
+    ``budget`` 32-bit registers or ``pred_budget`` predicates live (as far as spilling gets
+    there); none unless some line has more than ``trigger`` or ``pred_trigger``."""
+    info = [_parse(t) for t in texts]
+    reg_id = {}
+    for *_x, w, r, _e in info:
+        for x in (*w, *r):
+            if x not in reg_id:
+                reg_id[x] = len(reg_id)
+    names = list(reg_id)
+    words = np.array([_WORDS[_kind(x)] for x in names], np.int64)
+    preds = (words == 0).astype(np.int64)
+    if words.sum() <= trigger and preds.sum() <= pred_trigger:
+        return set()  # (most kernels: fewer registers in all than the budget)
+    seg = _liveness(info, reg_id)
+    if seg is None:
+        return set()
+    n = len(texts)
+    if _pressure(seg, words, n).max() <= trigger and _pressure(seg, preds, n).max() <= pred_trigger:
+        return set()
+    defined = np.zeros(len(names), bool)
+    uses = np.zeros(len(names), np.int64)
+    occ: list[list[int]] = [[] for _ in names]
+    for i, (*_x, w, r, _e) in enumerate(info):
+        for x in w:
+            defined[reg_id[x]] = True
+        for x in set(w) | set(r):
+            k = reg_id[x]
+            uses[k] += 1
+            occ[k].append(i)
+    length = np.zeros(len(names), np.int64)
+    np.add.at(length, seg[:, 2], seg[:, 1] - seg[:, 0] + 1)
+    spillable = defined.copy()
+    for x in keep:
+        if x in reg_id:
+            spillable[reg_id[x]] = False
+    score = length / (1 + uses)
+    by_reg: list[list[int]] = [[] for _ in names]
+    for j, k in enumerate(seg[:, 2]):
+        by_reg[k].append(j)
+    chosen = np.zeros(len(names), bool)
+    for weight, limit in ((preds, pred_budget), (words, budget)):
+        pressure = _pressure(seg, weight, n)
+        while True:
+            i = int(pressure.argmax())
+            excess = int(pressure[i]) - limit
+            if excess <= 0:
+                break
+            here = np.unique(seg[(seg[:, 0] <= i) & (seg[:, 1] >= i), 2])
+            here = here[spillable[here] & ~chosen[here] & (weight[here] > 0)]
+            if not len(here):
+                break  # nothing more to spill where it is most crowded
+            here = here[np.argsort(-score[here], kind="stable")]
+            take = here[:int(np.searchsorted(np.cumsum(weight[here]), excess)) + 1]
+            for k in take:
+                chosen[k] = True
+                for j in by_reg[k]:
+                    pressure[seg[j, 0]:seg[j, 1] + 1] -= weight[k]
+                pressure[occ[k]] += weight[k]  # the fresh register around each use or definition
+    return {names[k] for k in np.nonzero(chosen)[0]}
+
+
+def rewrite(texts: list[str], chosen: set[str], counts: dict) -> tuple[list[list[str]], int]:
+    """For each line, the lines replacing it (each write of a chosen register stored to its
+    slot, each read loaded from it into a fresh register), and the bytes of slots used.
+    ``counts`` ({register class: highest number}) is advanced by the fresh registers."""
+    slot, size = {}, 0
+    for x in sorted(chosen, key=lambda x: -_BYTES[_kind(x)]):  # 8-byte slots first: aligned
+        slot[x] = size
+        size += _BYTES[_kind(x)]
+    out = []
+    for t in texts:
+        regs = [x for x in _REG.findall(t) if x in slot]
+        if not regs:
+            out.append([t])
+            continue
+        _, _, _, guard, w, r, exact = _parse(t)
+        fresh = {}
+        for x in dict.fromkeys(regs):
+            cls = _CLASS[_kind(x)]
+            counts[cls] += 1
+            fresh[x] = f"%{_kind(x)}{counts[cls]}"
+        body = _REG.sub(lambda m: fresh.get(m.group(0), m.group(0)), t)
+        pre, post = [], []
+        for x in fresh:
+            at = f"[{ARRAY}+{slot[x]}]"
+            ty = _MEM[_kind(x)]
+            # a guarded write loads first too: the fresh register then holds the value either
+            # way and is stored unguarded (one definition and one store: a plain live range)
+            load = x in r or not exact or guard is not None
+            if _kind(x) == "p":  # a predicate's slot holds 0 or 1
+                counts["b32"] += 1
+                word = f"%r{counts['b32']}"
+                if load:
+                    pre += [f"ld.local.b32 {word}, {at};", f"setp.ne.b32 {fresh[x]}, {word}, 0;"]
+                if x in w:
+                    post += [f"selp.b32 {word}, 1, 0, {fresh[x]};", f"st.local.b32 {at}, {word};"]
+                continue
+            if load:
+                pre.append(f"ld.local.{ty} {fresh[x]}, {at};")
+            if x in w:
+                post.append(f"st.local.{ty} {at}, {fresh[x]};")
+        out.append(pre + [body] + post)
+    return out, size
+
+
+def spill_registers(em) -> list:
+    """The emitter's lines ([(text, loc)]) with registers kept in ``.local`` above the budget;
+    ``em``'s register counts and local declarations grow with what that needs."""
+    texts = [t for t, _ in em.lines]
+    keep = {x for p in em.prologue for x in _REG.findall(p)}
+    chosen = choose(texts, BUDGET, PRED_BUDGET, keep, TRIGGER, PRED_TRIGGER)
+    if not chosen:
+        return em.lines
+    new, size = rewrite(texts, chosen, em.counts)
+    em.local_decls.append(f".local .align 8 .b8 {ARRAY}[{size}];")
+    return [(t, loc) for group, (_, loc) in zip(new, em.lines) for t in group]

@@ -1,0 +1,180 @@
+"""Registers kept in .local above a register budget (backends/nvidia/spill.py): the rewritten
+PTX computes exactly what the original did (ptxsim), fuzz programs spilled under a forced tiny
+budget agree with the interpreter, ptxas takes the result, and the library kernels never
+trigger it."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ptxsim  # noqa: E402
+
+from gluon_trace import fuzz  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia import ptxas, spill  # noqa: E402
+from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+
+HEAD = """.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p_in, .param .u64 p_out, .param .s32 p_n)
+.maxntid 32, 1, 1
+{
+"""
+PROLOGUE = ["ld.param.u64 %rd1, [p_in];", "ld.param.u64 %rd2, [p_out];", "ld.param.s32 %r1, [p_n];"]
+# each lane: a float and a word in, a loop of n trips carrying an f32, an f64, a b32 and a
+# b16 (some read and written by one instruction), a predicated definition, a vector move, a
+# predicate live around the loop; four outputs
+BODY = """mov.u32 %r2, %tid.x;
+mul.wide.u32 %rd3, %r2, 4;
+add.s64 %rd4, %rd1, %rd3;
+ld.global.f32 %f1, [%rd4];
+ld.global.b32 %r3, [%rd4+128];
+mov.f32 %f2, 0f3F800000;
+mov.u32 %r4, 0;
+and.b32 %r5, %r2, 1;
+setp.eq.u32 %p1, %r5, 0;
+mov.b32 %r6, %r3;
+@%p1 add.s32 %r6, %r3, 7;
+cvt.u16.u32 %h1, %r6;
+cvt.f64.f32 %fd1, %f1;
+$L_loop:
+setp.ge.s32 %p2, %r4, %r1;
+@%p2 bra $L_end;
+fma.rn.f32 %f2, %f2, 0f3F000000, %f1;
+add.f64 %fd1, %fd1, %fd1;
+add.s32 %r6, %r6, %r4;
+@!%p1 xor.b32 %r6, %r6, %r2;
+add.u16 %h1, %h1, 3;
+add.s32 %r4, %r4, 1;
+bra.uni $L_loop;
+$L_end:
+mov.b64 {%r7, %r8}, %fd1;
+add.s64 %rd5, %rd2, %rd3;
+st.global.f32 [%rd5], %f2;
+st.global.b32 [%rd5+128], %r6;
+mul.wide.u32 %rd6, %r2, 8;
+add.s64 %rd7, %rd2, %rd6;
+st.global.v2.b32 [%rd7+256], {%r7, %r8};
+mul.wide.u32 %rd8, %r2, 2;
+add.s64 %rd9, %rd2, %rd8;
+@%p1 st.global.b16 [%rd9+512], %h1;""".split("\n")
+COUNTS = {"pred": 2, "b16": 1, "b32": 8, "b64": 9, "f32": 2, "f64": 1}
+PREFIX = {"pred": "%p", "b16": "%h", "b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd"}
+
+
+def kernel(body, counts, local=""):
+    regs = "".join(f"\t.reg .{c} {PREFIX[c]}<{n + 1}>;\n" for c, n in counts.items())
+    lines = PROLOGUE + body + ["ret;"]
+    return HEAD + regs + local + "".join(x + "\n" for x in lines) + "}\n"
+
+
+def spilled(body, budget, pred_budget):
+    counts = dict(COUNTS)
+    keep = {"%rd1", "%rd2", "%r1"}
+    chosen = spill.choose(body, budget, pred_budget, keep, 0, 0)
+    new, size = spill.rewrite(body, chosen, counts)
+    lines = [x for group in new for x in group]
+    return kernel(lines, counts, f".local .align 8 .b8 {spill.ARRAY}[{size}];\n"), chosen
+
+
+def run(text, n, inp):
+    out = np.full(576, 0xAB, np.uint8)  # poisoned
+    ptxsim.run(text, (1, 1, 1), [inp.copy(), out, n], 0)
+    return out
+
+
+def _assembles(text):
+    try:
+        ptxas.locate()
+    except CompileError as e:
+        pytest.skip(f"ptxas not found: {e}")
+    ptxas.assemble(text, "sm_90a")
+
+
+@pytest.mark.parametrize("budget, pred_budget", [(0, 0), (6, 1), (12, 100)])
+def test_hand_written_loop_spilled_computes_the_same(budget, pred_budget):
+    rng = np.random.default_rng(budget)
+    inp = np.concatenate([rng.standard_normal(32).astype(np.float32).view(np.uint8),
+                          rng.integers(0, 2**32, 32, dtype=np.uint32).view(np.uint8)])
+    base = kernel(BODY, COUNTS)
+    text, chosen = spilled(BODY, budget, pred_budget)
+    assert chosen and "st.local" in text and "ld.local" in text
+    assert not chosen & {"%rd1", "%rd2", "%r1"}  # defined before the lines: never spilled
+    if budget == 0:  # every register the lines define, predicates too
+        assert {"%f2", "%fd1", "%r6", "%h1", "%p1", "%p2", "%r7"} <= chosen
+    if pred_budget >= 2:
+        assert not any(x.startswith("%p") for x in chosen)
+    for n in (0, 1, 5):
+        want = run(base, n, inp)
+        assert (want[:512] != 0xAB).mean() > 0.9  # (the b16 output: even lanes only)
+        assert (run(text, n, inp) == want).all()
+    _assembles(text)
+
+
+def test_under_the_budget_nothing_changes():
+    keep = {"%rd1", "%rd2", "%r1"}
+    assert spill.choose(BODY, 64, 8, keep, 0, 0) == set()  # fits the budget already
+    assert spill.choose(BODY, 0, 0, keep, 64, 8) == set()  # under the trigger
+
+
+def test_liveness_counts_the_loop_carry_over_the_whole_loop():
+    info = [spill._parse(t) for t in BODY]
+    ids = {}
+    for *_x, w, r, _e in info:
+        for x in (*w, *r):
+            ids.setdefault(x, len(ids))
+    seg = spill._liveness(info, ids)
+    head, back = BODY.index("$L_loop:"), BODY.index("bra.uni $L_loop;")
+    for reg in ("%f2", "%fd1", "%r6", "%h1", "%r4", "%p1", "%f1"):  # read in the loop, live on
+        live = seg[seg[:, 2] == ids[reg]]
+        assert all(((live[:, 0] <= i) & (live[:, 1] >= i)).any() for i in range(head, back + 1)), reg
+    tmp = seg[seg[:, 2] == ids["%r5"]]  # dies at the setp before the loop
+    assert tmp[:, 1].max() < head
+
+
+CONFIG = fuzz.FuzzConfig(max_numel=256, max_ops=6)
+
+
+@pytest.mark.parametrize("seed", [3, 11, 26, 40])
+def test_fuzz_programs_spilled_match_the_interpreter(seed, monkeypatch):
+    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 24), ("PRED_BUDGET", 2)):
+        monkeypatch.setattr(spill, name, value)
+    prog = fuzz.random_program(seed, CONFIG)
+    inputs = fuzz.make_inputs(prog)
+    graph = fuzz.trace_program(prog, "sm_90").graph
+    text, _, smem = emit(graph, "sm_90")
+    assert f".local .align 8 .b8 {spill.ARRAY}[" in text
+    args, poison = fuzz.kernel_args(prog, inputs)
+    with np.errstate(all="ignore"):
+        ptxsim.run(text, (1, 1, 1), args, smem)
+    got = fuzz.outputs_of(prog, args)
+    ref = fuzz.evaluate(prog, inputs, "bounded")
+    assert fuzz.mismatches(prog, got, ref, poison) == []
+    _assembles(text)
+
+
+def test_hopper_gemm_and_attention_never_spill(monkeypatch):
+    from gluon_trace.kernels.attention_hopper import attention_fwd
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    from gluon_trace.nvidia.hopper import TensorDescriptor
+    nv = gl.NVMMASharedLayout.get_default_for
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, blk, nv(blk[-2:], gl.bfloat16))  # noqa: E731
+    graphs = [matmul_hopper.trace(spec([128, 64]), spec([64, 256]), spec([128, 256]), gl.int32, gl.int32,
+                                  gl.int32, STAGES=3, GROUP_M=8, B_KMAJOR=False, target="sm_90a",
+                                  num_warps=8).graph,
+              attention_fwd.trace(spec([1, 128, 128]), spec([1, 64, 128]), spec([1, 64, 128]),
+                                  spec([1, 128, 128]), gl.int32, gl.float32, CAUSAL=True,
+                                  target="sm_90a", num_warps=8).graph]
+    for g in graphs:
+        text = emit(g, "sm_90a")[0]
+        assert spill.ARRAY not in text
+        monkeypatch.setattr(spill, "TRIGGER", 10**9)
+        monkeypatch.setattr(spill, "PRED_TRIGGER", 10**9)
+        assert emit(g, "sm_90a")[0] == text
+        monkeypatch.undo()
