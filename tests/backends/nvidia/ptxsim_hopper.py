@@ -1,0 +1,375 @@
+"""ptxsim_async extended with Hopper's asynchronous proxy: TMA tensor copies and wgmma.
+
+Written from the PTX ISA and the CUDA driver API's description of CUtensorMap, not from our
+emitter's layout code, so a test that runs our PTX here checks it independently.
+
+TMA (``cp.async.bulk.tensor.{1..5}d``, tile mode, element strides 1). A ``.param .align 64 .b8
+x[128]`` argument is a :class:`TensorMap` (what cuTensorMapEncodeTiled would record: global
+address, dims and byte strides innermost first, box, element size, swizzle, OOB fill).
+- A load reads the box at the coordinates (signed; elements outside the tensor read as zero,
+  or as NaN with the NaN fill), packs it innermost dim first from the destination address
+  (128-byte aligned), and XORs the 16-byte chunk bits [4, 4+b) of each byte's shared address
+  with bits [7, 7+b) (b = 1, 2, 3 for the 32, 64, 128-byte swizzles, whose span the box's inner
+  extent may not exceed). Its bytes stay in flight (a shared read of them raises) until a
+  waiter on its mbarrier needs them; they count against the barrier's transaction count
+  (``mbarrier.arrive.expect_tx`` / ``expect_tx`` raise it, the landed bytes lower it), and a
+  phase completes only when its arrivals and its bytes are both done. A waiter lands the
+  barrier's copies one at a time only until the phase completes: a copy the expected bytes do
+  not cover stays in flight, so a kernel that expects too few bytes reads unlanded bytes.
+- A store (``.global.shared::cta.bulk_group``) takes the box from shared memory and writes the
+  elements inside the tensor; a row that ends inside a 16-byte piece also gets the rest of that
+  piece (as an H100 does, and the interpreter models). Its source must have been written
+  through the async proxy or fenced (``fence.proxy.async``) since it was last written by
+  ``st.shared``/``stmatrix``, else RuntimeError. It reads shared memory when a
+  ``cp.async.bulk.wait_group[.read] N`` retires its group; shared bytes changed between the
+  store and that wait raise. A kernel that exits with a store not waited for raises.
+
+Warp-specialized and cluster kernels are out of scope: their partitions spin on mbarriers
+that another partition completes, which a lockstep machine (lowest program counter first)
+cannot interleave, and multicast / ``mapa`` / ``barrier.cluster`` are not modelled.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ptxsim import Kernel, Mem
+from ptxsim_async import AsyncSim
+
+_SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
+_PARAM_SPACE = 0xFFFF << 40      # fake generic addresses of array parameters (tensor maps)
+
+
+class TensorMap:
+    """The fields of a CUtensorMap (tile mode), innermost dimension first."""
+
+    def __init__(self, address, dims, strides, box, elem_bytes, swizzle=0, nan_fill=False):
+        self.address, self.elem = int(address), int(elem_bytes)
+        self.dims, self.box = tuple(int(d) for d in dims), tuple(int(b) for b in box)
+        self.strides = (self.elem,) + tuple(int(s) for s in strides)   # bytes, dim 0 included
+        self.swizzle, self.nan_fill = int(swizzle), bool(nan_fill)
+        if len(self.strides) != len(self.dims) or len(self.box) != len(self.dims):
+            raise ValueError("a tensor map needs one stride per dim past the first and one box extent per dim")
+        if any(s % 16 for s in self.strides[1:]) or self.address % 16:
+            raise ValueError("tensor map: global address and strides must be multiples of 16 bytes")
+        inner = self.box[0] * self.elem
+        if inner % 16:
+            raise ValueError(f"tensor map: the box's inner extent is {inner} bytes, not a multiple of 16")
+        if self.swizzle and inner > self.swizzle:
+            raise ValueError(f"tensor map: the box's inner extent ({inner} B) exceeds the {self.swizzle}B swizzle span")
+        if self.swizzle and inner != self.swizzle:
+            raise NotImplementedError("ptxsim_hopper: a swizzled box narrower than its swizzle span")
+
+    @property
+    def box_bytes(self) -> int:
+        return int(np.prod(self.box)) * self.elem
+
+    def element_coords(self, coords):
+        """(n_elements, rank) global coordinates of the box's elements in shared-memory order
+        (innermost dim fastest)."""
+        grids = np.meshgrid(*[np.arange(b) for b in reversed(self.box)], indexing="ij")
+        rel = np.stack([g.reshape(-1) for g in reversed(grids)], axis=1)
+        return rel + np.asarray(coords, np.int64)[None, :]
+
+    def smem_addresses(self, dst: int) -> np.ndarray:
+        """(n_elements, elem) shared byte addresses of the box's elements, swizzled."""
+        lin = dst + np.arange(self.box_bytes, dtype=np.int64)
+        b = _SWIZZLE_BITS[self.swizzle]
+        if b:
+            lin = lin ^ (((lin >> 7) & ((1 << b) - 1)) << 4)
+        return lin.reshape(-1, self.elem)
+
+
+def _root(arr: np.ndarray):
+    """The array owning ``arr``'s memory, and ``arr``'s byte offset in it."""
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    off = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return root, off
+
+
+class HopperMem(Mem):
+    """Global memory where views of one array share its buffer (a descriptor over a slice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.roots: dict[int, int] = {}
+
+    def address(self, arr: np.ndarray) -> int:
+        root, off = _root(arr)
+        if not root.flags.c_contiguous:
+            raise ValueError("ptxsim_hopper: an argument's owning array must be contiguous")
+        if id(root) not in self.roots:
+            self.roots[id(root)] = self.add(root)
+        return self.roots[id(root)] + off
+
+    def buffer(self, addr: int):
+        return self.bufs[(addr >> 40) - 1], addr & ((1 << 40) - 1)
+
+
+def tensor_map(desc, mem: HopperMem) -> TensorMap:
+    """The map the driver would encode for one of our TensorDescriptors (its encode arguments),
+    addressed in the simulator's memory."""
+    from gluon_trace.backends.nvidia import tma
+    a = tma.encode_args(desc)
+    if any(e != 1 for e in a["element_strides"]):
+        raise NotImplementedError("ptxsim_hopper: element strides other than 1")
+    return TensorMap(mem.address(desc.base), a["global_dims"], a["global_strides"], a["box_dims"],
+                     desc.dtype.bits // 8, {"NONE": 0, "32B": 32, "64B": 64, "128B": 128}[a["swizzle"]],
+                     a["oob_fill"] != "NONE")
+
+
+def _nan_bits(elem: int) -> int:
+    return {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}[elem]
+
+
+class _Load:
+    __slots__ = ("cta", "addrs", "data", "nbytes", "landed")
+
+    def __init__(self, cta, addrs, data):
+        self.cta, self.addrs, self.data, self.nbytes, self.landed = cta, addrs, data, data.size, False
+
+
+class _Store:
+    __slots__ = ("cta", "tmap", "coords", "addrs", "seen")
+
+    def __init__(self, cta, tmap, coords, addrs, seen):
+        self.cta, self.tmap, self.coords, self.addrs, self.seen = cta, tmap, coords, addrs, seen
+
+
+class HopperSim(AsyncSim):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.fenced = self.smem.copy()        # shared memory as the async proxy may see it
+        self.bulk_open: dict[int, list] = {}  # thread -> bulk stores not yet committed
+        self.bulk_groups: dict[int, list] = {}
+        self.tmaps: dict[int, TensorMap] = {}
+        for i, (t, n) in enumerate(self.k.params):
+            if isinstance(self.params.get(n), TensorMap):
+                self.tmaps[_PARAM_SPACE + 256 * i] = self.params[n]
+                self.params[n] = _PARAM_SPACE + 256 * i
+
+    # -- the tensor map parameter's generic address ---------------------------------------------
+    def op_mov(self, parts, args, m, active):
+        if args[1] in self.params and self.ptypes.get(args[1]) == "tmap":
+            self.set(args[0], np.full(self.N, self.params[args[1]], np.uint64), m)
+            return None
+        return super().op_mov(parts, args, m, active)
+
+    def op_cvta(self, parts, args, m, active):
+        if parts[1] == "param":
+            self.set(args[0], self.val(args[1], "u64"), m)
+            return None
+        return super().op_cvta(parts, args, m, active)
+
+    def _tmap(self, addr: int) -> TensorMap:
+        if addr not in self.tmaps:
+            raise RuntimeError(f"a TMA copy names {hex(addr)}, which is no tensor-map parameter's address")
+        return self.tmaps[addr]
+
+    def _tensor_operand(self, arg: str):
+        """[%rdN, {c0, c1, ...}] -> (map register, coordinate registers innermost first)."""
+        m = re.fullmatch(r"\[\s*(%\w+)\s*,\s*\{([^}]*)\}\s*\]", arg)
+        if not m:
+            raise NotImplementedError(f"ptxsim_hopper: tensor operand {arg}")
+        return m.group(1), [c.strip() for c in m.group(2).split(",")]
+
+    # -- global side of a box -------------------------------------------------------------------
+    def _global_offsets(self, tm: TensorMap, coords):
+        """(element coordinates, inside-the-tensor mask, owning buffer, each element's byte
+        offset in it)."""
+        g = tm.element_coords(coords)
+        inside = ((g >= 0) & (g < np.asarray(tm.dims)[None, :])).all(axis=1)
+        buf, base = self.mem.buffer(tm.address)
+        off = base + (g * np.asarray(tm.strides)[None, :]).sum(axis=1)
+        if (off[inside] + tm.elem > buf.size).any() or (off[inside] < 0).any():
+            raise IndexError("a TMA box element inside the tensor map lies outside its buffer")
+        return g, inside, buf, off
+
+    def _tma_load(self, parts, args, m):
+        if any(p.startswith("multicast") for p in parts) or "shared::cluster" not in parts:
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        if not any(p.startswith("mbarrier::complete_tx") for p in parts):
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        dst = self._addr(args[0])
+        treg, cregs = self._tensor_operand(args[1])
+        bar = self._addr(args[2])
+        rank = int(parts[4][:-1])
+        maps = self.val(treg, "u64")
+        cs = [self.val(c, "s32").astype(np.int64) for c in cregs]
+        if len(cs) != rank:
+            raise RuntimeError(f"cp.async.bulk.tensor.{rank}d with {len(cs)} coordinates")
+        for i in np.nonzero(m)[0]:
+            tm = self._tmap(int(maps[i]))
+            if len(tm.dims) != rank:
+                raise RuntimeError(f"a {rank}-d tensor copy through a {len(tm.dims)}-d tensor map")
+            d = int(dst[i])
+            if d % 128:
+                raise IndexError(f"TMA load into shared {d}: not 128-byte aligned")
+            _, inside, buf, off = self._global_offsets(tm, [int(c[i]) for c in cs])
+            data = buf[np.where(inside, off, 0)[:, None] + np.arange(tm.elem)[None, :]].copy()
+            fill = _nan_bits(tm.elem) if tm.nan_fill else 0
+            data[~inside] = np.frombuffer(fill.to_bytes(tm.elem, "little"), np.uint8)
+            addrs = tm.smem_addresses(d)
+            if addrs.max() >= self.smem.shape[1]:
+                raise IndexError(f"TMA load into shared {d}..{d + tm.box_bytes}: past the shared memory")
+            c = int(self.cta[i])
+            b = self._bar(c, int(bar[i]))
+            ld = _Load(c, addrs.reshape(-1), data.reshape(-1))
+            self.busy[c, ld.addrs] += 1
+            b[5].append(ld)
+
+    def _land_tma(self, bar, ld: _Load) -> None:
+        self.smem[ld.cta, ld.addrs] = ld.data
+        self.fenced[ld.cta, ld.addrs] = ld.data   # written by the async proxy itself
+        self.busy[ld.cta, ld.addrs] -= 1
+        ld.landed = True
+        bar[4] -= ld.nbytes
+        self._complete(bar)
+
+    def _tma_store(self, parts, args, m):
+        treg, cregs = self._tensor_operand(args[0])
+        src = self._addr(args[1])
+        maps = self.val(treg, "u64")
+        cs = [self.val(c, "s32").astype(np.int64) for c in cregs]
+        for i in np.nonzero(m)[0]:
+            tm = self._tmap(int(maps[i]))
+            s, c = int(src[i]), int(self.cta[i])
+            if s % 128:
+                raise IndexError(f"TMA store from shared {s}: not 128-byte aligned")
+            addrs = tm.smem_addresses(s).reshape(-1)
+            if self.busy[c, addrs].any():
+                raise RuntimeError(f"a TMA store reads shared {s}.. before the copies into it landed")
+            if (self.smem[c, addrs] != self.fenced[c, addrs]).any():
+                raise RuntimeError(f"a TMA store reads shared {s}.. written by st.shared/stmatrix with no "
+                                   "fence.proxy.async since")
+            st = _Store(c, tm, [int(x[i]) for x in cs], addrs, self.smem[c, addrs].copy())
+            self.bulk_open.setdefault(int(i), []).append(st)
+
+    def _retire_store(self, st: _Store) -> None:
+        now = self.smem[st.cta, st.addrs]
+        if not np.array_equal(now, st.seen):
+            raise RuntimeError("shared bytes under a TMA store changed before cp.async.bulk.wait_group retired it")
+        tm = st.tmap
+        g, _, buf, off = self._global_offsets(tm, st.coords)
+        # a row ending inside a 16-byte piece gets the rest of that piece written too (H100)
+        per = 16 // tm.elem if tm.elem < 16 else 1
+        wide = -(-tm.dims[0] // per) * per
+        rest = np.asarray(tm.dims[1:])[None, :]
+        keep = (g[:, 0] >= 0) & (g[:, 0] < wide) & ((g[:, 1:] >= 0) & (g[:, 1:] < rest)).all(axis=1)
+        data = now.reshape(-1, tm.elem)
+        idx = off[keep][:, None] + np.arange(tm.elem)[None, :]
+        if idx.size and (idx.max() >= buf.size or idx.min() < 0):
+            raise IndexError("a TMA store writes outside its tensor's buffer")
+        buf[idx] = data[keep]
+
+    def op_cp(self, parts, args, m, active):
+        if parts[2] != "bulk":
+            return super().op_cp(parts, args, m, active)
+        idx = [int(i) for i in np.nonzero(m)[0]]
+        if parts[3] == "commit_group":
+            for i in idx:
+                self.bulk_groups.setdefault(i, []).append(self.bulk_open.pop(i, []))
+            return None
+        if parts[3] == "wait_group":
+            keep = int(args[0])
+            for i in idx:
+                gs = self.bulk_groups.get(i, [])
+                while len(gs) > keep:
+                    for st in gs.pop(0):
+                        self._retire_store(st)
+            return None
+        if parts[3] != "tensor":
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        if parts[5].startswith("shared"):
+            self._tma_load(parts, args, m)
+        elif parts[5] == "global" and "bulk_group" in parts:
+            self._tma_store(parts, args, m)
+        else:
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        return None
+
+    # -- fences and barriers --------------------------------------------------------------------
+    def op_fence(self, parts, args, m, active):
+        if "proxy" in parts and "async" in parts and m.any():
+            for c in np.unique(self.cta[m]):
+                self.fenced[c] = self.smem[c]
+        return None
+
+    def _complete(self, bar) -> None:
+        if bar[1] == 0 and bar[4] == 0:
+            bar[2] ^= 1
+            bar[1] = bar[0]
+
+    def _arrive(self, bar, n: int) -> None:
+        bar[1] -= n
+        if bar[1] < 0:
+            raise RuntimeError("more arrivals on an mbarrier than its phase expects")
+        self._complete(bar)
+
+    def op_mbarrier(self, parts, args, m, active):
+        op = parts[1]
+        idx = np.nonzero(m)[0]
+        if op == "init":
+            super().op_mbarrier(parts, args, m, active)
+            addr = self._addr(args[0])
+            for i in idx:
+                self._bar(self.cta[i], int(addr[i])).extend([0, []])   # [4] tx bytes, [5] TMA loads
+            return None
+        if op == "expect_tx" or (op == "arrive" and "expect_tx" in parts):
+            arrive = op == "arrive"
+            addr = self._addr(args[1] if arrive else args[0])
+            tx = self.val(args[2] if arrive else args[1], "u32")
+            for i in idx:
+                bar = self._bar(self.cta[i], int(addr[i]))
+                bar[4] += int(tx[i])
+                if arrive:
+                    self._arrive(bar, 1)
+            return None
+        if op in ("try_wait", "test_wait") and "parity" in parts:
+            addr, par = self._addr(args[1]), self.val(args[2], "u32")
+            for i in idx:
+                bar = self._bar(self.cta[i], int(addr[i]))
+                want = int(par[i]) & 1
+                while bar[5] and bar[2] == want:   # land the tracked loads until the phase is done
+                    self._land_tma(bar, bar[5].pop(0))
+            return super().op_mbarrier(parts, args, m, active)
+        return super().op_mbarrier(parts, args, m, active)
+
+    def run(self, max_steps: int = 2_000_000):
+        super().run(max_steps)
+        left = [st for i in self.bulk_groups for g in self.bulk_groups[i] for st in g]
+        left += [st for i in self.bulk_open for st in self.bulk_open[i]]
+        if left:
+            raise RuntimeError(f"the kernel exits with {len(left)} TMA store(s) never waited for "
+                               "(cp.async.bulk.wait_group)")
+
+
+def load_kernel(ptx: str) -> Kernel:
+    """The kernel, with its parameters read as declared (array parameters included)."""
+    k = Kernel(ptx)
+    head = ptx[ptx.index(".entry"):ptx.index("{", ptx.index(".entry"))]
+    k.params = [("tmap" if arr else t, n)
+                for t, n, arr in re.findall(r"\.param (?:\.align \d+ )?\.(\w+) (\w+)(\[\d+\])?", head)]
+    return k
+
+
+def run(ptx: str, grid, args: list, smem_bytes: int, sim=HopperSim) -> None:
+    """Run a kernel on numpy arrays (changed in place), scalars and TensorDescriptors (each one
+    the CUtensorMap parameter and the u32 dims after it, as the launcher passes them)."""
+    k = load_kernel(ptx)
+    mem = HopperMem()
+    params = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            params.append(mem.address(a))
+        elif type(a).__name__ == "TensorDescriptor":
+            params.append(tensor_map(a, mem))
+            params.extend(int(n) for n in a.shape)
+        else:
+            params.append(a)
+    if len(params) != len(k.params):
+        raise ValueError(f"the kernel takes {len(k.params)} parameters, got {len(params)}")
+    sim(k, grid, params, mem, smem_bytes).run()
