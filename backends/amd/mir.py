@@ -226,21 +226,31 @@ class Inst:
         self.target = target  # label name of a branch
         self.imp = list(imp)  # implicit reads the syntax does not name (vcc of v_div_fmas)
 
-    def regs(self, which):
-        for x in getattr(self, which):
-            x = strip(x)
-            if isinstance(x, Reg):
-                yield x
-            elif isinstance(x, Sub):
-                yield x.reg
+    def regs(self, which) -> list:
+        # a list built with exact type tests: the allocator, the spiller and s_waitcnt ask
+        # every instruction of a program of hundreds of thousands several times
+        return _regs_of(getattr(self, which), [])
 
-    def mentioned(self):
+    def mentioned(self) -> list:
         """Every register the instruction defines or uses."""
-        yield from self.regs("defs")
-        yield from self.regs("uses")
+        return _regs_of(self.uses, _regs_of(self.defs, []))
 
     def __repr__(self):
         return render_inst(self)
+
+
+def _regs_of(xs, out: list) -> list:
+    """Append to ``out`` the registers operands ``xs`` name (a Sub names its register)."""
+    for x in xs:
+        t = type(x)
+        if t is Neg:
+            x = x.x
+            t = type(x)
+        if t is Reg:
+            out.append(x)
+        elif t is Sub:
+            out.append(x.reg)
+    return out
 
 
 def phys_name(x) -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 
-from .mir import Fixed, Imm, Inst, Reg, Sub, strip
+from .mir import Fixed, Imm, Inst, Neg, Reg, Sub, strip
 
 IMM_MAX = 4096  # the instructions' immediate offset reaches bytes [0, 4096)
 
@@ -195,64 +195,154 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
     every instruction (a spilled register still counts where it is mentioned: its
     temporary lives there)."""
     mentions: dict = {}
-    at: list = [{}] * len(code)  # per instruction: {register: dwords of it named there}
+    at: list = [_NONE] * len(code)  # per instruction: {register: dwords of it named there}
     for k, inst in enumerate(code):
-        if isinstance(inst, Inst):
+        if type(inst) is Inst:
             regs: dict = {}
-            for x in (*inst.defs, *inst.uses):
-                x = strip(x)
-                if isinstance(x, Reg) and x.cls == cls:
-                    regs[x] = x.size
-                elif isinstance(x, Sub) and x.reg.cls == cls and regs.get(x.reg, 0) < x.reg.size:
-                    regs[x.reg] = regs.get(x.reg, 0) + 1  # (a dword named twice counts twice)
-            at[k] = regs
-            for r in regs:
-                mentions.setdefault(r, []).append(k)
+            for xs in (inst.defs, inst.uses):
+                for x in xs:
+                    t = type(x)
+                    if t is Neg:
+                        x = x.x
+                        t = type(x)
+                    if t is Reg:
+                        if x.cls == cls:
+                            regs[x] = x.size
+                    elif t is Sub:
+                        r = x.reg
+                        if r.cls == cls and regs.get(r, 0) < r.size:
+                            regs[r] = regs.get(r, 0) + 1  # (a dword named twice counts twice)
+            if regs:
+                at[k] = regs
+                for r in regs:
+                    ks = mentions.get(r)
+                    if ks is None:
+                        mentions[r] = [k]
+                    else:
+                        ks.append(k)
     depth = _loop_depth(code, loops)
-    cost = {r: sum(8 ** min(depth[k], 4) for k in ks) for r, ks in mentions.items()}
+    weight = [8 ** min(d, 4) for d in depth]
+    cost = {r: sum(weight[k] for k in ks) for r, ks in mentions.items()}
     starts: dict = {}
     for r, (s, e) in iv.items():
         if r.cls == cls:
             starts.setdefault(max(s, 0), []).append(r)
+    pick = _Furthest(len(code), mentions, cost, iv)
     active: set = set()
     ends: list = []
     live = 0
     spilled: set = set()
     victims = []
     for k in range(len(code)):
+        here = at[k]
         for r in starts.get(k, ()):
             active.add(r)
             live += r.size
             heapq.heappush(ends, (iv[r][1], r.id, r))
+            if r.fixed is None and r.id not in frozen:
+                pick.add(r, k)
         while ends and ends[0][0] < k:
             _, _, r = heapq.heappop(ends)
             if r in active:
                 active.discard(r)
                 live -= r.size
-        here = at[k]
-        need = live + sum(n for r, n in here.items() if r in spilled)
+                pick.drop(r)
+        for r in here:  # their next mention moves past k
+            pick.moved(r, k)
+        need = live
+        if spilled:
+            need += sum(n for r, n in here.items() if r in spilled)
         if need <= budget:
             continue
         # a register the instruction names whole would come straight back as a temporary;
         # one it names a dword of still frees the rest
-        cands = [r for r in active if r.fixed is None and r.id not in frozen
-                 and here.get(r, 0) < r.size]
-
-        def score(r):
-            ks = mentions[r]
-            nxt = bisect_right(ks, k)
-            dist = (ks[nxt] - k) if nxt < len(ks) else (iv[r][1] - k + len(code))
-            return (dist * r.size / cost[r], r.id)
-        heap = [(-d, rid, r) for r in cands for d, rid in [score(r)]]
-        heapq.heapify(heap)  # usually one or two are taken: no need to sort them all
-        while heap and need > budget:
-            _, _, r = heapq.heappop(heap)
+        for r in pick.furthest(k, here):
             active.discard(r)
             live -= r.size
             need -= r.size - here.get(r, 0)
             spilled.add(r)
             victims.append(r)
+            if need <= budget:
+                break
+        pick.restore()
     return victims
+
+
+_NONE: dict = {}
+
+
+class _Furthest:
+    """The spill candidates live at the sweep's point, best first: furthest next mention
+    (in instructions past the last mention, the interval's end plus the program's length)
+    times dwords over the register's mention cost, ties to the lowest id. Scoring every
+    live register wherever the pressure is over budget made the sweep quadratic; here the
+    registers are grouped by (dwords, cost), within which the order is by next mention
+    alone and does not change as the sweep moves, so each group is a heap updated only
+    when a register's next mention passes, and a pick compares the groups' tops."""
+
+    def __init__(self, n: int, mentions: dict, cost: dict, iv: dict):
+        self.n, self.mentions, self.cost, self.iv = n, mentions, cost, iv
+        self.nxt: dict = {}       # live candidate -> its next mention (as the score counts it)
+        self.groups: dict = {}    # (dwords, cost) -> heap of (-next, id, reg), stale ones included
+        self.taken: list = []     # entries popped by furthest() but not spilled
+
+    def _next(self, r, k: int) -> int:
+        ks = self.mentions[r]
+        j = bisect_right(ks, k)
+        return ks[j] if j < len(ks) else self.iv[r][1] + self.n
+
+    def add(self, r, k: int) -> None:
+        m = self._next(r, k)
+        self.nxt[r] = m
+        key = (r.size, self.cost[r])
+        heap = self.groups.get(key)
+        if heap is None:
+            heap = self.groups[key] = []
+        heapq.heappush(heap, (-m, r.id, r))
+
+    def moved(self, r, k: int) -> None:
+        m = self.nxt.get(r)
+        if m is not None and m <= k:
+            self.add(r, k)
+
+    def drop(self, r) -> None:
+        self.nxt.pop(r, None)
+
+    def _top(self, heap, here: dict):
+        """The heap's best live candidate not named whole at this point (those are set aside
+        in ``taken`` until ``restore``)."""
+        nxt = self.nxt
+        while heap:
+            m, _, r = heap[0]
+            if nxt.get(r) != -m:
+                heapq.heappop(heap)  # spilled, dead, or its next mention moved
+            elif here.get(r, 0) >= r.size:
+                self.taken.append((heap, heapq.heappop(heap)))
+            else:
+                return heap[0]
+        return None
+
+    def furthest(self, k: int, here: dict):
+        """Yield candidates best first; each one yielded is spilled (it leaves the set)."""
+        while True:
+            best = None
+            for (size, cost), heap in self.groups.items():
+                top = self._top(heap, here)
+                if top is None:
+                    continue
+                key = (-((-top[0] - k) * size / cost), top[1])
+                if best is None or key < best[0]:
+                    best = (key, heap)
+            if best is None:
+                return
+            _, _, r = heapq.heappop(best[1])
+            del self.nxt[r]
+            yield r
+
+    def restore(self) -> None:
+        for heap, entry in self.taken:
+            heapq.heappush(heap, entry)
+        self.taken.clear()
 
 
 # -- rewriting ---------------------------------------------------------------------------------
