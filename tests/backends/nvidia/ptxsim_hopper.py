@@ -24,6 +24,24 @@ address, dims and byte strides innermost first, box, element size, swizzle, OOB 
   ``cp.async.bulk.wait_group[.read] N`` retires its group; shared bytes changed between the
   store and that wait raise. A kernel that exits with a store not waited for raises.
 
+wgmma (``wgmma.mma_async.sync.aligned.m64nNk{16,8,32}.f32.{f16,bf16,tf32,e4m3,e5m2}``, A from a
+shared-memory descriptor or from registers, B from a descriptor; ``wgmma.fence`` /
+``commit_group`` / ``wait_group``). A descriptor is decoded as the ISA's matrix-descriptor
+format (start address, leading and stride byte offsets, each >> 4, in bits 0-13, 16-29, 32-45;
+base offset in 49-51; swizzle in 62-63: 0 none, 1 128B, 2 64B, 3 32B), the operand read through
+the ISA's canonical layouts: K-major: rows of 16 bytes (none) or of the swizzle width, 8-row groups
+SBO apart, and (none only) the second 8-element K block LBO on; MN-major: 16-byte (none) or
+swizzle-width runs of MN, K rows 16 bytes (none) or the swizzle width apart, 8-K-row groups at LBO
+(none) / SBO (swizzled), MN runs at SBO (none) / LBO (swizzled); the swizzle XORs address bits
+as TMA does. D (the m64nN accumulator) is spread as the ISA's figure: warp w of the warpgroup
+holds rows 16w..16w+15, lane l row 16w + l/4 (+8 for the odd pairs of registers) and columns
+8j + 2(l%4) (+1) in registers 4j..4j+3. The product is exact (float64) and rounded to f32 once
+per instruction. The result is written at issue (lockstep), but its registers stay in flight
+until a ``wgmma.wait_group`` retires their group: an instruction reading or writing them
+before raises, and so does a wgmma whose accumulator or A registers another instruction wrote
+since the last ``wgmma.fence``, or whose shared operands were written by st.shared/stmatrix
+with no ``fence.proxy.async`` since, or are still being copied in by TMA.
+
 Warp-specialized and cluster kernels are out of scope: their partitions spin on mbarriers
 that another partition completes, which a lockstep machine (lowest program counter first)
 cannot interleave, and multicast / ``mapa`` / ``barrier.cluster`` are not modelled.
@@ -38,6 +56,8 @@ from ptxsim import Kernel, Mem
 from ptxsim_async import AsyncSim
 
 _SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
+_DESC_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle width in bytes
+_WG_TYPES = {"f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8), "e4m3": (1, 32), "e5m2": (1, 32)}  # bytes, K
 _PARAM_SPACE = 0xFFFF << 40      # fake generic addresses of array parameters (tensor maps)
 
 
@@ -146,10 +166,39 @@ class HopperSim(AsyncSim):
         self.bulk_open: dict[int, list] = {}  # thread -> bulk stores not yet committed
         self.bulk_groups: dict[int, list] = {}
         self.tmaps: dict[int, TensorMap] = {}
+        self.wg_seq: dict[str, np.ndarray] = {}   # register -> group number of its pending write, -1
+        self.wg_commits = np.zeros(self.N, np.int64)
+        self.dirty: dict[str, np.ndarray] = {}    # register -> written since the thread's wgmma.fence
+        self._exec_m = np.zeros(self.N, bool)
+        self._guard = True
         for i, (t, n) in enumerate(self.k.params):
             if isinstance(self.params.get(n), TensorMap):
                 self.tmaps[_PARAM_SPACE + 256 * i] = self.params[n]
                 self.params[n] = _PARAM_SPACE + 256 * i
+
+    # -- registers: in-flight wgmma results, writes since wgmma.fence ------------------------------
+    def exec(self, parts, args, m, active):
+        self._exec_m = m
+        return super().exec(parts, args, m, active)
+
+    def get(self, r):
+        if self._guard and r in self.wg_seq:
+            hit = (self.wg_seq[r] >= 0) & self._exec_m
+            if hit.any():
+                raise RuntimeError(f"thread {int(np.argmax(hit))} reads {r}, a wgmma result, before the "
+                                   "wgmma.wait_group that retires it")
+        return super().get(r)
+
+    def set(self, r, value, mask):
+        if r in self.wg_seq and ((self.wg_seq[r] >= 0) & mask).any():
+            raise RuntimeError(f"{r} is written while a wgmma writing it is in flight (no wgmma.wait_group)")
+        self._guard = False
+        try:
+            super().set(r, value, mask)
+        finally:
+            self._guard = True
+        d = self.dirty.get(r)
+        self.dirty[r] = mask.copy() if d is None else d | mask
 
     # -- the tensor map parameter's generic address ---------------------------------------------
     def op_mov(self, parts, args, m, active):
@@ -289,6 +338,159 @@ class HopperSim(AsyncSim):
             self._tma_store(parts, args, m)
         else:
             raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        return None
+
+    # -- wgmma --------------------------------------------------------------------------------
+    def _operand_addresses(self, desc: int, rows: int, K: int, e: int, mn_major: bool) -> np.ndarray:
+        """(rows, K) shared byte addresses of an operand's elements (row = M or N index) read
+        through the 64-bit matrix descriptor ``desc`` (first byte of each element)."""
+        start = (desc & 0x3FFF) << 4
+        lbo = ((desc >> 16) & 0x3FFF) << 4
+        sbo = ((desc >> 32) & 0x3FFF) << 4
+        if (desc >> 49) & 7:
+            raise NotImplementedError("ptxsim_hopper: a wgmma descriptor with a matrix base offset")
+        W = _DESC_SWIZZLE[(desc >> 62) & 3]
+        T = 16 // e                                   # elements in 16 bytes
+        mn = np.arange(rows)[:, None]
+        k = np.arange(K)[None, :]
+        if not mn_major:
+            if W == 0:
+                off = (mn % 8) * 16 + (mn // 8) * sbo + (k % T) * e + (k // T) * lbo
+            else:
+                if K * e > W:
+                    raise RuntimeError(f"a K-major wgmma operand of {K * e} bytes per row in a {W}B swizzle")
+                off = (mn % 8) * W + (mn // 8) * sbo + k * e
+        else:
+            if W == 0:
+                off = (mn % T) * e + (mn // T) * sbo + (k % 8) * 16 + (k // 8) * lbo
+            else:
+                run = W // e                              # MN elements in one swizzle-width row
+                off = (mn % run) * e + (mn // run) * lbo + (k % 8) * W + (k // 8) * sbo
+        a = start + off
+        b = _SWIZZLE_BITS[W]
+        if b:
+            if (start >> 7) & ((1 << b) - 1):
+                raise NotImplementedError(f"ptxsim_hopper: a {W}B-swizzled wgmma operand starting at {start}, "
+                                          "off its swizzle pattern's row 0")
+            a = a ^ (((a >> 7) & ((1 << b) - 1)) << 4)
+        return a
+
+    def _read_operand(self, cta: int, addrs: np.ndarray, e: int, ty: str) -> np.ndarray:
+        """The elements at ``addrs`` (any shape) of one CTA's shared memory, as float64."""
+        full = addrs[..., None] + np.arange(e)
+        if full.max() >= self.smem.shape[1] or full.min() < 0:
+            raise IndexError("a wgmma operand lies outside the shared memory")
+        if self.busy[cta, full].any():
+            raise RuntimeError("wgmma reads shared bytes before the copies into them landed")
+        if (self.smem[cta, full] != self.fenced[cta, full]).any():
+            raise RuntimeError("wgmma reads shared bytes written by st.shared/stmatrix with no "
+                               "fence.proxy.async since")
+        raw = np.ascontiguousarray(self.smem[cta, full]).view({1: np.uint8, 2: np.uint16, 4: np.uint32}[e])[..., 0]
+        return self._decode(raw, ty)
+
+    @staticmethod
+    def _decode(raw, ty):
+        if ty == "f16":
+            return raw.astype(np.uint16).view(np.float16).astype(np.float64)
+        if ty == "bf16":
+            return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        if ty == "tf32":   # the tensor core reads the top 19 bits
+            return (raw.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+        from gluon_trace import fp8
+        return fp8.decode(raw.astype(np.uint8), {"e4m3": "float8e4nv", "e5m2": "float8e5"}[ty]).astype(np.float64)
+
+    def _a_from_registers(self, regs, rows_of, ty, e, K, sl):
+        """A (64, K) of one warpgroup from its 128 threads' fragment registers (ISA figure for
+        the m64nNk* A fragment: as mma.sync's m16 A fragment, warp w taking rows 16w..)."""
+        lane = np.arange(128) % 32
+        w = np.arange(128) // 32
+        g, t = lane // 4, lane % 4
+        per = 4 // e                                  # elements in a .b32 register
+        A = np.zeros((64, K))
+        for q, r in enumerate(regs):
+            word = self.R.get(r, np.zeros(self.N, np.uint32))[sl].astype(np.uint32)
+            row = 16 * w + g + 8 * (q % 2)
+            for j in range(per):
+                k = per * t + j + (K // 2) * (q // 2)
+                bits = (word >> np.uint32(8 * e * j)) & np.uint32((1 << (8 * e)) - 1) if e < 4 else word
+                A[row, k] = self._decode(bits, ty)
+        return A
+
+    def op_wgmma(self, parts, args, m, active):
+        op = parts[1]
+        warps = m.reshape(-1, 128)
+        if not (warps.all(axis=1) | ~warps.any(axis=1)).all():
+            raise RuntimeError(f"wgmma.{op} executed by part of a warpgroup")
+        if op == "fence":
+            for r in self.dirty:
+                self.dirty[r] &= ~m
+            return None
+        if op == "commit_group":
+            self.wg_commits[m] += 1
+            return None
+        if op == "wait_group":
+            limit = self.wg_commits - int(args[0])
+            for seq in self.wg_seq.values():
+                seq[m & (seq >= 0) & (seq < limit)] = -1
+            return None
+        if op != "mma_async":
+            raise NotImplementedError(".".join(parts))
+        shape = next(p for p in parts if p.startswith("m64n"))
+        N, K = (int(x) for x in re.fullmatch(r"m64n(\d+)k(\d+)", shape).groups())
+        dty, aty, bty = parts[parts.index(shape) + 1:parts.index(shape) + 4]
+        if dty != "f32" or aty != bty or aty not in _WG_TYPES or _WG_TYPES[aty][1] != K:
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        e = _WG_TYPES[aty][0]
+        d_regs = [x.strip() for x in args[0][1:-1].split(",")]
+        if len(d_regs) != N // 2:
+            raise RuntimeError(f"wgmma m64n{N} takes {N // 2} accumulator registers, got {len(d_regs)}")
+        a_regs = [x.strip() for x in args[1][1:-1].split(",")] if args[1].startswith("{") else None
+        rest = args[3:]
+        scale_d = self.val(rest[0], "pred") if rest[0].startswith("%") else np.full(self.N, bool(int(rest[0])))
+        neg_a, neg_b = int(rest[1]), int(rest[2])
+        trans = [int(x) for x in rest[3:]]
+        trans_a = 0 if a_regs is not None or not trans else trans[0]
+        trans_b = trans[-1] if trans else 0
+        if (trans_a or trans_b) and e != 2:
+            raise RuntimeError(f"wgmma on {aty} takes K-major operands only")
+        for r in d_regs + (a_regs or []):
+            dirty = self.dirty.get(r)
+            if dirty is not None and (dirty & m).any():
+                raise RuntimeError(f"wgmma reads {r}, written by another instruction with no wgmma.fence since")
+        b_desc = self.val(args[2], "u64")
+        a_desc = self.val(args[1], "u64") if a_regs is None else None
+        lane = np.arange(128) % 32
+        w = np.arange(128) // 32
+        g, t = lane // 4, lane % 4
+        for wg in np.nonzero(warps.any(axis=1))[0]:
+            sl = slice(128 * wg, 128 * wg + 128)
+            cta = int(self.cta[128 * wg])
+            bd = np.unique(b_desc[sl])
+            if len(bd) != 1 or (a_desc is not None and len(np.unique(a_desc[sl])) != 1):
+                raise RuntimeError("wgmma descriptors differ across the warpgroup")
+            B = self._read_operand(cta, self._operand_addresses(int(bd[0]), N, K, e, bool(trans_b)), e, bty)
+            if a_regs is None:
+                A = self._read_operand(cta, self._operand_addresses(int(a_desc[sl][0]), 64, K, e, bool(trans_a)),
+                                       e, aty)
+            else:
+                A = self._a_from_registers(a_regs, None, aty, e, K, sl)
+            P = (neg_a * A) @ (neg_b * B).T                    # (64, N), exact in float64
+            scale = scale_d[sl]
+            if len(np.unique(scale)) != 1:
+                raise RuntimeError("wgmma scale-d differs across the warpgroup")
+            for i, r in enumerate(d_regs):
+                j, q = divmod(i, 4)
+                row = 16 * w + g + 8 * (q // 2)
+                col = 8 * j + 2 * t + (q % 2)
+                cur = self.R.get(r)
+                cur = np.zeros(self.N, np.uint32) if cur is None else cur
+                acc = cur[sl].view(np.float32).astype(np.float64) if scale[0] else 0.0
+                out = cur.copy()
+                out[sl] = (P[row, col] + acc).astype(np.float32).view(np.uint32)
+                self.R[r] = out
+        for r in d_regs:
+            seq = self.wg_seq.setdefault(r, np.full(self.N, -1, np.int64))
+            seq[m] = self.wg_commits[m]
         return None
 
     # -- fences and barriers --------------------------------------------------------------------

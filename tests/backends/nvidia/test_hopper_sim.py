@@ -8,6 +8,7 @@ emitter's addresses independently of it. The simulator is itself checked to reje
 that expect too few bytes, skip fence.proxy.async, or exit with a TMA store in flight.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -24,7 +25,7 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
-from test_hopper import copy1d, copy2d, copy3d, ring  # noqa: E402
+from test_hopper import WGMMA_TILES, _tile_descs, copy1d, copy2d, copy3d, ring, wgmma_tile  # noqa: E402
 
 NV = gl.NVMMASharedLayout.get_default_for
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -311,3 +312,61 @@ def test_sim_rejects_a_tma_store_of_unfenced_generic_writes():
     bad = text.replace("fence.proxy.async.shared::cta;", "")
     with pytest.raises(RuntimeError, match="no fence.proxy.async"):
         ptxsim_hopper.run(bad, (1, 1), args(), smem)
+
+
+# -- wgmma ----------------------------------------------------------------------------------------
+
+def _operands(bm, bn, bk, dtype, b_kmajor, rng):
+    a = _random((bm, bk), dtype, rng)
+    b = _random((bn, bk) if b_kmajor else (bk, bn), dtype, rng)
+    return a, b
+
+
+@pytest.mark.parametrize("bm, bn, bk, dtype, warps, a_regs, b_kmajor", WGMMA_TILES)
+def test_wgmma_tile(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
+    """The GPU tests' one-tile kernel (TMA in, wgmma, plain stores): every swizzle width of A,
+    B MN-major and K-major, A from registers, two warpgroups, tf32."""
+    rng = np.random.default_rng()
+    a, b = _operands(bm, bn, bk, dtype, b_kmajor, rng)
+
+    def args():
+        da, db = _tile_descs(bm, bn, bk, dtype, b_kmajor, a.copy(), b.copy())
+        return [da, db, np.full(bm * bn, np.nan, np.float32)]
+    ref, sim, text = run_both(wgmma_tile, args, (1,), num_warps=warps, A_REGS=a_regs, B_KMAJOR=b_kmajor)
+    assert "wgmma.mma_async" in text
+    exact = a.astype(np.float64) @ (b.astype(np.float64).T if b_kmajor else b.astype(np.float64))
+    tol = 2e-2 if dtype == "float32" else 1e-5
+    np.testing.assert_allclose(sim[2].reshape(bm, bn), exact, rtol=tol, atol=tol * np.abs(exact).max())
+    np.testing.assert_allclose(sim[2], ref[2], rtol=tol, atol=tol * np.abs(exact).max())
+
+
+def _tile_run(text, smem, a, b, b_kmajor=False, dtype="bfloat16"):
+    bm, bk = a.shape
+    bn = b.shape[0 if b_kmajor else 1]
+    da, db = _tile_descs(bm, bn, bk, dtype, b_kmajor, a.copy(), b.copy())
+    c = np.full(bm * bn, np.nan, np.float32)
+    ptxsim_hopper.run(text, (1,), [da, db, c], smem)
+    return c.reshape(bm, bn)
+
+
+def test_sim_wgmma_checks():
+    """The simulator's wgmma rules, each shown by a one-line edit of a correct tile kernel: an
+    accumulator read before wgmma.wait_group, no wgmma.fence after the accumulator's init, and
+    a descriptor's swizzle field changed (the operand is then read elsewhere)."""
+    rng = np.random.default_rng()
+    a, b = _operands(64, 128, 64, "bfloat16", False, rng)
+    da, db = _tile_descs(64, 128, 64, "bfloat16", False, a, b)
+    g = wgmma_tile.trace(da, db, np.zeros(64 * 128, np.float32), A_REGS=False, B_KMAJOR=False, num_warps=4,
+                         target="sm_90a").graph
+    text, _, smem = emit(g, "sm_90a")
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(_tile_run(text, smem, a, b), exact, rtol=1e-5, atol=1e-4)
+    with pytest.raises(RuntimeError, match="before the wgmma.wait_group that retires it"):
+        _tile_run(text.replace("wgmma.wait_group.sync.aligned 0;", ""), smem, a, b)
+    with pytest.raises(RuntimeError, match="no wgmma.fence since"):
+        _tile_run(text.replace("wgmma.fence.sync.aligned;", ""), smem, a, b)
+    hi = 1 << 30 | 1024 >> 4                       # 128B swizzle, SBO 1024 (8 rows of 128 B)
+    a_hi = re.search(r"mov\.b64 %rd7, \{%r\d+, (%r\d+)\}", text).group(1)   # A's first descriptor
+    assert text.count(f"mov.b32 {a_hi}, {hi};") == 1
+    moved = _tile_run(text.replace(f"mov.b32 {a_hi}, {hi};", f"mov.b32 {a_hi}, {2 << 30 | 1024 >> 4};"), smem, a, b)
+    assert not np.allclose(moved, exact, rtol=1e-2, atol=1e-2)
