@@ -40,7 +40,9 @@ per instruction. The result is written at issue (lockstep), but its registers st
 until a ``wgmma.wait_group`` retires their group: an instruction reading or writing them
 before raises, and so does a wgmma whose accumulator or A registers another instruction wrote
 since the last ``wgmma.fence``, or whose shared operands were written by st.shared/stmatrix
-with no ``fence.proxy.async`` since, or are still being copied in by TMA.
+with no ``fence.proxy.async`` since, or are still being copied in by TMA. Its shared operands
+stay read until the group retires: a TMA load into them, or an st.shared/stmatrix that changes
+them, before that raises (a ring slot refilled too early).
 
 Warp-specialized and cluster kernels are out of scope: their partitions spin on mbarriers
 that another partition completes, which a lockstep machine (lowest program counter first)
@@ -168,6 +170,8 @@ class HopperSim(AsyncSim):
         self.tmaps: dict[int, TensorMap] = {}
         self.wg_seq: dict[str, np.ndarray] = {}   # register -> group number of its pending write, -1
         self.wg_commits = np.zeros(self.N, np.int64)
+        self.wg_reads: list = []                  # (cta, first thread, group, shared bytes) in flight
+        self.wg_busy = np.zeros(self.smem.shape, np.int32)   # in-flight wgmma reads over each byte
         self.dirty: dict[str, np.ndarray] = {}    # register -> written since the thread's wgmma.fence
         self._exec_m = np.zeros(self.N, bool)
         self._guard = True
@@ -265,6 +269,9 @@ class HopperSim(AsyncSim):
             if addrs.max() >= self.smem.shape[1]:
                 raise IndexError(f"TMA load into shared {d}..{d + tm.box_bytes}: past the shared memory")
             c = int(self.cta[i])
+            if self.wg_busy[c, addrs].any():
+                raise RuntimeError(f"a TMA load into shared {d}.. overwrites bytes an in-flight wgmma reads "
+                                   "(no wgmma.wait_group retired it)")
             b = self._bar(c, int(bar[i]))
             ld = _Load(c, addrs.reshape(-1), data.reshape(-1))
             self.busy[c, ld.addrs] += 1
@@ -432,6 +439,14 @@ class HopperSim(AsyncSim):
             limit = self.wg_commits - int(args[0])
             for seq in self.wg_seq.values():
                 seq[m & (seq >= 0) & (seq < limit)] = -1
+            keep = []
+            for rd in self.wg_reads:
+                cta, first, group, addrs = rd
+                if m[first] and group < limit[first]:
+                    self.wg_busy[cta, addrs] -= 1
+                else:
+                    keep.append(rd)
+            self.wg_reads = keep
             return None
         if op != "mma_async":
             raise NotImplementedError(".".join(parts))
@@ -468,10 +483,13 @@ class HopperSim(AsyncSim):
             bd = np.unique(b_desc[sl])
             if len(bd) != 1 or (a_desc is not None and len(np.unique(a_desc[sl])) != 1):
                 raise RuntimeError("wgmma descriptors differ across the warpgroup")
-            B = self._read_operand(cta, self._operand_addresses(int(bd[0]), N, K, e, bool(trans_b)), e, bty)
+            b_at = self._operand_addresses(int(bd[0]), N, K, e, bool(trans_b))
+            B = self._read_operand(cta, b_at, e, bty)
+            read = [b_at]
             if a_regs is None:
-                A = self._read_operand(cta, self._operand_addresses(int(a_desc[sl][0]), 64, K, e, bool(trans_a)),
-                                       e, aty)
+                a_at = self._operand_addresses(int(a_desc[sl][0]), 64, K, e, bool(trans_a))
+                A = self._read_operand(cta, a_at, e, aty)
+                read.append(a_at)
             else:
                 A = self._a_from_registers(a_regs, None, aty, e, K, sl)
             P = (neg_a * A) @ (neg_b * B).T                    # (64, N), exact in float64
@@ -488,10 +506,33 @@ class HopperSim(AsyncSim):
                 out = cur.copy()
                 out[sl] = (P[row, col] + acc).astype(np.float32).view(np.uint32)
                 self.R[r] = out
+            # the operands are read until the group retires: nothing may overwrite them before
+            addrs = np.unique(np.concatenate([(x.reshape(-1, 1) + np.arange(e)).reshape(-1) for x in read]))
+            self.wg_busy[cta, addrs] += 1
+            self.wg_reads.append((cta, 128 * wg, int(self.wg_commits[128 * wg]), addrs))
         for r in d_regs:
             seq = self.wg_seq.setdefault(r, np.full(self.N, -1, np.int64))
             seq[m] = self.wg_commits[m]
         return None
+
+    def _guard_wgmma_operands(self, fn, *a):
+        """Run a generic shared-memory write; raise if it changed bytes an in-flight wgmma reads."""
+        if not self.wg_busy.any():
+            return fn(*a)
+        hot = self.wg_busy > 0
+        before = self.smem[hot]
+        out = fn(*a)
+        if not np.array_equal(before, self.smem[hot]):
+            raise RuntimeError("shared bytes an in-flight wgmma reads are overwritten before its wgmma.wait_group")
+        return out
+
+    def op_st(self, parts, args, m, active):
+        if parts[1] == "shared":
+            return self._guard_wgmma_operands(super().op_st, parts, args, m, active)
+        return super().op_st(parts, args, m, active)
+
+    def op_stmatrix(self, parts, args, m, active):
+        return self._guard_wgmma_operands(super().op_stmatrix, parts, args, m, active)
 
     # -- fences and barriers --------------------------------------------------------------------
     def op_fence(self, parts, args, m, active):

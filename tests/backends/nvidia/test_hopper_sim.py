@@ -29,7 +29,8 @@ from test_hopper import WGMMA_TILES, _tile_descs, copy1d, copy2d, copy3d, ring, 
 
 NV = gl.NVMMASharedLayout.get_default_for
 ml_dtypes = pytest.importorskip("ml_dtypes")
-HOST = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+HOST = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+        "float8e4nv": ml_dtypes.float8_e4m3fn, "float8e5": ml_dtypes.float8_e5m2}
 
 
 def _wide(n, item):
@@ -370,3 +371,133 @@ def test_sim_wgmma_checks():
     assert text.count(f"mov.b32 {a_hi}, {hi};") == 1
     moved = _tile_run(text.replace(f"mov.b32 {a_hi}, {hi};", f"mov.b32 {a_hi}, {2 << 30 | 1024 >> 4};"), smem, a, b)
     assert not np.allclose(moved, exact, rtol=1e-2, atol=1e-2)
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+
+GEMMS = [  # (M, N, K, BM, BN, BK, dtype, warps, B K-major, c block columns, programs, C dtype)
+    (192, 128, 96, 64, 64, 32, "bfloat16", 4, False, 64, 2, None),    # 6 tiles over 2 programs, 3 K steps
+    (100, 70, 80, 64, 64, 32, "float16", 4, True, 32, 2, None),       # ragged edges, C in column blocks
+    (128, 128, 64, 128, 64, 32, "bfloat16", 8, False, 64, 1, None),   # two warpgroups
+    (64, 64, 64, 64, 64, 16, "float32", 4, True, 64, 1, None),        # tf32 (K-major B), 64B swizzle
+    (96, 64, 256, 64, 64, 128, "float8e4nv", 4, True, 64, 2, "float32"),  # k32 e4m3, 128B swizzle
+    (64, 80, 128, 64, 32, 64, "float8e5", 4, True, 32, 1, "float32")]     # k32 e5m2, 64B swizzle
+
+
+@pytest.mark.parametrize("m, n, k, bm, bn, bk, dtype, warps, b_kmajor, epi, programs, c_dtype", GEMMS)
+def test_persistent_hopper_gemm(m, n, k, bm, bn, bk, dtype, warps, b_kmajor, epi, programs, c_dtype):
+    """matmul_hopper (TMA ring, one wgmma group in flight, persistent grouped tiles, TMA store
+    of C) on the simulator against the interpreter and float64."""
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    rng = np.random.default_rng()
+    t = HOST[dtype]
+    item = np.dtype(t).itemsize
+    a = _random((m, _wide(k, item)), dtype, rng)
+    b = _random((n, _wide(k, item)) if b_kmajor else (k, _wide(n, item)), dtype, rng)
+    gd = getattr(gl, dtype)
+    c_dtype = c_dtype or dtype
+    ct = HOST[c_dtype]
+    bb = [bn, bk] if b_kmajor else [bk, bn]
+
+    def args():
+        c = np.full((m, _wide(n, np.dtype(ct).itemsize)), np.nan, np.float32).astype(ct)
+        return [TensorDescriptor.from_tensor(a.copy()[:, :k], [bm, bk], NV([bm, bk], gd)),
+                TensorDescriptor.from_tensor(b.copy()[:, :k] if b_kmajor else b.copy()[:, :n], bb, NV(bb, gd)),
+                TensorDescriptor.from_tensor(c[:, :n], [bm, epi], NV([bm, epi], getattr(gl, c_dtype))), m, n, k]
+    ref, sim, text = run_both(matmul_hopper, args, (programs,), num_warps=warps, STAGES=3, GROUP_M=2,
+                              B_KMAJOR=b_kmajor)
+    assert "wgmma.wait_group.sync.aligned 1;" in text
+    ptx_t = {"bfloat16": "bf16", "float16": "f16", "float32": "tf32", "float8e4nv": "e4m3", "float8e5": "e5m2"}[dtype]
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n{bn}k\d+\.f32\.{ptx_t}\.{ptx_t} ", text)
+    c_ref, c_sim = ref[2].base.base, sim[2].base.base
+    bm_ = b[:, :k].T if b_kmajor else b[:, :n]
+    exact = a[:, :k].astype(np.float64) @ bm_.astype(np.float64)
+    tol = 2e-2 if dtype == "float32" else 1e-2
+    got = c_sim[:, :n].astype(np.float64)
+    np.testing.assert_allclose(got, exact, rtol=tol, atol=tol * np.abs(exact).max())
+    np.testing.assert_allclose(got, c_ref[:, :n].astype(np.float64), rtol=tol, atol=tol * np.abs(exact).max())
+    assert _same(c_sim[:, n:], c_ref[:, n:])       # past the tensor: as the interpreter left it
+
+
+@pytest.mark.parametrize("kernel", ["attention_fwd", "attention_fwd_pipelined"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(kernel, causal):
+    """attention_hopper's non-warp-specialized kernels (TMA, wgmma S = Q K^T and O += P V with
+    P from registers, online softmax) at seq 80 (a ragged last K/V tile), d 64."""
+    from gluon_trace.kernels import attention_hopper
+    rng = np.random.default_rng()
+    bh, seq, d, bm, bn = 2, 80, 64, 64, 64
+    q, k, v = (_random((bh, seq, d), "bfloat16", rng) for _ in range(3))
+    lay_m, lay_n = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    scale = 1.0 / d ** 0.5
+
+    def args():
+        o = np.full((bh, seq, d), np.nan, np.float32).astype(ml_dtypes.bfloat16)
+        return [TensorDescriptor.from_tensor(q.copy(), [1, bm, d], lay_m),
+                TensorDescriptor.from_tensor(k.copy(), [1, bn, d], lay_n),
+                TensorDescriptor.from_tensor(v.copy(), [1, bn, d], lay_n),
+                TensorDescriptor.from_tensor(o, [1, bm, d], lay_m), seq, scale]
+    ref, sim, _ = run_both(getattr(attention_hopper, kernel), args, (-(-seq // bm), bh), CAUSAL=causal)
+    o_sim, o_ref = sim[3].base.astype(np.float64), ref[3].base.astype(np.float64)
+    s = np.einsum("bqd,bkd->bqk", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((seq, seq), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    exact = np.einsum("bqk,bkd->bqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(o_sim, exact, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(o_sim, o_ref, rtol=2e-2, atol=2e-2)
+
+
+def _gemm_case():
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    rng = np.random.default_rng()
+    a, b = _random((128, 128), "bfloat16", rng), _random((128, 64), "bfloat16", rng)
+
+    def args():
+        return [TensorDescriptor.from_tensor(a.copy(), [64, 32], NV([64, 32], gl.bfloat16)),
+                TensorDescriptor.from_tensor(b.copy(), [32, 64], NV([32, 64], gl.bfloat16)),
+                TensorDescriptor.from_tensor(np.full((128, 64), np.nan, np.float32), [64, 64],
+                                             NV([64, 64], gl.float32)), 128, 64, 128]
+    g = matmul_hopper.trace(*args(), STAGES=3, GROUP_M=2, target="sm_90a", num_warps=4).graph
+    text, _, smem = emit(g, "sm_90a")
+    return text, smem, args, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def test_sim_rejects_refilling_a_ring_slot_an_inflight_wgmma_reads():
+    """The GEMM refills the slot of step k-1 after wgmma.wait_group 1 retired that step; without
+    the wait the TMA load would overwrite operands the tensor cores may still be reading."""
+    text, smem, args, exact = _gemm_case()
+    a = args()
+    ptxsim_hopper.run(text, (1,), a, smem)
+    np.testing.assert_allclose(a[2].base, exact, rtol=1e-2, atol=1e-2)
+    assert text.count("wgmma.wait_group.sync.aligned 1;") == 1
+    with pytest.raises(RuntimeError, match="overwrites bytes an in-flight wgmma reads"):
+        ptxsim_hopper.run(text.replace("wgmma.wait_group.sync.aligned 1;", ""), (1,), args(), smem)
+
+
+def test_sim_rejects_copying_an_inflight_accumulator():
+    """attention_fwd_pipelined carries O (an async wgmma result) around the K/V loop; the copy at
+    the back edge must come after wgmma.wait_group 0 (the bug pinned by test_hopper's
+    test_an_in_flight_accumulator_is_not_copied_before_its_group_retires): without that wait
+    the simulator sees the copy read registers still in flight."""
+    from gluon_trace.kernels.attention_hopper import attention_fwd_pipelined
+    rng = np.random.default_rng()
+    q, k, v = (_random((1, 128, 64), "bfloat16", rng) for _ in range(3))
+    lay = NV([64, 64], gl.bfloat16)
+
+    def args():
+        o = np.full((1, 128, 64), np.nan, np.float32).astype(ml_dtypes.bfloat16)
+        return [TensorDescriptor.from_tensor(x.copy(), [1, 64, 64], lay) for x in (q, k, v)] + \
+            [TensorDescriptor.from_tensor(o, [1, 64, 64], lay), 128, 0.125]
+    g = attention_fwd_pipelined.trace(*args(), CAUSAL=False, target="sm_90a", num_warps=4).graph
+    text, _, smem = emit(g, "sm_90a")
+    a = args()
+    ptxsim_hopper.run(text, (2, 1), a, smem)
+    assert not np.isnan(a[3].base.astype(np.float32)).any()
+    loop = re.findall(r"(\$L_loop_\d+):\n(.*?)\n\tbra\.uni \1;", text, re.S)
+    body = max((b for _, b in loop), key=len)
+    tail = body[body.rindex("wgmma.commit_group"):]
+    assert tail.count("wgmma.wait_group.sync.aligned 0;") == 1
+    bad = text.replace(tail, tail.replace("wgmma.wait_group.sync.aligned 0;", ""))
+    with pytest.raises(RuntimeError, match="a wgmma result, before the wgmma.wait_group"):
+        ptxsim_hopper.run(bad, (2, 1), args(), smem)
