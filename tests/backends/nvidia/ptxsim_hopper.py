@@ -15,7 +15,9 @@ address, dims and byte strides innermost first, box, element size, swizzle, OOB 
   (``mbarrier.arrive.expect_tx`` / ``expect_tx`` raise it, the landed bytes lower it), and a
   phase completes only when its arrivals and its bytes are both done. A waiter lands the
   barrier's copies one at a time only until the phase completes: a copy the expected bytes do
-  not cover stays in flight, so a kernel that expects too few bytes reads unlanded bytes.
+  not cover stays in flight, so a kernel that expects too few bytes reads unlanded bytes; one
+  that expects too many spins on its wait, which is reported as a deadlock once the wait has
+  failed 64 times with the barrier unchanged (in lockstep nothing else can run meanwhile).
 - A store (``.global.shared::cta.bulk_group``) takes the box from shared memory and writes the
   elements inside the tensor; a row that ends inside a 16-byte piece also gets the rest of that
   piece (as an H100 does, and the interpreter models). Its source must have been written
@@ -168,6 +170,7 @@ class HopperSim(AsyncSim):
         self.bulk_open: dict[int, list] = {}  # thread -> bulk stores not yet committed
         self.bulk_groups: dict[int, list] = {}
         self.tmaps: dict[int, TensorMap] = {}
+        self.spins: dict = {}                     # mbarrier -> (its state, failed waits in a row)
         self.wg_seq: dict[str, np.ndarray] = {}   # register -> group number of its pending write, -1
         self.wg_commits = np.zeros(self.N, np.int64)
         self.wg_reads: list = []                  # (cta, first thread, group, shared bytes) in flight
@@ -578,8 +581,30 @@ class HopperSim(AsyncSim):
                 want = int(par[i]) & 1
                 while bar[5] and bar[2] == want:   # land the tracked loads until the phase is done
                     self._land_tma(bar, bar[5].pop(0))
-            return super().op_mbarrier(parts, args, m, active)
+            super().op_mbarrier(parts, args, m, active)
+            self._spin_check(args, idx)
+            return None
         return super().op_mbarrier(parts, args, m, active)
+
+    def _spin_check(self, args, idx) -> None:
+        """A wait that fails again and again while its barrier stays as it was is a deadlock
+        here: the spinning threads have the lowest program counter, so nothing else runs."""
+        ok = self.R[args[0]]
+        addr = self._addr(args[1])
+        for i in idx:
+            if ok[i]:
+                continue
+            key = (int(self.cta[i]), int(addr[i]))
+            bar = self.bars[key]
+            state = (bar[1], bar[2], bar[4], len(bar[3]), len(bar[5]))
+            last = self.spins.get(key)
+            n = last[1] + 1 if last is not None and last[0] == state else 0
+            self.spins[key] = (state, n)
+            if n > 64:
+                raise RuntimeError(f"deadlock: the wait on the mbarrier at shared {key[1]} never completes "
+                                   f"(phase {bar[2]}, {bar[1]} of {bar[0]} arrivals and {bar[4]} transaction "
+                                   "bytes outstanding)")
+            return
 
     def run(self, max_steps: int = 2_000_000):
         super().run(max_steps)
@@ -599,7 +624,7 @@ def load_kernel(ptx: str) -> Kernel:
     return k
 
 
-def run(ptx: str, grid, args: list, smem_bytes: int, sim=HopperSim) -> None:
+def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000) -> None:
     """Run a kernel on numpy arrays (changed in place), scalars and TensorDescriptors (each one
     the CUtensorMap parameter and the u32 dims after it, as the launcher passes them)."""
     k = load_kernel(ptx)
@@ -615,4 +640,4 @@ def run(ptx: str, grid, args: list, smem_bytes: int, sim=HopperSim) -> None:
             params.append(a)
     if len(params) != len(k.params):
         raise ValueError(f"the kernel takes {len(k.params)} parameters, got {len(params)}")
-    sim(k, grid, params, mem, smem_bytes).run()
+    HopperSim(k, grid, params, mem, smem_bytes).run(max_steps)

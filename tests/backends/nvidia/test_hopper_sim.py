@@ -501,3 +501,68 @@ def test_sim_rejects_copying_an_inflight_accumulator():
     bad = text.replace(tail, tail.replace("wgmma.wait_group.sync.aligned 0;", ""))
     with pytest.raises(RuntimeError, match="a wgmma result, before the wgmma.wait_group"):
         ptxsim_hopper.run(bad, (2, 1), args(), smem)
+
+
+# -- the interpreter's synchronisation checks, seen the same way on the PTX ---------------------------
+
+def _sync_cases():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    import test_sync_checks as S
+    rng = np.random.default_rng()
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    bf = {}
+    for k in (64, 256):
+        x, y = S._bf16_pair(rng, k)
+        bf[k] = x, y, S._bf16_desc(x, [64, 64])[1], S._bf16_desc(y, [64, 64])[1]
+    return S, a, bf
+
+
+# (name, the bug's kernel and arguments, what the simulator says; the fixed kernel, its check)
+SYNC = ["tma read before wait", "expect more bytes than arrive", "tma store source overwritten",
+        "tma store of unfenced stores", "ring slot refilled under an in-flight wgmma",
+        "wgmma result read before wait"]
+
+
+@pytest.mark.parametrize("case", SYNC)
+def test_interpreter_sync_check_kernels(case):
+    """test_sync_checks.py's kernels, each of which the interpreter rejects, emitted as PTX and run
+    here: the simulator rejects each for the same reason, and the fixed kernel runs right."""
+    S, a, bf = _sync_cases()
+
+    def sim(kernel, args, grid, **kw):
+        g = kernel.trace(*args, target="sm_90a", num_warps=4, **kw).graph
+        text, _, smem = emit(g, "sm_90a")
+        ptxsim_hopper.run(text, grid, args, smem, max_steps=20000)
+
+    if case == "tma read before wait":
+        out = np.full_like(a, np.nan)
+        with pytest.raises(RuntimeError, match="before the copies into them landed"):
+            sim(S.make_tma_copy(False), [S.desc(a, [32, 32]), out], (2,), BM=32, BN=32)
+        sim(S.make_tma_copy(True), [S.desc(a, [32, 32]), out], (2,), BM=32, BN=32)
+        assert np.array_equal(out, a)
+    elif case == "expect more bytes than arrive":      # the wait spins for ever
+        with pytest.raises(RuntimeError, match="deadlock.* 4096 transaction bytes outstanding"):
+            sim(S.make_tma_copy(True, 2), [S.desc(a[:32].copy(), [32, 32]), np.zeros((32, 32), np.float32)], (1,),
+                BM=32, BN=32)
+    elif case == "tma store source overwritten":
+        out = np.full((64, 32), np.nan, np.float32)
+        with pytest.raises(RuntimeError, match="changed before cp.async.bulk.wait_group retired it"):
+            sim(S.make_store_reuse(False), [S.desc(out, [32, 32])], (1,), BM=32, BN=32)
+        out[...] = np.nan
+        sim(S.make_store_reuse(True), [S.desc(out, [32, 32])], (1,), BM=32, BN=32)
+        assert (out[:32] == 1).all() and (out[32:] == 2).all()
+    elif case == "tma store of unfenced stores":
+        with pytest.raises(RuntimeError, match="no fence.proxy.async since"):
+            sim(S.missing_fence, [S.desc(np.zeros((32, 32), np.float32), [32, 32])], (1,), BM=32, BN=32)
+    elif case == "ring slot refilled under an in-flight wgmma":
+        x, y, dx, dy = bf[256]
+        c = np.full((64, 64), np.nan, np.float32)
+        with pytest.raises(RuntimeError, match="overwrites bytes an in-flight wgmma reads"):
+            sim(S.make_pipelined(1), [dx, dy, c, 4], (1,), STAGES=2)
+        c[...] = np.nan
+        sim(S.make_pipelined(0), [dx, dy, c, 4], (1,), STAGES=2)
+        np.testing.assert_allclose(c, x.astype(np.float64) @ y, rtol=1e-4, atol=1e-3)
+    else:
+        x, y, dx, dy = bf[64]
+        with pytest.raises(RuntimeError, match="before the wgmma.wait_group that retires it"):
+            sim(S.read_before_mma_wait, [dx, dy, np.zeros((64, 64), np.float32)], (1,))
