@@ -20,7 +20,8 @@ import ptxsim_hopper  # noqa: E402
 import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
-from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma  # noqa: E402
+from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,  # noqa: E402
+                                                warpgroup_mma_wait)
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
@@ -566,3 +567,57 @@ def test_interpreter_sync_check_kernels(case):
         x, y, dx, dy = bf[64]
         with pytest.raises(RuntimeError, match="before the wgmma.wait_group that retires it"):
             sim(S.read_before_mma_wait, [dx, dy, np.zeros((64, 64), np.float32)], (1,))
+
+
+def _grid_ptrs(ptr, rows, cols, layout, stride):
+    r = gl.arange(0, rows, layout=gl.SliceLayout(1, layout))
+    c = gl.arange(0, cols, layout=gl.SliceLayout(0, layout))
+    return ptr + r[:, None] * stride + c[None, :]
+
+
+@gt.jit
+def wgmma_from_stores(c_ptr, a_ptr, b_ptr, c0_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr,
+                      A_REGS: gl.constexpr, B_T: gl.constexpr):
+    """C = A @ B + C0 with the operands written to shared memory by ordinary stores (then
+    fence_async_shared), the accumulator loaded from memory, one async wgmma and its wait.
+    B_T: B is given as [N, K] and used through a permuted view (K-major)."""
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, N, 16])
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+    if B_T:
+        b_s = gl.allocate_shared_memory(gl.float16, [N, K], gl.NVMMASharedLayout.get_default_for([N, K], gl.float16),
+                                        gl.load(_grid_ptrs(b_ptr, N, K, ld, K)))
+        b_op = b_s.permute((1, 0))
+    else:
+        b_op = gl.allocate_shared_memory(gl.float16, [K, N], gl.NVMMASharedLayout.get_default_for([K, N], gl.float16),
+                                         gl.load(_grid_ptrs(b_ptr, K, N, ld, N)))
+    if A_REGS:
+        a_op = gl.load(_grid_ptrs(a_ptr, M, K, gl.DotOperandLayout(0, acc_l, k_width=2), K))
+    else:
+        a_op = gl.allocate_shared_memory(gl.float16, [M, K], gl.NVMMASharedLayout.get_default_for([M, K], gl.float16),
+                                         gl.load(_grid_ptrs(a_ptr, M, K, ld, K)))
+    fence_async_shared()
+    acc = gl.load(_grid_ptrs(c0_ptr, M, N, acc_l, N))
+    out = warpgroup_mma(a_op, b_op, acc, is_async=True)
+    out = warpgroup_mma_wait(0, deps=[out])
+    gl.store(_grid_ptrs(c_ptr, M, N, acc_l, N), out)
+
+
+@pytest.mark.parametrize("m, n, k, a_regs, b_t, warps", [
+    (64, 16, 16, False, False, 4), (64, 64, 64, True, False, 4), (128, 128, 16, False, True, 8),
+    (64, 128, 64, False, True, 4), (128, 64, 64, True, True, 4), (64, 8, 32, False, False, 4)])
+def test_wgmma_on_operands_stored_by_the_kernel(m, n, k, a_regs, b_t, warps):
+    """test_mma_ops' wgmma pattern (operands through st.shared + fence.proxy.async, C0 added):
+    narrow N (no swizzle: the core-matrix layout), M of 128 on one or two warpgroups."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((n, k) if b_t else (k, n)).astype(np.float16)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+
+    def args():
+        return [np.full((m, n), np.nan, np.float32), a.copy(), b.copy(), c0.copy()]
+    ref, sim, text = run_both(wgmma_from_stores, args, (1,), num_warps=warps, M=m, N=n, K=k, A_REGS=a_regs, B_T=b_t)
+    assert "fence.proxy.async" in text
+    exact = a.astype(np.float64) @ (b.T if b_t else b).astype(np.float64) + c0
+    np.testing.assert_allclose(sim[0], exact, rtol=1e-5, atol=1e-4 * np.abs(exact).max())
+    np.testing.assert_allclose(sim[0], ref[0], rtol=1e-5, atol=1e-4 * np.abs(exact).max())
