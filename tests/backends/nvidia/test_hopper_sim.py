@@ -382,7 +382,8 @@ GEMMS = [  # (M, N, K, BM, BN, BK, dtype, warps, B K-major, c block columns, pro
     (128, 128, 64, 128, 64, 32, "bfloat16", 8, False, 64, 1, None),   # two warpgroups
     (64, 64, 64, 64, 64, 16, "float32", 4, True, 64, 1, None),        # tf32 (K-major B), 64B swizzle
     (96, 64, 256, 64, 64, 128, "float8e4nv", 4, True, 64, 2, "float32"),  # k32 e4m3, 128B swizzle
-    (64, 80, 128, 64, 32, 64, "float8e5", 4, True, 32, 1, "float32")]     # k32 e5m2, 64B swizzle
+    (64, 80, 128, 64, 32, 64, "float8e5", 4, True, 32, 1, "float32"),    # k32 e5m2, 64B swizzle
+    (256, 256, 128, 128, 256, 64, "bfloat16", 8, False, 256, 2, None)]   # the benchmark's tiles, 213 KB
 
 
 @pytest.mark.parametrize("m, n, k, bm, bn, bk, dtype, warps, b_kmajor, epi, programs, c_dtype", GEMMS)
@@ -422,12 +423,15 @@ def test_persistent_hopper_gemm(m, n, k, bm, bn, bk, dtype, warps, b_kmajor, epi
 
 @pytest.mark.parametrize("kernel", ["attention_fwd", "attention_fwd_pipelined"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention(kernel, causal):
+@pytest.mark.parametrize("d, bm, warps", [(64, 64, 4), (128, 128, 8)])
+def test_attention(kernel, causal, d, bm, warps):
     """attention_hopper's non-warp-specialized kernels (TMA, wgmma S = Q K^T and O += P V with
-    P from registers, online softmax) at seq 80 (a ragged last K/V tile), d 64."""
+    P from registers, online softmax) at seq 80 / 200 (ragged last tiles), as the GPU tests'
+    d 64 on one warpgroup and d 128 with 128-row Q tiles on two."""
     from gluon_trace.kernels import attention_hopper
     rng = np.random.default_rng()
-    bh, seq, d, bm, bn = 2, 80, 64, 64, 64
+    bh, bn = 2, 64
+    seq = 80 if d == 64 else 200
     q, k, v = (_random((bh, seq, d), "bfloat16", rng) for _ in range(3))
     lay_m, lay_n = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
     scale = 1.0 / d ** 0.5
@@ -438,7 +442,8 @@ def test_attention(kernel, causal):
                 TensorDescriptor.from_tensor(k.copy(), [1, bn, d], lay_n),
                 TensorDescriptor.from_tensor(v.copy(), [1, bn, d], lay_n),
                 TensorDescriptor.from_tensor(o, [1, bm, d], lay_m), seq, scale]
-    ref, sim, _ = run_both(getattr(attention_hopper, kernel), args, (-(-seq // bm), bh), CAUSAL=causal)
+    ref, sim, _ = run_both(getattr(attention_hopper, kernel), args, (-(-seq // bm), bh), num_warps=warps,
+                           CAUSAL=causal)
     o_sim, o_ref = sim[3].base.astype(np.float64), ref[3].base.astype(np.float64)
     s = np.einsum("bqd,bkd->bqk", q.astype(np.float64), k.astype(np.float64)) * scale
     if causal:
