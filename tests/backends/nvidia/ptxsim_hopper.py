@@ -150,10 +150,10 @@ def _nan_bits(elem: int) -> int:
 
 
 class _Load:
-    __slots__ = ("cta", "addrs", "data", "nbytes", "landed")
+    __slots__ = ("cta", "addrs", "data", "nbytes")
 
     def __init__(self, cta, addrs, data):
-        self.cta, self.addrs, self.data, self.nbytes, self.landed = cta, addrs, data, data.size, False
+        self.cta, self.addrs, self.data, self.nbytes = cta, addrs, data, data.size
 
 
 class _Store:
@@ -284,7 +284,6 @@ class HopperSim(AsyncSim):
         self.smem[ld.cta, ld.addrs] = ld.data
         self.fenced[ld.cta, ld.addrs] = ld.data   # written by the async proxy itself
         self.busy[ld.cta, ld.addrs] -= 1
-        ld.landed = True
         bar[4] -= ld.nbytes
         self._complete(bar)
 
@@ -409,7 +408,7 @@ class HopperSim(AsyncSim):
         from gluon_trace import fp8
         return fp8.decode(raw.astype(np.uint8), {"e4m3": "float8e4nv", "e5m2": "float8e5"}[ty]).astype(np.float64)
 
-    def _a_from_registers(self, regs, rows_of, ty, e, K, sl):
+    def _a_from_registers(self, regs, ty, e, K, sl):
         """A (64, K) of one warpgroup from its 128 threads' fragment registers (ISA figure for
         the m64nNk* A fragment: as mma.sync's m16 A fragment, warp w taking rows 16w..)."""
         lane = np.arange(128) % 32
@@ -494,7 +493,7 @@ class HopperSim(AsyncSim):
                 A = self._read_operand(cta, a_at, e, aty)
                 read.append(a_at)
             else:
-                A = self._a_from_registers(a_regs, None, aty, e, K, sl)
+                A = self._a_from_registers(a_regs, aty, e, K, sl)
             P = (neg_a * A) @ (neg_b * B).T                    # (64, N), exact in float64
             scale = scale_d[sl]
             if len(np.unique(scale)) != 1:

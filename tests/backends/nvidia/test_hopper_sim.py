@@ -84,7 +84,6 @@ def tma_to_regs(src, out, L: gl.constexpr):
     mbarrier.wait(bar, 0)
     rows = gl.program_id(0) * BM + gl.arange(0, BM, gl.SliceLayout(1, L))
     cols = gl.program_id(1) * BN + gl.arange(0, BN, gl.SliceLayout(0, L))
-    W: gl.constexpr = gl.num_programs(1) * BN
     gl.store(out + rows[:, None] * (gl.num_programs(1) * BN) + cols[None, :], buf.load(L))
 
 
