@@ -285,6 +285,29 @@ def render_inst(i: Inst) -> str:
     return text
 
 
+def phys_units_of(xs, out: list) -> list:
+    """Append to ``out`` the physical dwords of the allocated operands ``xs`` (what
+    ``phys_units`` gives each; exact type tests: s_waitcnt asks this of every operand)."""
+    for x in xs:
+        t = type(x)
+        if t is Neg:
+            x = x.x
+            t = type(x)
+        if t is Reg:
+            p = x.phys
+            if p is not None:
+                if x.size == 1:
+                    out.append((x.cls, p))
+                else:
+                    c = x.cls
+                    out += [(c, p + k) for k in range(x.size)]
+        elif t is Sub:
+            r = x.reg
+            if r.phys is not None:
+                out.append((r.cls, r.phys + x.index))
+    return out
+
+
 def phys_units(x) -> list[tuple[str, int]]:
     """The physical dwords an allocated operand covers: [("v", 5), ("v", 6)]."""
     x = strip(x)

@@ -24,16 +24,17 @@ from .spill import Scratch, choose_victims, drop_redundant_reloads, spill_sgprs,
 def live_intervals(code: list, loops: list) -> dict:
     """{Reg: [start, end]} over instruction indices of ``code``."""
     iv: dict = {}
+    get = iv.get
     for k, inst in enumerate(code):
         if not isinstance(inst, Inst):
             continue
         for r in inst.mentioned():
-            if r not in iv:
+            e = get(r)
+            if e is None:
                 iv[r] = [-1 if r.fixed is not None else k, k]
             else:
-                iv[r][1] = k
-    pos = {id(x): k for k, x in enumerate(code)}
-    spans = [(pos[id(h)], pos[id(b)]) for h, b in loops]
+                e[1] = k
+    spans = _loop_spans(code, loops)
     changed = True
     while changed:
         changed = False
@@ -43,6 +44,15 @@ def live_intervals(code: list, loops: list) -> dict:
                     iv[r][1] = end
                     changed = True
     return iv
+
+
+def _loop_spans(code: list, loops: list) -> list:
+    """(header index, back-edge index) of each loop."""
+    if not loops:
+        return []
+    ends = {id(x) for h, b in loops for x in (h, b)}
+    pos = {id(x): k for k, x in enumerate(code) if id(x) in ends}
+    return [(pos[id(h)], pos[id(b)]) for h, b in loops]
 
 
 class Allocation:
@@ -81,8 +91,7 @@ class _File:
                 self._free(q)
 
     def _is_free(self, p: int, size: int) -> bool:
-        busy, top = self.busy, len(self.busy)
-        return not any(busy[q] for q in range(p, min(p + size, top)))
+        return True not in self.busy[p:p + size]  # (units past the end are free)
 
     def lowest(self, size: int, align: int) -> int:
         if size == 1:
@@ -113,11 +122,12 @@ class _File:
 
 def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
     iv = live_intervals(code, loops)
-    order = sorted(iv.items(), key=lambda kv: (kv[1][0], -kv[0].size, kv[0].id))
+    # (start, -size, id) is unique per register: the tuples sort without comparing the rest
+    order = sorted([(s, -r.size, r.id, r, e) for r, (s, e) in iv.items()])
     files = {"v": _File(), "s": _File(), "a": _File()}
     result = Allocation()
     peak = {"v": 0, "s": 0, "a": 0}
-    for reg, (start, end) in order:
+    for start, _, _, reg, end in order:
         cls = reg.cls
         f = files[cls]
         f.expire(start)

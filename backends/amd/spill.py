@@ -178,7 +178,10 @@ def _at(insts, loc):
 # -- choosing what to spill ----------------------------------------------------------------------
 
 def _loop_depth(code: list, loops: list) -> list:
-    pos = {id(x): k for k, x in enumerate(code)}
+    if not loops:
+        return [0] * len(code)
+    ends = {id(x) for h, b in loops for x in (h, b)}
+    pos = {id(x): k for k, x in enumerate(code) if id(x) in ends}
     delta = [0] * (len(code) + 1)
     for h, b in loops:
         delta[pos[id(h)]] += 1
@@ -220,9 +223,11 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
                         mentions[r] = [k]
                     else:
                         ks.append(k)
-    depth = _loop_depth(code, loops)
-    weight = [8 ** min(d, 4) for d in depth]
-    cost = {r: sum(weight[k] for k in ks) for r, ks in mentions.items()}
+    if loops:
+        weight = [8 ** min(d, 4) for d in _loop_depth(code, loops)]
+        cost = {r: sum(weight[k] for k in ks) for r, ks in mentions.items()}
+    else:  # every mention weighs 8 ** 0
+        cost = {r: len(ks) for r, ks in mentions.items()}
     starts: dict = {}
     for r, (s, e) in iv.items():
         if r.cls == cls:
@@ -283,27 +288,30 @@ class _Furthest:
     def __init__(self, n: int, mentions: dict, cost: dict, iv: dict):
         self.n, self.mentions, self.cost, self.iv = n, mentions, cost, iv
         self.nxt: dict = {}       # live candidate -> its next mention (as the score counts it)
+        self.at: dict = {}        # live candidate -> index of that mention in its mentions
         self.groups: dict = {}    # (dwords, cost) -> heap of (-next, id, reg), stale ones included
         self.taken: list = []     # entries popped by furthest() but not spilled
 
-    def _next(self, r, k: int) -> int:
+    def _push(self, r, j: int) -> None:
+        """``r``'s next mention is its ``j``-th (past the last: its end plus the length)."""
         ks = self.mentions[r]
-        j = bisect_right(ks, k)
-        return ks[j] if j < len(ks) else self.iv[r][1] + self.n
-
-    def add(self, r, k: int) -> None:
-        m = self._next(r, k)
+        m = ks[j] if j < len(ks) else self.iv[r][1] + self.n
         self.nxt[r] = m
+        self.at[r] = j
         key = (r.size, self.cost[r])
         heap = self.groups.get(key)
         if heap is None:
             heap = self.groups[key] = []
         heapq.heappush(heap, (-m, r.id, r))
 
+    def add(self, r, k: int) -> None:
+        self._push(r, bisect_right(self.mentions[r], k))
+
     def moved(self, r, k: int) -> None:
+        """The sweep is at a mention ``k`` of ``r``: its next one is the one after."""
         m = self.nxt.get(r)
         if m is not None and m <= k:
-            self.add(r, k)
+            self._push(r, self.at[r] + 1)
 
     def drop(self, r) -> None:
         self.nxt.pop(r, None)
@@ -354,7 +362,13 @@ def _rewrite(code: list, victims: list, reload, writeback, sc: Scratch) -> list:
     vic = {r.id for r in victims}
     out = []
     for inst in code:
-        if not isinstance(inst, Inst) or not any(r.id in vic for r in inst.mentioned()):
+        if not isinstance(inst, Inst):
+            out.append(inst)
+            continue
+        for r in inst.mentioned():
+            if r.id in vic:
+                break
+        else:
             out.append(inst)
             continue
         whole: dict = {}    # victim id -> temp for the whole register

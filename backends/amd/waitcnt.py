@@ -17,7 +17,7 @@ by the ``lds_dma_wait`` pseudo instruction of its copy's wait, which becomes the
 """
 from __future__ import annotations
 
-from .mir import Fixed, Inst, Label, phys_units, strip
+from .mir import Fixed, Inst, Label, phys_units_of
 
 COUNTER = {"vmem_load": "vm", "vmem_atomic": "vm", "smem": "lgkm", "lds_load": "lgkm",
            "lds_store": "lgkm"}
@@ -35,13 +35,7 @@ def _tokens(inst: Inst):
 
 
 def _units(xs):
-    out = []
-    for x in xs:
-        x = strip(x)
-        if isinstance(x, Fixed):
-            continue
-        out += phys_units(x)
-    return out
+    return phys_units_of(xs, [])
 
 
 class State:
@@ -74,12 +68,16 @@ class WaitcntPass:
 
     def needed(self, st: State, inst: Inst) -> dict:
         need: dict = {}
-        units = _units(inst.uses) + _units(inst.defs)
-        if inst.kind == "lds_dma_wait":
-            units += _tokens(inst)
-        for u in units:
-            for c, k in st.pending.get(u, {}).items():
-                need[c] = min(need.get(c, k), k)
+        pending = st.pending
+        if pending:
+            units = phys_units_of(inst.defs, phys_units_of(inst.uses, []))
+            if inst.kind == "lds_dma_wait":
+                units += _tokens(inst)
+            for u in units:
+                cs = pending.get(u)
+                if cs:
+                    for c, k in cs.items():
+                        need[c] = min(need.get(c, k), k)
         if inst.kind == "barrier" and st.out["lgkm"] > 0:
             need["lgkm"] = 0
         if "lgkm" in need and st.smem:
@@ -147,6 +145,7 @@ class WaitcntPass:
                 succ.append(nxt)
         ins = [None] * len(blocks)
         ins[0] = State()
+        seen: dict = {}
         work = [0]
         rounds = 0
         while work:
@@ -156,9 +155,16 @@ class WaitcntPass:
             b = work.pop(0)
             st = ins[b].copy()
             s, e = blocks[b]
-            for inst in code[s:e]:
+            waits = {}
+            for j in range(s, e):
+                inst = code[j]
                 if isinstance(inst, Inst):
-                    self.step(st, inst)
+                    need = self.step(st, inst)
+                    if need:
+                        waits[j] = need
+            # the waits of the block from this in-state: the last pass reuses them when its
+            # in-state is still this one (a straight-line program is stepped once, not twice)
+            seen[b] = (ins[b], waits)
             for n in succ[b]:
                 new = st if ins[n] is None else ins[n].merge(st)
                 if ins[n] is None or not (new == ins[n]):
@@ -167,12 +173,20 @@ class WaitcntPass:
                         work.append(n)
         out = []
         for b, (s, e) in enumerate(blocks):
-            st = ins[b].copy() if ins[b] is not None else State()
-            for inst in code[s:e]:
-                if isinstance(inst, Inst):
-                    need = self.step(st, inst)
-                    if need:
-                        out.append(self.render(need, inst))
+            if b in seen and seen[b][0] is ins[b]:
+                waits = seen[b][1]
+            else:
+                waits = {}
+                st = ins[b].copy() if ins[b] is not None else State()
+                for j in range(s, e):
+                    if isinstance(code[j], Inst):
+                        need = self.step(st, code[j])
+                        if need:
+                            waits[j] = need
+            for j in range(s, e):
+                inst = code[j]
+                if j in waits:
+                    out.append(self.render(waits[j], inst))
                 if getattr(inst, "kind", None) != "lds_dma_wait":  # (its wait is made)
                     out.append(inst)
         return out
