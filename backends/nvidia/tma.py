@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gluon_trace.errors import LaunchError
+from gluon_trace.nvidia.hopper import unswizzled_box_problem
 
 # gl dtype name -> CUtensorMapDataType name
 _DTYPES = {"uint8": "UINT8", "int8": "UINT8", "float8e4nv": "UINT8", "float8e5": "UINT8",
@@ -37,7 +38,14 @@ def box_of(desc) -> Box:
     if getattr(lay, "transposed", False) and len(desc.block_shape) >= 2:
         raise LaunchError("a TMA descriptor with a transposed NVMMA layout (the first dim contiguous in "
                           "shared memory) is not supported; describe the transposed tensor instead")
-    span = getattr(lay, "swizzle_byte_width", 0) or max(16, desc.block_shape[-1] * item)
+    # with no swizzle an NVMMA buffer of 2+ dims is 16-byte column blocks, each holding every
+    # row (wgmma's core matrices); a TMA box with SWIZZLE_NONE lands row after row, densely, so
+    # each column block is a box of its own (one box a row would land permuted)
+    why = unswizzled_box_problem(desc.block_shape, item, lay)
+    if why:  # (a descriptor refuses such a block where it is made; a traced type spec arrives here)
+        raise LaunchError(why)
+    span = getattr(lay, "swizzle_byte_width", 0) or (16 if len(desc.block_shape) >= 2 else
+                                                     max(16, desc.block_shape[-1] * item))
     inner = min(desc.block_shape[-1], span // item)
     rest = list(reversed(desc.block_shape[:-1]))
     copies = desc.block_shape[-1] // inner

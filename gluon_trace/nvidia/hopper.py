@@ -67,6 +67,23 @@ class _BlockType:
         return f"block_type({self.shape}, {self.element_ty})"
 
 
+def unswizzled_box_problem(block_shape, item: int, layout) -> str | None:
+    """Why TMA cannot fill ``layout`` for this block, or None. An unswizzled NVMMA buffer of 2+
+    dims is 16-byte column blocks, each holding every row, and a box with no swizzle lands
+    densely: each column block is a box of its own, and a box's shared address must be 128-byte
+    aligned, so the rows must fill 128-byte multiples."""
+    if getattr(layout, "swizzle_byte_width", 0) or len(block_shape) < 2 or block_shape[-1] * item <= 16:
+        return None
+    rows = 1
+    for d in block_shape[:-1]:
+        rows *= d
+    if rows * 16 % 128 == 0:
+        return None
+    return (f"TMA cannot fill this block's shared layout: with no swizzle, its {block_shape[-1] * item}-byte "
+            f"rows are stored as 16-byte column blocks of {rows} rows ({rows * 16} bytes each), and TMA "
+            "places every copy at a 128-byte aligned address")
+
+
 class TensorDescriptor:
     """``TensorDescriptor(base, shape, strides, block_shape, layout, padding="zero")``;
     usually ``TensorDescriptor.from_tensor(t, block_shape, layout)``."""
@@ -187,3 +204,8 @@ class TensorDescriptor:
             lay.verify(tuple(self.block_shape[-getattr(lay, "rank", 2):]), self.dtype.bits, loc=loc)
         except Exception as e:  # a LayoutError: repeat it as an argument error at this line
             raise ArgumentValueError(f"the layout does not fit the block: {getattr(e, 'message', e)}", loc) from None
+        why = unswizzled_box_problem(self.block_shape, self.dtype.bits // 8, lay)
+        if why:
+            raise ArgumentValueError(why, loc, notes=(
+                "give the block 8 rows or more (get_default_for then swizzles 32+ byte rows), or make "
+                "its last dimension 16 bytes",))

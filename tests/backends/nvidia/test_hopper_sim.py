@@ -22,6 +22,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,  # noqa: E402
                                                 warpgroup_mma_wait)
+from gluon_trace.errors import ArgumentValueError  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
@@ -111,14 +112,22 @@ CASES = [((100, 130), (64, 64), "float32", "default"),      # 256 B rows: two 12
          ((70, 70), (64, 128), "bfloat16", "default"),      # two 128B boxes, rows past the end
          ((48, 64), (16, 32), "float32", 64),               # 128 B rows cut into two 64B boxes
          ((5, 12), (16, 4), "float32", 0)]                  # no swizzle, 16-byte rows
-# No swizzle and rows wider than 16 bytes: the NVMMA layout stores 16-byte column blocks, but the
-# PTX copies the block as one dense box (tma.box_of), which a TMA with SWIZZLE_NONE packs row
-# after row; a round trip hides it, a read or write through the layout does not.
-# See /work/briefs/notes-hoppersim.md.
-UNSWIZZLED_WIDE = "NVMMA swizzle 0 is 16-byte column blocks; the TMA box is dense rows (tma.box_of)"
+# No swizzle and rows wider than 16 bytes: the NVMMA layout stores 16-byte column blocks, and a
+# TMA with SWIZZLE_NONE packs its box row after row, so each column block is a box of its own
+# (tma.box_of). The PTX once copied the block as one box a row: a round trip hid it, a read or
+# write through the layout (below) did not.
 WIDE0 = [((5, 12), (16, 16), "float32", 0),                 # explicit swizzle 0, 64-byte rows
-         ((6, 40), (4, 32), "float16", "default")]          # fewer than 8 rows: the default is 0
-XFAIL_WIDE0 = [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=UNSWIZZLED_WIDE)) for c in WIDE0]
+         ((20, 40), (8, 32), "float16", 0)]                 # 8 rows: 128-byte column blocks
+
+
+def test_tma_refuses_an_unswizzled_block_whose_column_blocks_are_not_128_byte_aligned():
+    """Fewer than 8 rows (the default layout is then unswizzled) of more than 16 bytes: each
+    16-byte column block would be a box at a 64-byte offset, which TMA cannot place."""
+    src = np.zeros((6, 40), np.float16)
+    with pytest.raises(ArgumentValueError, match="16-byte column blocks of 4 rows") as e:
+        TensorDescriptor.from_tensor(src, [4, 32], NV([4, 32], gl.float16))
+    assert "test_hopper_sim.py" in str(e.value)
+    TensorDescriptor.from_tensor(src, [4, 8], NV([4, 8], gl.float16))  # 16-byte rows: one box
 
 
 @pytest.mark.parametrize("shape, block, dtype, swizzle", CASES + WIDE0)
@@ -148,7 +157,7 @@ def test_tma_copy_round_trip(shape, block, dtype, swizzle):
     assert "cp.async.bulk.tensor.2d" in text
 
 
-@pytest.mark.parametrize("shape, block, dtype, swizzle", CASES + XFAIL_WIDE0)
+@pytest.mark.parametrize("shape, block, dtype, swizzle", CASES + WIDE0)
 def test_tma_load_is_read_through_the_shared_layout(shape, block, dtype, swizzle):
     """A TMA load read back by ld.shared through the emitter's swizzle: the two must agree on
     where each element lies (copy2d alone would pass with any placement)."""
@@ -171,7 +180,7 @@ def test_tma_load_is_read_through_the_shared_layout(shape, block, dtype, swizzle
     assert np.array_equal(sim[1].astype(np.float32), exp)
 
 
-@pytest.mark.parametrize("shape, block, dtype, swizzle", CASES + XFAIL_WIDE0)
+@pytest.mark.parametrize("shape, block, dtype, swizzle", CASES + WIDE0)
 def test_tma_store_of_a_tile_written_through_the_shared_layout(shape, block, dtype, swizzle):
     rng = np.random.default_rng()
     m, n = shape
