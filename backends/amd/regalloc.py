@@ -67,56 +67,53 @@ class Allocation:
 
 
 class _File:
-    """One register file during the scan: which units are busy until when. The lowest free
-    unit comes from a heap of freed ones (a kernel far over budget has thousands live, and
-    a linear search per value made the first scan quadratic); wider values search aligned."""
+    """One register file during the scan: which units are busy (bit q of ``mask``) and until
+    when. The lowest free block comes from bit arithmetic over the whole file at once (a
+    kernel far over budget has thousands live: a linear search per value made the first
+    scan quadratic, and heaps of candidate units cost more than the ints' word loops)."""
 
     def __init__(self):
-        self.busy: list = []      # unit -> busy (bool)
-        self.freed: list = []     # heap of units freed (may be stale: busy again)
+        self.mask = 0             # bit q set: unit q busy
+        self.top = 0              # units ever taken (the file's size so far)
         self.ends: list = []      # heap of (end, first unit, size)
-        self.blocks: dict = {}    # (size, align) -> heap of starts that may be free
-
-    def _free(self, q: int) -> None:
-        heapq.heappush(self.freed, q)
-        for (n, a), heap in self.blocks.items():  # every aligned block that holds q
-            for p in range(max(q - n + 1, 0) // a * a, q + 1, a):
-                heapq.heappush(heap, p)
+        self.grid: dict = {}      # align -> int with a bit at every multiple of align (grown)
 
     def expire(self, start: int) -> None:
-        while self.ends and self.ends[0][0] < start:
-            _, p, n = heapq.heappop(self.ends)
-            for q in range(p, p + n):
-                self.busy[q] = False
-                self._free(q)
+        ends = self.ends
+        if ends and ends[0][0] < start:
+            mask = self.mask
+            while ends and ends[0][0] < start:
+                _, p, n = heapq.heappop(ends)
+                mask &= ~(((1 << n) - 1) << p)
+            self.mask = mask
 
-    def _is_free(self, p: int, size: int) -> bool:
-        return True not in self.busy[p:p + size]  # (units past the end are free)
+    def is_busy(self, q: int) -> bool:
+        return bool(self.mask >> q & 1)
+
+    def _starts(self, align: int, end: int) -> int:
+        """Bits 0, align, 2 align, ... below ``end``."""
+        g = self.grid.get(align)
+        if g is None or g.bit_length() < end:
+            n = max(2 * end, 256)
+            g = self.grid[align] = ((1 << (align * (n // align))) - 1) // ((1 << align) - 1)
+        return g & ((1 << end) - 1)
 
     def lowest(self, size: int, align: int) -> int:
+        mask = self.mask
         if size == 1:
-            while self.freed and self.busy[self.freed[0]]:
-                heapq.heappop(self.freed)
-            return self.freed[0] if self.freed else len(self.busy)
-        # the lowest aligned free block, from a heap per shape (a block found busy is
-        # pushed again when the unit that blocks it is freed): a linear search per pair
-        # made a kernel with thousands of live values take minutes here
-        heap = self.blocks.get((size, align))
-        if heap is None:
-            heap = self.blocks[(size, align)] = [p for p in range(0, len(self.busy), align)
-                                                 if self._is_free(p, size)]
-        while heap and not self._is_free(heap[0], size):
-            heapq.heappop(heap)
-        end = -(-len(self.busy) // align) * align
-        return min(heap[0], end) if heap else end
+            return (~mask & (mask + 1)).bit_length() - 1  # the lowest clear bit
+        end = -(-self.top // align) * align  # aligned, and free from there on
+        free = ~mask & ((1 << (end + size)) - 1)
+        fit = free
+        for i in range(1, size):
+            fit &= free >> i  # bit p: units p .. p + i all free
+        fit &= self._starts(align, end)
+        return (fit & -fit).bit_length() - 1 if fit else end
 
     def take(self, p: int, size: int, end: int) -> None:
-        for q in range(len(self.busy), p):  # units skipped over (alignment, fixed registers)
-            self._free(q)
-        if p + size > len(self.busy):
-            self.busy += [False] * (p + size - len(self.busy))
-        for q in range(p, p + size):
-            self.busy[q] = True
+        self.mask |= ((1 << size) - 1) << p
+        if p + size > self.top:
+            self.top = p + size
         heapq.heappush(self.ends, (end, p, size))
 
 
