@@ -22,7 +22,7 @@ History is not followed across labels: after a label the worst case is assumed.
 """
 from __future__ import annotations
 
-from .mir import Fixed, Inst, Label, phys_units, strip
+from .mir import Fixed, Inst, Label, Neg, Reg, Sub, phys_units_of
 
 TRANS = {"v_exp_f32", "v_log_f32", "v_rcp_f32", "v_rcp_iflag_f32", "v_rsq_f32", "v_sqrt_f32",
          "v_sin_f32", "v_cos_f32", "v_rcp_f64", "v_rsq_f64", "v_sqrt_f64", "v_exp_f16",
@@ -34,16 +34,17 @@ UNKNOWN = object()
 def units(xs):
     out = []
     for x in xs:
-        x = strip(x)
-        if isinstance(x, Fixed):
+        t = type(x)
+        if t is Neg:
+            x = x.x
+            t = type(x)
+        if t is Reg or t is Sub:
+            phys_units_of((x,), out)
+        elif t is Fixed:
             if x.name.startswith("vcc"):
                 out += [("vcc", k) for k in range(x.size)]
             elif x.name.startswith("exec"):
                 out += [("exec", k) for k in range(x.size)]
-            continue
-        if isinstance(x, str):
-            continue
-        out += phys_units(x)
     return out
 
 

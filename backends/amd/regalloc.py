@@ -176,9 +176,10 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
             spilled.discard(cls)
             if budget[cls] < 4:
                 break
-        victims = choose_victims(code, result.intervals, loops, cls, budget[cls], scratch.frozen)
+        sites: list = []
+        victims = choose_victims(code, result.intervals, loops, cls, budget[cls], scratch.frozen, sites)
         if victims:
-            code = (spill_sgprs if cls == "s" else spill_vgprs)(code, victims, scratch)
+            code = (spill_sgprs if cls == "s" else spill_vgprs)(code, victims, scratch, sites)
             spilled.add(cls)
         else:
             budget[cls] -= max(2, have[cls] - limit[cls])

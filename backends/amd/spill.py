@@ -193,10 +193,12 @@ def _loop_depth(code: list, loops: list) -> list:
     return out
 
 
-def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, frozen: set) -> list:
+def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, frozen: set,
+                   sites: list | None = None) -> list:
     """Registers of class ``cls`` to spill so that at most ``budget`` dwords are live at
     every instruction (a spilled register still counts where it is mentioned: its
-    temporary lives there)."""
+    temporary lives there). ``sites``, when given, receives the indices of the
+    instructions that mention a victim (what the rewrite visits)."""
     mentions: dict = {}
     at: list = [_NONE] * len(code)  # per instruction: {register: dwords of it named there}
     for k, inst in enumerate(code):
@@ -270,6 +272,8 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
             if need <= budget:
                 break
         pick.restore()
+    if sites is not None:
+        sites += sorted({k for r in victims for k in mentions[r]})
     return victims
 
 
@@ -355,63 +359,67 @@ class _Furthest:
 
 # -- rewriting ---------------------------------------------------------------------------------
 
-def _rewrite(code: list, victims: list, reload, writeback, sc: Scratch) -> list:
+def _rewrite(code: list, victims: list, reload, writeback, sc: Scratch, sites=None) -> list:
     """Replace every mention of a victim by a temporary: ``reload(temp, reg, index)``
     before an instruction reading it, ``writeback(temp, reg, index)`` after one writing it
-    (index None: the whole register; k: its dword k)."""
+    (index None: the whole register; k: its dword k). ``sites``: the indices of the
+    instructions that mention a victim, when the caller knows them (``choose_victims``)."""
     vic = {r.id for r in victims}
+    if sites is None:
+        sites = [k for k, inst in enumerate(code)
+                 if isinstance(inst, Inst) and any(r.id in vic for r in inst.mentioned())]
     out = []
-    for inst in code:
-        if not isinstance(inst, Inst):
-            out.append(inst)
-            continue
-        for r in inst.mentioned():
-            if r.id in vic:
-                break
-        else:
-            out.append(inst)
-            continue
-        whole: dict = {}    # victim id -> temp for the whole register
-        parts: dict = {}    # (victim id, k) -> temp for one dword
-        for x in (*inst.defs, *inst.uses):
-            x = strip(x)
-            if isinstance(x, Reg) and x.id in vic and x.id not in whole:
-                whole[x.id] = (x, sc.temp(x.cls, x.size))
-        for x in (*inst.defs, *inst.uses):
-            x = strip(x)
-            if isinstance(x, Sub) and x.reg.id in vic and x.reg.id not in whole \
-                    and (x.reg.id, x.index) not in parts:
-                parts[(x.reg.id, x.index)] = (x.reg, sc.temp(x.reg.cls, 1))
-
-        def swap(x):
-            base = strip(x)
-            new = base
-            if isinstance(base, Reg) and base.id in whole:
-                new = whole[base.id][1]
-            elif isinstance(base, Sub) and base.reg.id in vic:
-                if base.reg.id in whole:
-                    new = Sub(whole[base.reg.id][1], base.index)
-                else:
-                    new = parts[(base.reg.id, base.index)][1]
-            if new is base:
-                return x
-            return type(x)(new) if x is not base else new
-
-        read = _dwords(inst.uses, vic)
-        written = _dwords(inst.defs, vic)
-        pre, post = [], []
-        for rid, (reg, t) in whole.items():
-            pre += _each(reload, t, reg, read.get(rid, ()), inst.loc)
-            post += _each(writeback, t, reg, written.get(rid, ()), inst.loc)
-        for (rid, k), (reg, t) in parts.items():
-            if k in read.get(rid, ()):
-                pre += reload(t, reg, k, inst.loc)
-            if k in written.get(rid, ()):
-                post += writeback(t, reg, k, inst.loc)
-        inst.defs = [swap(x) for x in inst.defs]
-        inst.uses = [swap(x) for x in inst.uses]
-        out += pre + [inst] + post
+    done = 0
+    for k in sites:  # the instructions between them are kept as they are
+        out += code[done:k]
+        out += _rewrite_one(code[k], vic, reload, writeback, sc)
+        done = k + 1
+    out += code[done:]
     return out
+
+
+def _rewrite_one(inst: Inst, vic: set, reload, writeback, sc: Scratch) -> list:
+    """``inst`` with its victims swapped for temporaries, between their reloads and stores."""
+    whole: dict = {}    # victim id -> temp for the whole register
+    parts: dict = {}    # (victim id, k) -> temp for one dword
+    for x in (*inst.defs, *inst.uses):
+        x = strip(x)
+        if isinstance(x, Reg) and x.id in vic and x.id not in whole:
+            whole[x.id] = (x, sc.temp(x.cls, x.size))
+    for x in (*inst.defs, *inst.uses):
+        x = strip(x)
+        if isinstance(x, Sub) and x.reg.id in vic and x.reg.id not in whole \
+                and (x.reg.id, x.index) not in parts:
+            parts[(x.reg.id, x.index)] = (x.reg, sc.temp(x.reg.cls, 1))
+
+    def swap(x):
+        base = strip(x)
+        new = base
+        if isinstance(base, Reg) and base.id in whole:
+            new = whole[base.id][1]
+        elif isinstance(base, Sub) and base.reg.id in vic:
+            if base.reg.id in whole:
+                new = Sub(whole[base.reg.id][1], base.index)
+            else:
+                new = parts[(base.reg.id, base.index)][1]
+        if new is base:
+            return x
+        return type(x)(new) if x is not base else new
+
+    read = _dwords(inst.uses, vic)
+    written = _dwords(inst.defs, vic)
+    pre, post = [], []
+    for rid, (reg, t) in whole.items():
+        pre += _each(reload, t, reg, read.get(rid, ()), inst.loc)
+        post += _each(writeback, t, reg, written.get(rid, ()), inst.loc)
+    for (rid, k), (reg, t) in parts.items():
+        if k in read.get(rid, ()):
+            pre += reload(t, reg, k, inst.loc)
+        if k in written.get(rid, ()):
+            post += writeback(t, reg, k, inst.loc)
+    inst.defs = [swap(x) for x in inst.defs]
+    inst.uses = [swap(x) for x in inst.uses]
+    return pre + [inst] + post
 
 
 def _dwords(xs, vic) -> dict:
@@ -439,7 +447,7 @@ def _each(move, t, reg, ks, loc) -> list:
     return out
 
 
-def spill_vgprs(code: list, victims: list, sc: Scratch) -> list:
+def spill_vgprs(code: list, victims: list, sc: Scratch, sites=None) -> list:
     def reload(t, reg, k, loc):
         off = sc.vslot(reg) + 4 * (k or 0)
         return sc.load(t, off, loc)
@@ -447,10 +455,10 @@ def spill_vgprs(code: list, victims: list, sc: Scratch) -> list:
     def writeback(t, reg, k, loc):
         off = sc.vslot(reg) + 4 * (k or 0)
         return sc.store(t, off, loc)
-    return _rewrite(code, victims, reload, writeback, sc)
+    return _rewrite(code, victims, reload, writeback, sc, sites)
 
 
-def spill_sgprs(code: list, victims: list, sc: Scratch) -> list:
+def spill_sgprs(code: list, victims: list, sc: Scratch, sites=None) -> list:
     def lanes(reg, k):
         slots = sc.sslot(reg)
         return slots if k is None else [slots[k]]
@@ -463,7 +471,7 @@ def spill_sgprs(code: list, victims: list, sc: Scratch) -> list:
         # the lane VGPR is read as well as written: its other lanes hold other SGPRs
         return [Inst("v_writelane_b32", [lane], [t if t.size == 1 else Sub(t, j), Imm(n)],
                      kind="valu", loc=loc, imp=[lane]) for j, (lane, n) in enumerate(lanes(reg, k))]
-    return _rewrite(code, victims, reload, writeback, sc)
+    return _rewrite(code, victims, reload, writeback, sc, sites)
 
 
 # -- after allocation: reloads of a value a register still holds ----------------------------------

@@ -204,13 +204,13 @@ def squeezed(monkeypatch, tmp_path):
     counts = {"v": 0, "s": 0}
     real_v, real_s = regalloc.spill_vgprs, regalloc.spill_sgprs
 
-    def count_v(code, victims, sc):
+    def count_v(code, victims, sc, sites=None):
         counts["v"] += len(victims)
-        return real_v(code, victims, sc)
+        return real_v(code, victims, sc, sites)
 
-    def count_s(code, victims, sc):
+    def count_s(code, victims, sc, sites=None):
         counts["s"] += len(victims)
-        return real_s(code, victims, sc)
+        return real_s(code, victims, sc, sites)
     monkeypatch.setattr(regalloc, "spill_vgprs", count_v)
     monkeypatch.setattr(regalloc, "spill_sgprs", count_s)
 
