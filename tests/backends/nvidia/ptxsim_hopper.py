@@ -46,9 +46,10 @@ with no ``fence.proxy.async`` since, or are still being copied in by TMA. Its sh
 stay read until the group retires: a TMA load into them, or an st.shared/stmatrix that changes
 them, before that raises (a ring slot refilled too early).
 
-Warp-specialized and cluster kernels are out of scope: their partitions spin on mbarriers
-that another partition completes, which a lockstep machine (lowest program counter first)
-cannot interleave, and multicast / ``mapa`` / ``barrier.cluster`` are not modelled.
+Warp-specialized kernels need ptxsim_ws (its scheduler parks waiting threads): their partitions
+spin on mbarriers that another partition completes, which a lockstep machine (lowest program
+counter first) cannot interleave. Multicast and ``mapa`` (clusters of several CTAs) are not
+modelled.
 """
 from __future__ import annotations
 
@@ -607,6 +608,9 @@ class HopperSim(AsyncSim):
 
     def run(self, max_steps: int = 2_000_000):
         super().run(max_steps)
+        self._check_exit()
+
+    def _check_exit(self) -> None:
         left = [st for i in self.bulk_groups for g in self.bulk_groups[i] for st in g]
         left += [st for i in self.bulk_open for st in self.bulk_open[i]]
         if left:
@@ -623,7 +627,7 @@ def load_kernel(ptx: str) -> Kernel:
     return k
 
 
-def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000) -> None:
+def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000, sim_class=None, **sim_kw):
     """Run a kernel on numpy arrays (changed in place), scalars and TensorDescriptors (each one
     the CUtensorMap parameter and the u32 dims after it, as the launcher passes them)."""
     k = load_kernel(ptx)
@@ -639,4 +643,6 @@ def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000)
             params.append(a)
     if len(params) != len(k.params):
         raise ValueError(f"the kernel takes {len(k.params)} parameters, got {len(params)}")
-    HopperSim(k, grid, params, mem, smem_bytes).run(max_steps)
+    sim = (sim_class or HopperSim)(k, grid, params, mem, smem_bytes, **sim_kw)
+    sim.run(max_steps)
+    return sim

@@ -1,0 +1,222 @@
+"""Warp-specialized kernels' PTX run on the CPU (ptxsim_ws: ptxsim_hopper with threads that park
+on mbarrier waits and named barriers), against the interpreter and numpy on fresh random inputs
+with NaN-poisoned outputs: warp_specialize's handoff kernels, the ws and ping-pong GEMMs, the
+cluster GEMM's ws form on clusters of one, and the stream-K GEMM (the fix-up's order checked by
+running the CTAs one after another in both directions). A kernel that waits on a barrier nobody
+arrives on is reported as a deadlock naming the barrier.
+"""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+import ptxsim_hopper  # noqa: E402
+import ptxsim_ws  # noqa: E402
+
+import gluon_trace as gt  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.backend import get  # noqa: E402
+from gluon_trace.language.nvidia.hopper import mbarrier  # noqa: E402
+from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from test_warpspec import _rounds_expected, halves_plus_one, handoff, rounds  # noqa: E402
+from test_cluster import cluster_descs  # noqa: E402
+from test_kernels import BF16, check, operands, padded  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def trace(kernel, args, grid, target="sm_90a", **kw):
+    """(graph, PTX, shared bytes) of ``kernel`` traced on ``args``."""
+    g = kernel.trace(*args, target=target, **kw).graph
+    text, _, smem = emit(g, target)
+    return g, text, smem
+
+
+def interpret(g, grid, args):
+    get("interpreter").run(g, tuple(grid) + (1,) * (3 - len(grid)), args)
+    return args
+
+
+# -- warp_specialize's own kernels ------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("worker_warps, num_warps", [(1, 4), (2, 4), (4, 8)])
+def test_handoff(target, worker_warps, num_warps):
+    """The worker fills shared memory and arrives on an mbarrier the default partition waits on;
+    a scalar crosses in shared memory; each partition reduces with its own named barrier."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal(256).astype(np.float32)
+    n = int(rng.integers(2, 50))
+    g, text, smem = trace(handoff, (x, np.zeros(258, np.float32), n), (3,), target, N=256,
+                          WORKER_WARPS=worker_warps, num_warps=num_warps)
+    ref = interpret(g, (3,), [x.copy(), np.full(258, np.nan, np.float32), n])[1]
+    out = np.full(258, np.nan, np.float32)
+    sim = ptxsim_ws.run(text, (3,), [x.copy(), out, n], smem)
+    np.testing.assert_allclose(out[:256], 2 * x + (n - 1), rtol=1e-6)
+    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64) + 2 * n, rtol=1e-5)
+    assert out[257] == (2 * x).max()
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    assert sim.mbarrier_parks > 0 or "mbarrier.try_wait" not in text
+
+
+def test_handoff_deadlocks_on_the_lockstep_simulator():
+    """Why ptxsim_ws exists: lowest-pc-first, the default partition spins on its mbarrier while
+    the worker that arrives on it never runs."""
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    g, text, smem = trace(handoff, (x, np.zeros(258, np.float32), 3), (1,), "sm_90", N=256, WORKER_WARPS=2,
+                          num_warps=4)
+    with pytest.raises(RuntimeError, match="deadlock"):
+        ptxsim_hopper.run(text, (1,), [x, np.full(258, np.nan, np.float32), 3], smem)
+
+
+def test_partitions_with_128_bit_accesses():
+    x = np.random.default_rng().standard_normal(1024).astype(np.float32)
+    out = np.full(1024, np.nan, np.float32)
+    _, text, smem = trace(halves_plus_one, (x, out), (1,), "sm_90", N=512, num_warps=4)
+    ptxsim_ws.run(text, (1,), [x, out], smem)
+    assert np.array_equal(out, x + 1)
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("worker_warps, num_warps, t", [(1, 4, 3), (2, 4, 1), (4, 8, 4)])
+def test_warp_specialize_in_a_loop_and_twice(target, worker_warps, num_warps, t):
+    """The general form: workers wait in a loop for the default partition's word (which op, or
+    leave) at non-aligned CTA barriers."""
+    x = np.random.default_rng().standard_normal(128).astype(np.float32)
+    out = np.full(t * 128 + 1, np.nan, np.float32)
+    _, text, smem = trace(rounds, (x, out, t), (2,), target, N=128, WORKER_WARPS=worker_warps,
+                          num_warps=num_warps)
+    ptxsim_ws.run(text, (2,), [x, out, t], smem)
+    np.testing.assert_allclose(out, _rounds_expected(x, t), rtol=1e-5, atol=1e-5)
+
+
+# -- deadlocks -------------------------------------------------------------------------------------
+
+def _wait_forever(buf, never, out_ptr, N):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    mbarrier.wait(never, 0)
+    gl.store(out_ptr + gl.arange(0, N, layout=lay), buf.load(lay))
+
+
+def _fill(buf, bar, x_ptr, N):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    buf.store(gl.load(x_ptr + gl.arange(0, N, layout=lay)))
+    mbarrier.arrive(bar)
+
+
+@gt.jit
+def waits_on_the_wrong_barrier(x_ptr, out_ptr, N: gl.constexpr):
+    """The worker arrives on ``bar``; the default partition waits on ``never`` (a bug)."""
+    buf = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bar = mbarrier.allocate_mbarrier()
+    never = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.init(never, count=1)
+    gl.warp_specialize([(_wait_forever, (buf, never, out_ptr, N)), (_fill, (buf, bar, x_ptr, N))], [1], [48])
+
+
+def test_a_wait_nobody_completes_is_a_deadlock_naming_the_barrier():
+    x = np.random.default_rng().standard_normal(128).astype(np.float32)
+    _, text, smem = trace(waits_on_the_wrong_barrier, (x, np.zeros(128, np.float32)), (2,), N=128, num_warps=4)
+    # the two mbarriers' shared addresses, in allocation order (each init'ed at gt_smem + offset)
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[(%r\d+)\]", text)
+    offsets = [int(re.search(rf"add\.u32 {re.escape(r)}, %r\d+, (\d+);", text).group(1)) for r in inits]
+    bar, never = offsets
+    with pytest.raises(RuntimeError) as e:
+        ptxsim_ws.run(text, (2,), [x, np.full(128, np.nan, np.float32)], smem)
+    msg = str(e.value)
+    assert msg.startswith("deadlock")
+    for cta in (0, 1):   # the consumer on `never`, the worker (done) and the padding warps at the join
+        assert re.search(rf"CTA {cta} warps 0-3 waits on the mbarrier at shared {never} \(mbarrier\.try_wait\.parity"
+                         r"\S* %p\d+, \[%r\d+\], %r\d+; phase 0, 1 of 1 arrivals and 0 transaction bytes outstanding\)",
+                         msg)
+        assert f"CTA {cta} warps 4-7 waits on named barrier 0 (128 of 256 (the CTA) threads arrived)" in msg
+    assert f"shared {bar} " not in msg
+
+
+def test_named_barrier_counts_are_checked():
+    """A bar.sync reached by more threads than its count raises; one whose count is more than
+    the threads that reach it never completes (a deadlock naming it)."""
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    _, text, smem = trace(handoff, (x, np.zeros(258, np.float32), 3), (1,), N=256, WORKER_WARPS=2, num_warps=4)
+    assert "bar.sync 1, 128;" in text
+    for count, why in [(96, "128 threads arrive at barrier 1, whose count is 96"),
+                       (256, r"CTA 0 warps 0-3 waits on named barrier 1 \(128 of 256 threads arrived\)")]:
+        with pytest.raises(RuntimeError, match=why):
+            ptxsim_ws.run(text.replace("bar.sync 1, 128;", f"bar.sync 1, {count};", 1), (1,),
+                          [x, np.full(258, np.nan, np.float32), 3], smem)
+
+
+# -- GEMMs ------------------------------------------------------------------------------------------
+
+def _bf16_descs(a, b, c, bm, bn, bk, epi_n=None):
+    return (TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16)),
+            TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16)),
+            TensorDescriptor.from_tensor(c, [bm, epi_n or bn], NV([bm, epi_n or bn], gl.bfloat16)))
+
+
+def _fresh(x):
+    """A copy of a padded() array, padded alike."""
+    return x.base.copy()[:, :x.shape[1]]
+
+
+def _gemm(kernel, m, n, k, programs, descs, c_dtype, order="pc", **kw):
+    """The kernel's PTX on the simulator and its graph on the interpreter, each on fresh NaN-
+    poisoned C; returns (A, B, simulated C, interpreted C, the simulator)."""
+    rng = np.random.default_rng()
+    a, b = (padded(x) for x in operands(rng, m, n, k, BF16))
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32).astype(c_dtype))
+        return [*descs(_fresh(a), _fresh(b), c), m, n, k]
+    g, text, smem = trace(kernel, args(), (programs,), **kw)
+    ref = interpret(g, (programs,), args())
+    sim_args = args()
+    sim = ptxsim_ws.run(text, (programs,), sim_args, smem, order=order)
+    return a, b, sim_args[2].base, ref[2].base, sim
+
+
+def _check_gemm(a, b, c_sim, c_ref, rtol):
+    n = b.shape[1]
+    check(c_sim[:, :n].astype(np.float32), a, b, rtol)
+    np.testing.assert_allclose(c_sim[:, :n].astype(np.float32), c_ref[:, :n].astype(np.float32), rtol=rtol,
+                               atol=rtol * np.abs(c_ref[:, :n].astype(np.float32)).max())
+
+
+WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
+    (kernel, *shape) for kernel in ("matmul_hopper_ws", "matmul_hopper_pingpong") for shape in [
+        (192, 128, 160, 64, 64, 32, 4, 3, 2),    # 6 tiles on 2 CTAs, 5 K steps: the ring wraps within a tile
+        (130, 70, 100, 64, 64, 32, 4, 2, 3),     # ragged edges, a K that is not a step multiple, 2 stages
+        (320, 64, 64, 64, 64, 32, 4, 3, 2)]      # odd tile counts per CTA (ping-pong: consumers take 2 and 1)
+] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
+
+
+@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs", WS_GEMMS)
+def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs):
+    """A one-warp TMA producer and consumer warpgroup(s) (ping-pong: two, taking tiles in turn)
+    hand the ring's stages over on full/empty mbarriers; C is stored by TMA."""
+    from gluon_trace.kernels import matmul_hopper_ws
+    a, b, c_sim, c_ref, sim = _gemm(getattr(matmul_hopper_ws, kernel), m, n, k, programs,
+                                    lambda a, b, c: _bf16_descs(a, b, c, bm, bn, bk), BF16,
+                                    STAGES=stages, GROUP_M=2, num_warps=warps)
+    _check_gemm(a, b, c_sim, c_ref, 1e-2)
+    assert sim.mbarrier_parks > 0
+
+
+@pytest.mark.parametrize("m, n, k, programs, epi_n", [(192, 128, 224, 2, 32), (130, 200, 70, 3, 64)])
+def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n):
+    """matmul_hopper_cluster_ws with num_ctas=1: a 4-stage ring, the C tile stored in column
+    blocks (EPI_N < BN) through two alternating buffers, barrier.cluster on a cluster of one."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    a, b, c_sim, c_ref, sim = _gemm(matmul_hopper_cluster_ws, m, n, k, programs,
+                                    lambda a, b, c: cluster_descs(a, b, c, 64, 128, 32, 1, epi_n), np.float32,
+                                    STAGES=4, GROUP_M=2, num_warps=4)
+    _check_gemm(a, b, c_sim, c_ref, 2e-5)
+    assert sim.mbarrier_parks > 0
