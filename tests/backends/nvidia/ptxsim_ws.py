@@ -18,9 +18,11 @@ barrier it waits on (its shared address, phase, arrivals and transaction bytes o
 
 ``order`` picks among unparked threads: "pc" (lowest program counter, every CTA at once, as
 ptxsim), "cta" (the lowest-numbered CTA with a thread ready runs; a CTA runs alone until it
-waits or exits) or "cta_reversed" (the highest first). Global atomics act in the order the
-simulator reaches them, so the two CTA orders make a different CTA the last to arrive at a
-counter. ``setmaxnreg`` is a no-op that must be executed by whole warpgroups. Kernels that never
+waits or exits), "cta_reversed" (the highest first) or "random" (at each step the CTA of a
+thread drawn from those ready; ``seed``). Global atomics act in the order the simulator
+reaches them, so the CTA orders make a different CTA the last to arrive at a counter. Within a
+CTA the lowest program counter runs first, so the warps of one partition stay in lockstep: a
+missing barrier between them does not show here. ``setmaxnreg`` is a no-op that must be executed by whole warpgroups. Kernels that never
 wait on another partition run exactly as in ptxsim_hopper (the barriers complete at once).
 """
 from __future__ import annotations
@@ -32,15 +34,15 @@ from ptxsim import _np
 from ptxsim_hopper import HopperSim, load_kernel  # noqa: F401  (load_kernel: for callers)
 import ptxsim_hopper
 
-_ORDERS = ("pc", "cta", "cta_reversed")
+_ORDERS = ("pc", "cta", "cta_reversed", "random")
 
 
 class WSSim(HopperSim):
-    def __init__(self, *a, order: str = "pc", **kw):
+    def __init__(self, *a, order: str = "pc", seed=None, **kw):
         super().__init__(*a, **kw)
         if order not in _ORDERS:
             raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
-        self.order = order
+        self.order, self.rng = order, np.random.default_rng(seed)
         self.parked = np.zeros(self.N, bool)
         self.live = np.ones(self.N, bool)
         self.pc = 0
@@ -64,7 +66,9 @@ class WSSim(HopperSim):
                 raise RuntimeError(self._deadlock(pcs))
             if self.order != "pc":
                 ctas = self.cta[ready]
-                ready &= self.cta == (ctas.min() if self.order == "cta" else ctas.max())
+                pick = {"cta": ctas.min, "cta_reversed": ctas.max,
+                        "random": lambda: ctas[self.rng.integers(len(ctas))]}[self.order]()
+                ready &= self.cta == pick
             pc = pcs[ready].min()
             active = ready & (pcs == pc)
             if pc >= n:
@@ -272,6 +276,7 @@ class WSSim(HopperSim):
         return "deadlock: every live thread waits:\n  " + "\n  ".join(parts)
 
 
-def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000, order: str = "pc") -> WSSim:
+def run(ptx: str, grid, args: list, smem_bytes: int, max_steps: int = 2_000_000, order: str = "pc",
+        seed=None) -> WSSim:
     """ptxsim_hopper.run on the scheduler above; returns the simulator."""
-    return ptxsim_hopper.run(ptx, grid, args, smem_bytes, max_steps, sim_class=WSSim, order=order)
+    return ptxsim_hopper.run(ptx, grid, args, smem_bytes, max_steps, sim_class=WSSim, order=order, seed=seed)

@@ -220,3 +220,73 @@ def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n):
                                     STAGES=4, GROUP_M=2, num_warps=4)
     _check_gemm(a, b, c_sim, c_ref, 2e-5)
     assert sim.mbarrier_parks > 0
+
+
+# -- stream-K ---------------------------------------------------------------------------------------
+
+STREAMK = [  # (M, N, K, programs, partial tiles published, EPI_N, launches, constexprs): test_streamk's cases
+    (192, 128, 160, 4, 4, None, 1, {}),   # 6 tiles on 4 CTAs: 4 whole, 2 of 5 steps cut over 4 CTAs
+    (128, 128, 320, 3, 3, None, 1, {}),   # 4 tiles on 3: 3 whole, 1 of 10 steps cut in ranges of 3, 3, 4
+    (64, 128, 96, 5, 5, None, 1, {}),     # 2 tiles on 5 CTAs, all stream-K: 6 steps in ranges of 1 or 2
+    (320, 64, 160, 3, 4, None, 1, {}),    # ranges [0,3) [3,6) [6,10): CTA 1 ends tile 0 and starts tile 1
+    (130, 70, 100, 4, 4, None, 1, {}),    # edge tiles along M and N, a K that is not a step multiple
+    (128, 128, 64, 4, 0, None, 1, {}),    # tiles = CTAs: no stream-K at all
+    (64, 64, 256, 6, 2, None, 1, {"SPLIT": 2}),   # one tile of 8 steps on 6 CTAs, cut in 2 parts
+    (192, 128, 32, 4, 2, None, 1, {}),    # a K of one step: 2 tail tiles whole, through the workspace
+    (192, 128, 224, 4, 4, 32, 2, {}),     # C in column blocks, two launches on one workspace
+]
+
+
+@pytest.mark.parametrize("m, n, k, programs, parts, epi_n, launches, constexprs", STREAMK)
+def test_streamk_gemm(m, n, k, programs, parts, epi_n, launches, constexprs):
+    """matmul_hopper_streamk's PTX: whole tiles as the ws cluster GEMM, the tail's K steps cut
+    over the CTAs, parts published in the workspace and counted with atom.global.acq_rel.gpu.add,
+    the last to count summing them in CTA order. The CTAs run one after another, lowest first and
+    then highest first (and interleaved at random), so a different CTA
+    finishes each cut tile: C must not change, bit for bit, and must match numpy and the
+    interpreter; every counter is back at zero after each launch."""
+    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
+    rng = np.random.default_rng()
+    a, b = (padded(x) for x in operands(rng, m, n, k, BF16))
+    bm = bn = 64
+    size, count = streamk_workspace(programs, bm, bn)
+    kw = dict(STAGES=3, GROUP_M=2, num_warps=4, **constexprs)
+
+    def args(partials, counters):
+        c = padded(np.full((m, n), np.nan, np.float32))
+        return [*cluster_descs(_fresh(a), _fresh(b), c, bm, bn, 32, 1, epi_n), partials, counters, m, n, k]
+
+    def workspace():
+        return np.full(size, np.nan, np.float32), np.zeros(count, np.int32)
+    g, text, smem = trace(matmul_hopper_streamk, args(*workspace()), (programs,), **kw)
+    assert "atom.global.acq_rel.gpu.add.u32" in text
+    c_ref = interpret(g, (programs,), args(*workspace()))[2].base[:, :n]
+    check(c_ref, a, b)
+    outs, last = {}, {}
+    for order in ("cta", "cta_reversed", "random"):
+        partials, counters = workspace()
+        for launch in range(launches):
+            sim_args = args(partials, counters)
+            sim = ptxsim_ws.run(text, (programs,), sim_args, smem, order=order)
+            c = sim_args[2].base[:, :n]
+            check(c, a, b)
+            np.testing.assert_allclose(c, c_ref, rtol=2e-5, atol=2e-5 * np.abs(c_ref).max())
+            assert not counters.any(), "the last part of each tile sets its counter back to zero"
+            if launch:
+                assert np.array_equal(c.view(np.uint32), outs[order].view(np.uint32))
+            outs[order] = c.copy()
+        written = ~np.isnan(partials.reshape(2 * programs, bm * bn)).all(axis=1)
+        assert written.sum() == parts
+        # each counter counted 0, 1, ... in turn; the CTA that found the highest finished the tile
+        by_tile = {}
+        for cta, addr, old in sim.atomics:
+            by_tile.setdefault(addr, []).append((old, cta))
+        assert all(sorted(o for o, _ in v) == list(range(len(v))) for v in by_tile.values())
+        assert sum(len(v) for v in by_tile.values()) == parts
+        last[order] = {addr: max(v) for addr, v in by_tile.items()}
+    for order in ("cta_reversed", "random"):
+        assert np.array_equal(outs["cta"].view(np.uint32), outs[order].view(np.uint32)), order
+    for addr, (top, cta) in last["cta"].items():   # lowest CTA first: the highest finishes, and back
+        ctas = sorted(c for _, c in by_tile[addr])
+        assert cta == ctas[-1] and last["cta_reversed"][addr][1] == ctas[0]
+        assert top == 0 or ctas[0] != ctas[-1]
