@@ -290,3 +290,40 @@ def test_streamk_gemm(m, n, k, programs, parts, epi_n, launches, constexprs):
         ctas = sorted(c for _, c in by_tile[addr])
         assert cta == ctas[-1] and last["cta_reversed"][addr][1] == ctas[0]
         assert top == 0 or ctas[0] != ctas[-1]
+
+
+# -- attention --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("d, bn, consumers, ctas, causal, seq", [
+    (64, 64, 2, None, False, 100),    # a (query block, head) tile per CTA, a ragged last KV tile
+    (64, 64, 2, None, True, 130),     # causal: masked tiles skipped, the diagonal masked
+    (64, 128, 3, 2, True, 200),       # three consumers, a persistent grid of 2 CTAs walking the tiles
+    (128, 128, 2, None, False, 128),  # d 128: the 128B-swizzled operands, K = 8 wgmma steps
+])
+def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq):
+    """attention_fwd_ws: a producer warp streams K and V through rings whose empty barriers
+    count every consumer's release; the consumer warpgroups take query blocks in turn."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    from test_kernels import attention_reference
+    rng = np.random.default_rng()
+    bh, bm = 2, 64
+    q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
+    lq, lk = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    scale = 1.0 / np.sqrt(d)
+    grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (ctas,)
+
+    def args():
+        o = np.full((bh, seq, d), np.nan, BF16)
+        return [TensorDescriptor.from_tensor(q.copy(), [1, bm, d], lq),
+                TensorDescriptor.from_tensor(k.copy(), [1, bn, d], lk),
+                TensorDescriptor.from_tensor(v.copy(), [1, bn, d], lk),
+                TensorDescriptor.from_tensor(o, [1, bm, d], lq), seq, scale]
+    g, text, smem = trace(attention_fwd_ws, args(), grid, CAUSAL=causal, CONSUMERS=consumers, num_warps=4)
+    ref = interpret(g, grid, args())[3].base.astype(np.float32)
+    sim_args = args()
+    sim = ptxsim_ws.run(text, grid, sim_args, smem)
+    out = sim_args[3].base.astype(np.float32)
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)
+    np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)
+    assert sim.mbarrier_parks > 0
