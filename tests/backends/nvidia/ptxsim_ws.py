@@ -18,11 +18,12 @@ barrier it waits on (its shared address, phase, arrivals and transaction bytes o
 
 ``order`` picks among unparked threads: "pc" (lowest program counter, every CTA at once, as
 ptxsim), "cta" (the lowest-numbered CTA with a thread ready runs; a CTA runs alone until it
-waits or exits), "cta_reversed" (the highest first) or "random" (at each step the CTA of a
-thread drawn from those ready; ``seed``). Global atomics act in the order the simulator
-reaches them, so the CTA orders make a different CTA the last to arrive at a counter. Within a
-CTA the lowest program counter runs first, so the warps of one partition stay in lockstep: a
-missing barrier between them does not show here. ``setmaxnreg`` is a no-op that must be executed by whole warpgroups. Kernels that never
+waits or exits), "cta_reversed" (the highest first) or "random": at each step a warpgroup
+(128 threads of a CTA) drawn from those with a thread ready runs its lowest program counter
+(``seed``), so a producer warp may run far ahead of its consumers, or CTAs interleave. Global
+atomics act in the order the simulator reaches them, so the CTA orders make a different CTA the
+last to arrive at a counter. The warps of one warpgroup stay in lockstep (lowest program
+counter first): a missing barrier between them does not show here. ``setmaxnreg`` is a no-op that must be executed by whole warpgroups. Kernels that never
 wait on another partition run exactly as in ptxsim_hopper (the barriers complete at once).
 """
 from __future__ import annotations
@@ -43,6 +44,9 @@ class WSSim(HopperSim):
         if order not in _ORDERS:
             raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
         self.order, self.rng = order, np.random.default_rng(seed)
+        per_cta = -(-self.k.nthreads // 128)
+        self.group = (self.cta * per_cta + self.tid // 128).astype(np.int64)   # warpgroups, by CTA
+        self.ngroups = self.nctas * per_cta
         self.parked = np.zeros(self.N, bool)
         self.live = np.ones(self.N, bool)
         self.pc = 0
@@ -64,11 +68,12 @@ class WSSim(HopperSim):
             ready = self.live & ~self.parked
             if not ready.any():
                 raise RuntimeError(self._deadlock(pcs))
-            if self.order != "pc":
+            if self.order == "random":
+                groups = np.nonzero(np.bincount(self.group[ready], minlength=self.ngroups))[0]
+                ready &= self.group == groups[self.rng.integers(len(groups))]
+            elif self.order != "pc":
                 ctas = self.cta[ready]
-                pick = {"cta": ctas.min, "cta_reversed": ctas.max,
-                        "random": lambda: ctas[self.rng.integers(len(ctas))]}[self.order]()
-                ready &= self.cta == pick
+                ready &= self.cta == (ctas.min() if self.order == "cta" else ctas.max())
             pc = pcs[ready].min()
             active = ready & (pcs == pc)
             if pc >= n:
@@ -149,6 +154,12 @@ class WSSim(HopperSim):
         addr, old = self._addr(args[1]), self.get(args[0])
         self.atomics += [(int(self.cta[i]), int(addr[i]), int(old[i])) for i in np.nonzero(m)[0]]
         return out
+
+    def _tma_load(self, parts, args, m):
+        super()._tma_load(parts, args, m)
+        if (self.busy > 1).any():   # two asynchronous writes in flight over one byte: either may land last
+            c, at = (int(x[0]) for x in np.nonzero(self.busy > 1))
+            raise RuntimeError(f"a TMA load into CTA {c}'s shared byte {at} while another copy into it is in flight")
 
     # -- named barriers ---------------------------------------------------------------------------
     def _arrive_named(self, parts, args, m, wait: bool) -> None:

@@ -39,6 +39,17 @@ def trace(kernel, args, grid, target="sm_90a", **kw):
     return g, text, smem
 
 
+def simulate(text, grid, args, smem, order="pc"):
+    """ptxsim_ws.run; in the random order on a fresh seed, named if the run fails."""
+    seed = int(np.random.default_rng().integers(2 ** 32)) if order == "random" else None
+    try:
+        return ptxsim_ws.run(text, grid, args, smem, order=order, seed=seed)
+    except Exception as e:
+        if seed is None:
+            raise
+        raise AssertionError(f"ptxsim_ws order='random', seed={seed}: {e}") from e
+
+
 def interpret(g, grid, args):
     get("interpreter").run(g, tuple(grid) + (1,) * (3 - len(grid)), args)
     return args
@@ -46,9 +57,13 @@ def interpret(g, grid, args):
 
 # -- warp_specialize's own kernels ------------------------------------------------------------------
 
+ORDERS = ["pc", "random"]
+
+
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("worker_warps, num_warps", [(1, 4), (2, 4), (4, 8)])
-def test_handoff(target, worker_warps, num_warps):
+def test_handoff(target, worker_warps, num_warps, order):
     """The worker fills shared memory and arrives on an mbarrier the default partition waits on;
     a scalar crosses in shared memory; each partition reduces with its own named barrier."""
     rng = np.random.default_rng()
@@ -58,12 +73,12 @@ def test_handoff(target, worker_warps, num_warps):
                           WORKER_WARPS=worker_warps, num_warps=num_warps)
     ref = interpret(g, (3,), [x.copy(), np.full(258, np.nan, np.float32), n])[1]
     out = np.full(258, np.nan, np.float32)
-    sim = ptxsim_ws.run(text, (3,), [x.copy(), out, n], smem)
+    sim = simulate(text, (3,), [x.copy(), out, n], smem, order)
     np.testing.assert_allclose(out[:256], 2 * x + (n - 1), rtol=1e-6)
     np.testing.assert_allclose(out[256], x.sum(dtype=np.float64) + 2 * n, rtol=1e-5)
     assert out[257] == (2 * x).max()
     np.testing.assert_allclose(out, ref, rtol=1e-6)
-    assert sim.mbarrier_parks > 0 or "mbarrier.try_wait" not in text
+    assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the default partition waits
 
 
 def test_handoff_deadlocks_on_the_lockstep_simulator():
@@ -84,16 +99,17 @@ def test_partitions_with_128_bit_accesses():
     assert np.array_equal(out, x + 1)
 
 
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("worker_warps, num_warps, t", [(1, 4, 3), (2, 4, 1), (4, 8, 4)])
-def test_warp_specialize_in_a_loop_and_twice(target, worker_warps, num_warps, t):
+def test_warp_specialize_in_a_loop_and_twice(target, worker_warps, num_warps, t, order):
     """The general form: workers wait in a loop for the default partition's word (which op, or
     leave) at non-aligned CTA barriers."""
     x = np.random.default_rng().standard_normal(128).astype(np.float32)
     out = np.full(t * 128 + 1, np.nan, np.float32)
     _, text, smem = trace(rounds, (x, out, t), (2,), target, N=128, WORKER_WARPS=worker_warps,
                           num_warps=num_warps)
-    ptxsim_ws.run(text, (2,), [x, out, t], smem)
+    simulate(text, (2,), [x, out, t], smem, order)
     np.testing.assert_allclose(out, _rounds_expected(x, t), rtol=1e-5, atol=1e-5)
 
 
@@ -179,7 +195,7 @@ def _gemm(kernel, m, n, k, programs, descs, c_dtype, order="pc", **kw):
     g, text, smem = trace(kernel, args(), (programs,), **kw)
     ref = interpret(g, (programs,), args())
     sim_args = args()
-    sim = ptxsim_ws.run(text, (programs,), sim_args, smem, order=order)
+    sim = simulate(text, (programs,), sim_args, smem, order)
     return a, b, sim_args[2].base, ref[2].base, sim
 
 
@@ -198,28 +214,68 @@ WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
 ] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
 
 
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs", WS_GEMMS)
-def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs):
+def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order):
     """A one-warp TMA producer and consumer warpgroup(s) (ping-pong: two, taking tiles in turn)
     hand the ring's stages over on full/empty mbarriers; C is stored by TMA."""
     from gluon_trace.kernels import matmul_hopper_ws
     a, b, c_sim, c_ref, sim = _gemm(getattr(matmul_hopper_ws, kernel), m, n, k, programs,
-                                    lambda a, b, c: _bf16_descs(a, b, c, bm, bn, bk), BF16,
+                                    lambda a, b, c: _bf16_descs(a, b, c, bm, bn, bk), BF16, order,
                                     STAGES=stages, GROUP_M=2, num_warps=warps)
     _check_gemm(a, b, c_sim, c_ref, 1e-2)
-    assert sim.mbarrier_parks > 0
+    assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
 
+def _without(text, pattern, nth, wait):
+    """The PTX with the nth match of ``pattern`` dropped; a wait becomes ``mov.pred p, 1`` (it
+    always succeeds, its spin loop stays)."""
+    lines = text.split("\n")
+    at = [i for i, line in enumerate(lines) if re.search(pattern, line)][nth]
+    lines[at] = "\tmov.pred " + re.search(r"%p\d+", lines[at]).group(0) + ", 1;" if wait else ""
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("bug, why", [
+    ("the producer's wait for an empty stage", "a TMA load into shared \\d+\\.\\. overwrites bytes an in-flight wgmma"),
+    ("the consumer's wait for a full stage", "wgmma reads shared bytes before the copies into them landed"),
+    ("the consumer's release of a stage", r"deadlock(.|\n)*CTA 0 warp 4 waits on the mbarrier at shared (\d+)"),
+])
+def test_ws_gemm_handoff_bugs_are_caught(bug, why):
+    """matmul_hopper_ws's PTX with one of its handoffs dropped, run with the producer free to run
+    ahead (the random order): each is caught, where the lowest-pc order hides the first (the
+    consumers, at lower program counters, always go first)."""
+    from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
+    m, n, k = 192, 128, 160
+    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
+        return [*_bf16_descs(_fresh(a), _fresh(b), c, 64, 64, 32), m, n, k]
+    _, text, smem = trace(matmul_hopper_ws, args(), (2,), STAGES=3, GROUP_M=2, num_warps=4)
+    wait, arrive = r"mbarrier\.try_wait", r"mbarrier\.arrive\.shared"
+    bad = {"the producer's wait for an empty stage": _without(text, wait, 1, True),
+           "the consumer's wait for a full stage": _without(text, wait, 0, True),
+           "the consumer's release of a stage": _without(text, arrive, 0, False)}[bug]
+    for seed in range(2):
+        with pytest.raises(RuntimeError, match=why):
+            ptxsim_ws.run(bad, (2,), args(), smem, order="random", seed=seed)
+    if bug == "the producer's wait for an empty stage":
+        ptxsim_ws.run(bad, (2,), args(), smem)   # lowest pc first: passes unnoticed
+    ptxsim_ws.run(text, (2,), args(), smem, order="random", seed=0)
+
+
+@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("m, n, k, programs, epi_n", [(192, 128, 224, 2, 32), (130, 200, 70, 3, 64)])
-def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n):
+def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n, order):
     """matmul_hopper_cluster_ws with num_ctas=1: a 4-stage ring, the C tile stored in column
     blocks (EPI_N < BN) through two alternating buffers, barrier.cluster on a cluster of one."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     a, b, c_sim, c_ref, sim = _gemm(matmul_hopper_cluster_ws, m, n, k, programs,
                                     lambda a, b, c: cluster_descs(a, b, c, 64, 128, 32, 1, epi_n), np.float32,
-                                    STAGES=4, GROUP_M=2, num_warps=4)
+                                    order, STAGES=4, GROUP_M=2, num_warps=4)
     _check_gemm(a, b, c_sim, c_ref, 2e-5)
-    assert sim.mbarrier_parks > 0
+    assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
 
 # -- stream-K ---------------------------------------------------------------------------------------
@@ -267,7 +323,7 @@ def test_streamk_gemm(m, n, k, programs, parts, epi_n, launches, constexprs):
         partials, counters = workspace()
         for launch in range(launches):
             sim_args = args(partials, counters)
-            sim = ptxsim_ws.run(text, (programs,), sim_args, smem, order=order)
+            sim = simulate(text, (programs,), sim_args, smem, order)
             c = sim_args[2].base[:, :n]
             check(c, a, b)
             np.testing.assert_allclose(c, c_ref, rtol=2e-5, atol=2e-5 * np.abs(c_ref).max())
@@ -300,7 +356,8 @@ def test_streamk_gemm(m, n, k, programs, parts, epi_n, launches, constexprs):
     (64, 128, 3, 2, True, 200),       # three consumers, a persistent grid of 2 CTAs walking the tiles
     (128, 128, 2, None, False, 128),  # d 128: the 128B-swizzled operands, K = 8 wgmma steps
 ])
-def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq):
+@pytest.mark.parametrize("order", ORDERS)
+def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq, order):
     """attention_fwd_ws: a producer warp streams K and V through rings whose empty barriers
     count every consumer's release; the consumer warpgroups take query blocks in turn."""
     from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
@@ -321,9 +378,9 @@ def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq):
     g, text, smem = trace(attention_fwd_ws, args(), grid, CAUSAL=causal, CONSUMERS=consumers, num_warps=4)
     ref = interpret(g, grid, args())[3].base.astype(np.float32)
     sim_args = args()
-    sim = ptxsim_ws.run(text, grid, sim_args, smem)
+    sim = simulate(text, grid, sim_args, smem, order)
     out = sim_args[3].base.astype(np.float32)
     assert not np.isnan(out).any()
     np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)
     np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)
-    assert sim.mbarrier_parks > 0
+    assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
