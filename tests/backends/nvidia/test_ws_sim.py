@@ -384,3 +384,45 @@ def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq, order):
     np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)
     np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
+
+
+# -- the scheduler on kernels that are not warp-specialized ----------------------------------------
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_non_ws_kernels_run_as_in_lockstep(order):
+    """The persistent Hopper GEMM (two warpgroups meeting at CTA barriers) gives bit for bit what
+    ptxsim_hopper's lockstep machine gives, in either order."""
+    from gluon_trace.kernels.matmul_hopper import matmul_hopper
+    m, n, k = 192, 128, 96
+    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
+        return [*_bf16_descs(_fresh(a), _fresh(b), c, 128, 64, 32), m, n, k]
+    _, text, smem = trace(matmul_hopper, args(), (2,), STAGES=3, GROUP_M=2, num_warps=8)
+    lock, ws = args(), args()
+    ptxsim_hopper.run(text, (2,), lock, smem)
+    sim = simulate(text, (2,), ws, smem, order)
+    check(ws[2].base[:, :n].astype(np.float32), a, b, 1e-2)
+    assert np.array_equal(lock[2].base.view(np.uint16), ws[2].base.view(np.uint16))
+    assert sim.mbarrier_parks == 0 or order != "pc"
+
+
+def test_two_tma_loads_in_flight_over_one_buffer_raise():
+    """copy2d with its TMA load issued twice before the wait: two asynchronous writes of the same
+    bytes, either of which may land last."""
+    from test_hopper import copy2d
+    src = np.random.default_rng().standard_normal((64, 64)).astype(np.float32)
+    lay = NV([32, 32], gl.float32)
+
+    def args():
+        return [TensorDescriptor.from_tensor(src.copy(), [32, 32], lay),
+                TensorDescriptor.from_tensor(np.full((64, 64), np.nan, np.float32), [32, 32], lay)]
+    _, text, smem = trace(copy2d, args(), (2, 2))
+    load = re.search(r"\n(\t@%p\d+ cp\.async\.bulk\.tensor\.2d\.shared::cluster[^\n]*\n)", text).group(1)
+    ok = args()
+    ptxsim_ws.run(text, (2, 2), ok, smem)
+    assert np.array_equal(ok[1].base, src)
+    with pytest.raises(RuntimeError, match=r"a TMA load into CTA 0's shared byte \d+ while another copy into it "
+                                           "is in flight"):
+        ptxsim_ws.run(text.replace(load, load + load), (2, 2), args(), smem)
