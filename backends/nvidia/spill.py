@@ -35,6 +35,12 @@ PRED_TRIGGER = 256
 # into general registers).
 BUDGET = 192
 PRED_BUDGET = 32
+# Lines (of those reading or writing a kept register) addressed from one value of the base
+# register. ptxas moves loads up and forwards stores to loads where it can prove the address the
+# same, which rebuilt the long live ranges (seed 97: 21 s of ptxas before, 22.6 s with the
+# slots at constant addresses); a load cannot move above the line that last changed its base,
+# nor a store reach a load of another stretch.
+SPAN = 256
 ARRAY = "gt_spill"
 
 _REG = re.compile(r"%(?:rd|fd|r|f|h|p)\d+")
@@ -68,12 +74,12 @@ def _parse(text: str):
         guard, t = t.split(" ", 1)
     op, _, rest = t.rstrip(";").partition(" ")
     base = op.split(".", 1)[0]
-    if base == "bra":
-        return None, rest.strip(), guard is None, guard, (), (), True
-    if base in ("ret", "exit", "trap"):
-        return None, "", guard is None, guard, (), (), True
-    regs = _REG.findall(rest)
     gr = [guard.lstrip("@!")] if guard else []
+    if base == "bra":
+        return None, rest.strip(), guard is None, guard, (), gr, True
+    if base in ("ret", "exit", "trap"):
+        return None, "", guard is None, guard, (), gr, True
+    regs = _REG.findall(rest)
     if base in _WRITE_FIRST:
         first = _OPERANDS.match(rest).group(0)
         if not first.lstrip().startswith("["):
@@ -173,11 +179,12 @@ def _bits(x: int) -> list[int]:
 
 
 def choose(texts: list[str], budget: int = BUDGET, pred_budget: int = PRED_BUDGET, keep=frozenset(),
-           trigger: int = TRIGGER, pred_trigger: int = PRED_TRIGGER) -> set[str]:
+           trigger: int = TRIGGER, pred_trigger: int = PRED_TRIGGER, info=None) -> set[str]:
     """The registers (none of ``keep``) to keep in ``.local`` so that no line has more than
     ``budget`` 32-bit registers or ``pred_budget`` predicates live (as far as spilling gets
-    there); none unless some line has more than ``trigger`` or ``pred_trigger``."""
-    info = [_parse(t) for t in texts]
+    there); none unless some line has more than ``trigger`` or ``pred_trigger``. ``info``: the
+    lines' _parse, when the caller has it."""
+    info = info or [_parse(t) for t in texts]
     reg_id = {}
     for *_x, w, r, _e in info:
         for x in (*w, *r):
@@ -236,7 +243,7 @@ def choose(texts: list[str], budget: int = BUDGET, pred_budget: int = PRED_BUDGE
     return {names[k] for k in np.nonzero(chosen)[0]}
 
 
-def rewrite(texts: list[str], chosen: set[str], counts: dict) -> tuple[list[list[str]], int]:
+def rewrite(texts: list[str], chosen: set[str], counts: dict, info=None) -> tuple[list[list[str]], int]:
     """For each line, the lines replacing it (each write of a chosen register stored to its
     slot, each read loaded from it into a fresh register), and the bytes of slots used.
     ``counts`` ({register class: highest number}) is advanced by the fresh registers."""
@@ -244,22 +251,32 @@ def rewrite(texts: list[str], chosen: set[str], counts: dict) -> tuple[list[list
     for x in sorted(chosen, key=lambda x: -_BYTES[_kind(x)]):  # 8-byte slots first: aligned
         slot[x] = size
         size += _BYTES[_kind(x)]
+    # the slots are addressed from a base register that every SPAN lines has a zero ptxas cannot
+    # see through added to it (tid.y: 0 in our one-dimensional blocks, .maxntid N, 1, 1)
+    zero32, zero, base = f"%r{counts['b32'] + 1}", f"%rd{counts['b64'] + 1}", f"%rd{counts['b64'] + 2}"
+    counts["b32"] += 1
+    counts["b64"] += 2
     out = []
-    for t in texts:
-        regs = [x for x in _REG.findall(t) if x in slot]
+    since = 0
+    for i, t in enumerate(texts):
+        _, _, _, guard, w, r, exact = info[i] if info else _parse(t)
+        regs = [x for x in (*w, *r) if x in slot]
         if not regs:
             out.append([t])
             continue
-        _, _, _, guard, w, r, exact = _parse(t)
+        pre, post = [], []
+        if since >= SPAN:
+            pre.append(f"add.s64 {base}, {base}, {zero};")
+            since = 0
+        since += 1
         fresh = {}
         for x in dict.fromkeys(regs):
             cls = _CLASS[_kind(x)]
             counts[cls] += 1
             fresh[x] = f"%{_kind(x)}{counts[cls]}"
         body = _REG.sub(lambda m: fresh.get(m.group(0), m.group(0)), t)
-        pre, post = [], []
         for x in fresh:
-            at = f"[{ARRAY}+{slot[x]}]"
+            at = f"[{base}+{slot[x]}]"
             ty = _MEM[_kind(x)]
             # a guarded write loads first too: the fresh register then holds the value either
             # way and is stored unguarded (one definition and one store: a plain live range)
@@ -277,17 +294,22 @@ def rewrite(texts: list[str], chosen: set[str], counts: dict) -> tuple[list[list
             if x in w:
                 post.append(f"st.local.{ty} {at}, {fresh[x]};")
         out.append(pre + [body] + post)
+    out[0][:0] = [f"mov.u32 {zero32}, %tid.y;", f"cvt.u64.u32 {zero}, {zero32};", f"mov.u64 {base}, {ARRAY};"]
     return out, size
 
 
 def spill_registers(em) -> list:
     """The emitter's lines ([(text, loc)]) with registers kept in ``.local`` above the budget;
     ``em``'s register counts and local declarations grow with what that needs."""
+    c = em.counts
+    if c["b32"] + c["f32"] + c["b16"] + 2 * (c["b64"] + c["f64"]) <= TRIGGER and c["pred"] <= PRED_TRIGGER:
+        return em.lines  # fewer registers in all than the trigger: most kernels stop here
     texts = [t for t, _ in em.lines]
     keep = {x for p in em.prologue for x in _REG.findall(p)}
-    chosen = choose(texts, BUDGET, PRED_BUDGET, keep, TRIGGER, PRED_TRIGGER)
+    info = [_parse(t) for t in texts]
+    chosen = choose(texts, BUDGET, PRED_BUDGET, keep, TRIGGER, PRED_TRIGGER, info)
     if not chosen:
         return em.lines
-    new, size = rewrite(texts, chosen, em.counts)
+    new, size = rewrite(texts, chosen, em.counts, info)
     em.local_decls.append(f".local .align 8 .b8 {ARRAY}[{size}];")
     return [(t, loc) for group, (_, loc) in zip(new, em.lines) for t in group]

@@ -186,6 +186,8 @@ class Sim:
             return np.full(self.N, np.uint64(int(a[2:], 16))).view(np.float64).astype(_np(t)) if t.startswith("f") else np.full(self.N, int(a[2:], 16), np.uint64)
         if a == "gt_smem":
             return np.zeros(self.N, _np(t))
+        if a in self.k.local:  # a .local array's address: its offset in a thread's local bytes
+            return np.full(self.N, self.k.local[a], _np(t))
         v = int(a, 0)
         if t == "pred":
             return np.full(self.N, bool(v))
@@ -212,6 +214,8 @@ class Sim:
             v = np.full(self.N, self.grid["xyz".index(a[-1])], np.uint32)
         elif a == "%laneid":
             v = self.tid % 32
+        elif a in ("%tid.y", "%tid.z"):  # blocks are one-dimensional (.maxntid N, 1, 1)
+            v = np.zeros(self.N, np.uint32)
         else:
             raise NotImplementedError(a)
         return v.astype(_np(t))
@@ -641,15 +645,23 @@ class Sim:
             return base
         raise NotImplementedError(a)
 
-    def _local_addr(self, a: str, n: int) -> int:
-        """The offset of ``[array+imm]`` in a thread's local bytes (the same for every thread)."""
+    def _local_addr(self, a: str, n: int):
+        """Each thread's offset of ``[array+imm]`` or ``[reg+imm]`` in its local bytes."""
         base, _, off = a[1:-1].partition("+")
-        if base not in self.k.local:
+        if base in self.k.local:
+            ad = np.full(self.N, self.k.local[base], np.int64)
+        elif base in self.k.regs:
+            ad = self.get(base).astype(np.int64)
+        else:
             raise NotImplementedError(f"ptxsim: local address {a}")
-        ad = self.k.local[base] + (int(off) if off else 0)
-        if ad % (n if n <= 8 else 8) or ad + n > self.local.shape[1]:
+        ad = ad + (int(off) if off else 0)
+        if (ad % (n if n <= 8 else 8)).any() or (ad < 0).any() or (ad + n > self.local.shape[1]).any():
             raise IndexError(f"local access at {a} ({n} bytes)")
         return ad
+
+    def _local_bytes(self, ad, n: int):
+        """(rows, columns) indexing ``n`` bytes at each thread's local offset ``ad``."""
+        return np.arange(self.N)[:, None], ad[:, None] + np.arange(n)
 
     def op_ld(self, parts, args, m, active):
         space = parts[1]
@@ -667,8 +679,8 @@ class Sim:
         nb = _tbits(t) // 8
         if space == "local":
             ad = self._local_addr(a, nb * len(outs))
-            vals = [self.local[:, ad + j * nb:ad + (j + 1) * nb].copy().view(_BITS[str(nb * 8)])[:, 0]
-                    .astype(np.uint64) for j in range(len(outs))]
+            vals = [np.ascontiguousarray(self.local[self._local_bytes(ad + j * nb, nb)])
+                    .view(_BITS[str(nb * 8)])[:, 0].astype(np.uint64) for j in range(len(outs))]
             idx = ()
         else:
             addrs = self._addr(a)
@@ -704,12 +716,13 @@ class Sim:
         nb = _tbits(t) // 8
         bits = nb * 8
         vals = [self.val(x, f"b{bits}") for x in ins]
-        if space == "local" and a[1:-1].partition("+")[0] in self.k.local:
+        if space == "local":
             ad = self._local_addr(a, nb * len(ins))
             for j, v in enumerate(vals):
-                cur = self.local[:, ad + j * nb:ad + (j + 1) * nb].copy().view(_BITS[str(bits)])[:, 0]
+                at = self._local_bytes(ad + j * nb, nb)
+                cur = np.ascontiguousarray(self.local[at]).view(_BITS[str(bits)])[:, 0]
                 new = np.where(m, np.asarray(v).view(_BITS[str(bits)]), cur)
-                self.local[:, ad + j * nb:ad + (j + 1) * nb] = new.reshape(-1, 1).view(np.uint8)
+                self.local[at] = new.reshape(-1, 1).view(np.uint8)
             return None
         addrs = self._addr(a)
         for i in np.nonzero(m)[0]:

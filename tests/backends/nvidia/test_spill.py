@@ -97,8 +97,9 @@ def _assembles(text):
     ptxas.assemble(text, "sm_90a")
 
 
-@pytest.mark.parametrize("budget, pred_budget", [(0, 0), (6, 1), (12, 100)])
-def test_hand_written_loop_spilled_computes_the_same(budget, pred_budget):
+@pytest.mark.parametrize("budget, pred_budget, span", [(0, 0, 2), (6, 1, 1), (12, 100, 256)])
+def test_hand_written_loop_spilled_computes_the_same(budget, pred_budget, span, monkeypatch):
+    monkeypatch.setattr(spill, "SPAN", span)
     rng = np.random.default_rng(budget)
     inp = np.concatenate([rng.standard_normal(32).astype(np.float32).view(np.uint8),
                           rng.integers(0, 2**32, 32, dtype=np.uint32).view(np.uint8)])
@@ -110,6 +111,9 @@ def test_hand_written_loop_spilled_computes_the_same(budget, pred_budget):
         assert {"%f2", "%fd1", "%r6", "%h1", "%p1", "%p2", "%r7"} <= chosen
     if pred_budget >= 2:
         assert not any(x.startswith("%p") for x in chosen)
+    at = "%rd" + str(COUNTS["b64"] + 2)  # the slots' base register, moved every `span` lines
+    assert f"mov.u64 {at}, {spill.ARRAY};" in text
+    assert (f"add.s64 {at}, {at}," in text) == (span < 10)
     for n in (0, 1, 5):
         want = run(base, n, inp)
         assert (want[:512] != 0xAB).mean() > 0.9  # (the b16 output: even lanes only)
@@ -136,6 +140,8 @@ def test_liveness_counts_the_loop_carry_over_the_whole_loop():
         assert all(((live[:, 0] <= i) & (live[:, 1] >= i)).any() for i in range(head, back + 1)), reg
     tmp = seg[seg[:, 2] == ids["%r5"]]  # dies at the setp before the loop
     assert tmp[:, 1].max() < head
+    exit_test = seg[seg[:, 2] == ids["%p2"]]  # from its setp to the branch it guards
+    assert exit_test.tolist() == [[head + 1, head + 2, ids["%p2"]]]
 
 
 CONFIG = fuzz.FuzzConfig(max_numel=256, max_ops=6)
@@ -143,7 +149,7 @@ CONFIG = fuzz.FuzzConfig(max_numel=256, max_ops=6)
 
 @pytest.mark.parametrize("seed", [3, 11, 26, 40])
 def test_fuzz_programs_spilled_match_the_interpreter(seed, monkeypatch):
-    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 24), ("PRED_BUDGET", 2)):
+    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 24), ("PRED_BUDGET", 2), ("SPAN", 5)):
         monkeypatch.setattr(spill, name, value)
     prog = fuzz.random_program(seed, CONFIG)
     inputs = fuzz.make_inputs(prog)
