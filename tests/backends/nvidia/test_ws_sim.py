@@ -426,3 +426,22 @@ def test_two_tma_loads_in_flight_over_one_buffer_raise():
     with pytest.raises(RuntimeError, match=r"a TMA load into CTA 0's shared byte \d+ while another copy into it "
                                            "is in flight"):
         ptxsim_ws.run(text.replace(load, load + load), (2, 2), args(), smem)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_bar_arrive_hands_over_like_an_mbarrier(order):
+    """handoff with its mbarrier replaced by named barrier 3: the worker's 64 threads
+    ``bar.arrive 3, 192`` where they arrived on the mbarrier, the default partition's 128
+    ``bar.sync 3, 192`` where it waited. The same output; with a count of 256 nobody completes it."""
+    x = np.random.default_rng().standard_normal(256).astype(np.float32)
+    _, text, smem = trace(handoff, (x, np.zeros(258, np.float32), 3), (2,), "sm_90", N=256, WORKER_WARPS=2,
+                          num_warps=4)
+    wait = re.search(r"\$L_MBW_\d+:\n\tmbarrier\.try_wait[^\n]*\n\t@!%p\d+ bra \$L_MBW_\d+;\n", text).group(0)
+    arrive = re.search(r"\tmbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\], 1;\n", text).group(0)
+    named = text.replace(wait, "\tbar.sync 3, 192;\n").replace(arrive, "\tbar.arrive 3, 192;\n")
+    out = np.full(258, np.nan, np.float32)
+    simulate(named, (2,), [x, out, 3], smem, order)
+    np.testing.assert_allclose(out[:256], 2 * x + 2, rtol=1e-6)
+    assert out[257] == (2 * x).max()
+    with pytest.raises(RuntimeError, match=r"CTA 0 warps 0-3 waits on named barrier 3 \(192 of 256 threads arrived\)"):
+        ptxsim_ws.run(named.replace(", 192;", ", 256;"), (2,), [x, np.full(258, np.nan, np.float32), 3], smem)
