@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
+from itertools import accumulate, compress
 
 from .mir import Fixed, Imm, Inst, Neg, Reg, Sub, strip
 
@@ -230,54 +231,96 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
         cost = {r: sum(weight[k] for k in ks) for r, ks in mentions.items()}
     else:  # every mention weighs 8 ** 0
         cost = {r: len(ks) for r, ks in mentions.items()}
-    starts: dict = {}
+    # the live dwords at each instruction before spilling (C-speed prefix sums), less the
+    # victims' from where they are spilled to their end: the sweep visits only the points
+    # over budget, not every instruction
+    n = len(code)
+    delta = [0] * (n + 1)
+    starts: list = [None] * n
     for r, (s, e) in iv.items():
         if r.cls == cls:
-            starts.setdefault(max(s, 0), []).append(r)
-    pick = _Furthest(len(code), mentions, cost, iv)
-    active: set = set()
-    ends: list = []
-    live = 0
-    spilled: set = set()
-    victims = []
-    for k in range(len(code)):
-        here = at[k]
-        for r in starts.get(k, ()):
-            active.add(r)
-            live += r.size
-            heapq.heappush(ends, (iv[r][1], r.id, r))
+            s = max(s, 0)
+            delta[s] += r.size
+            delta[e + 1] -= r.size
             if r.fixed is None and r.id not in frozen:
-                pick.add(r, k)
-        while ends and ends[0][0] < k:
-            _, _, r = heapq.heappop(ends)
-            if r in active:
-                active.discard(r)
-                live -= r.size
-                pick.drop(r)
-        for r in here:  # their next mention moves past k
-            pick.moved(r, k)
-        need = live
+                if starts[s] is None:
+                    starts[s] = [r]
+                else:
+                    starts[s].append(r)
+    pressure = list(accumulate(delta))
+    pick = _Furthest(n, mentions, cost, iv)
+    spilled: set = set()
+    gone: list = []        # heap of (end, dwords) of victims: no longer live from their spill
+    freed = 0              # dwords of victims live at this point
+    victims = []
+    soon: list = []        # heap of (next mention, id, victim, its index in the mentions)
+    last = -1
+    k = 0
+    while True:
+        # the next point over budget with the victims' dwords off, or where that changes:
+        # a victim's interval ends, or a victim is mentioned (its temporary counts there)
+        until = n
+        if gone:
+            until = min(until, gone[0][0] + 1)
+        if soon:
+            until = min(until, soon[0][0])
+        k = _first_over(pressure, k, until, budget + freed)
+        if k == n:
+            break
+        while gone and gone[0][0] < k:
+            freed -= heapq.heappop(gone)[1]
+        while soon and soon[0][0] == k:
+            _, rid, r, j = heapq.heappop(soon)
+            if j + 1 < len(mentions[r]):
+                heapq.heappush(soon, (mentions[r][j + 1], rid, r, j + 1))
+        here = at[k]
+        need = pressure[k] - freed
         if spilled:
-            need += sum(n for r, n in here.items() if r in spilled)
+            need += sum(d for r, d in here.items() if r in spilled)
         if need <= budget:
+            k += 1
             continue
+        for rs in filter(None, starts[last + 1:k + 1]):
+            for r in rs:
+                pick.add(r, k)
+        for r in set().union(*at[last + 1:k + 1]):  # mentioned since: next mentions moved
+            pick.refresh(r, k)
+        last = k
         # a register the instruction names whole would come straight back as a temporary;
         # one it names a dword of still frees the rest
         for r in pick.furthest(k, here):
-            active.discard(r)
-            live -= r.size
+            freed += r.size
+            heapq.heappush(gone, (iv[r][1], r.size))
+            ks = mentions[r]
+            j = bisect_right(ks, k)
+            if j < len(ks):
+                heapq.heappush(soon, (ks[j], r.id, r, j))
             need -= r.size - here.get(r, 0)
             spilled.add(r)
             victims.append(r)
             if need <= budget:
                 break
         pick.restore()
+        k += 1
     if sites is not None:
         sites += sorted({k for r in victims for k in mentions[r]})
     return victims
 
 
 _NONE: dict = {}
+
+
+def _first_over(values: list, lo: int, hi: int, limit: int) -> int:
+    """The first j in [lo, hi) with values[j] > limit, else hi (C-speed in growing chunks:
+    the next one is usually near, sometimes thousands of points away)."""
+    step = 64
+    while lo < hi:
+        top = min(hi, lo + step)
+        for j in compress(range(lo, top), map(limit.__lt__, values[lo:top])):
+            return j
+        lo = top
+        step *= 2
+    return hi
 
 
 class _Furthest:
@@ -287,46 +330,41 @@ class _Furthest:
     live register wherever the pressure is over budget made the sweep quadratic; here the
     registers are grouped by (dwords, cost), within which the order is by next mention
     alone and does not change as the sweep moves, so each group is a heap updated only
-    when a register's next mention passes, and a pick compares the groups' tops."""
+    when a register's next mention passes, and a pick compares the groups' tops. Entries
+    go stale lazily: a register spilled, past its interval's end, or with a newer entry."""
 
     def __init__(self, n: int, mentions: dict, cost: dict, iv: dict):
         self.n, self.mentions, self.cost, self.iv = n, mentions, cost, iv
-        self.nxt: dict = {}       # live candidate -> its next mention (as the score counts it)
-        self.at: dict = {}        # live candidate -> index of that mention in its mentions
+        self.nxt: dict = {}       # candidate -> its next mention (as the score counts it)
         self.groups: dict = {}    # (dwords, cost) -> heap of (-next, id, reg), stale ones included
         self.taken: list = []     # entries popped by furthest() but not spilled
+        self.k = 0                # the sweep's point at the last furthest()
 
-    def _push(self, r, j: int) -> None:
-        """``r``'s next mention is its ``j``-th (past the last: its end plus the length)."""
+    def add(self, r, k: int) -> None:
+        """``r`` is live from here on: its next mention is the first one after ``k``."""
         ks = self.mentions[r]
+        j = bisect_right(ks, k)
         m = ks[j] if j < len(ks) else self.iv[r][1] + self.n
         self.nxt[r] = m
-        self.at[r] = j
         key = (r.size, self.cost[r])
         heap = self.groups.get(key)
         if heap is None:
             heap = self.groups[key] = []
         heapq.heappush(heap, (-m, r.id, r))
 
-    def add(self, r, k: int) -> None:
-        self._push(r, bisect_right(self.mentions[r], k))
-
-    def moved(self, r, k: int) -> None:
-        """The sweep is at a mention ``k`` of ``r``: its next one is the one after."""
+    def refresh(self, r, k: int) -> None:
+        """The sweep passed a mention of ``r`` at or before ``k``."""
         m = self.nxt.get(r)
         if m is not None and m <= k:
-            self._push(r, self.at[r] + 1)
-
-    def drop(self, r) -> None:
-        self.nxt.pop(r, None)
+            self.add(r, k)
 
     def _top(self, heap, here: dict):
         """The heap's best live candidate not named whole at this point (those are set aside
         in ``taken`` until ``restore``)."""
-        nxt = self.nxt
+        nxt, iv, k = self.nxt, self.iv, self.k
         while heap:
             m, _, r = heap[0]
-            if nxt.get(r) != -m:
+            if nxt.get(r) != -m or iv[r][1] < k:
                 heapq.heappop(heap)  # spilled, dead, or its next mention moved
             elif here.get(r, 0) >= r.size:
                 self.taken.append((heap, heapq.heappop(heap)))
@@ -336,6 +374,7 @@ class _Furthest:
 
     def furthest(self, k: int, here: dict):
         """Yield candidates best first; each one yielded is spilled (it leaves the set)."""
+        self.k = k
         while True:
             best = None
             for (size, cost), heap in self.groups.items():
