@@ -84,6 +84,9 @@ class HazardPass:
         t = self.t
         if not t.gfx9:
             return 0
+        valu, vmem = is_valu(i), is_vmem(i)
+        if not (vmem or (valu and t.gfx940) or i.op.endswith("_dpp") or i.op.startswith("v_div_fmas")):
+            return 0  # none of the rules below is about this instruction
         need = 0
         uses = units(i.uses) + units(i.imp)
         s_uses = [u for u in uses if u[0] in ("s", "vcc")]
@@ -92,14 +95,14 @@ class HazardPass:
         def writes_valu(us):
             return lambda h: is_valu(h) and any(u in us for u in units(h.defs))
 
-        if is_vmem(i) and s_uses:
+        if vmem and s_uses:
             need = max(need, 5 - self.since(hist, writes_valu(s_uses), 5))
         if i.op.endswith("_dpp") and v_uses:
             need = max(need, 2 - self.since(
                 hist, lambda h: isinstance(h, Inst) and any(u in v_uses for u in units(h.defs)), 2))
         if i.op.startswith("v_div_fmas"):
             need = max(need, 4 - self.since(hist, writes_valu([("vcc", 0), ("vcc", 1)]), 4))
-        if t.gfx940 and is_valu(i):
+        if t.gfx940 and valu:
             if s_uses:
                 need = max(need, 2 - self.since(hist, writes_valu(s_uses), 2))
             if i.op.startswith("v_readfirstlane") or i.op.startswith("v_readlane"):

@@ -254,6 +254,13 @@ def _regs_of(xs, out: list) -> list:
 
 
 def phys_name(x) -> str:
+    t = type(x)  # the common operands first, by exact type (a kernel renders ~10^6)
+    if t is Reg and x.phys is not None:
+        return f"{x.cls}{x.phys}" if x.size == 1 else f"{x.cls}[{x.phys}:{x.phys + x.size - 1}]"
+    if t is Sub and x.reg.phys is not None:
+        return f"{x.reg.cls}{x.reg.phys + x.index}"
+    if t is str:
+        return x
     if isinstance(x, Neg):
         return "-" + phys_name(x.x)
     if isinstance(x, Reg):
@@ -278,7 +285,7 @@ def phys_name(x) -> str:
 def render_inst(i: Inst) -> str:
     if i.target is not None:  # branches read only scc/exec/vcc, implicitly
         return f"{i.op} {i.target}"
-    ops = ", ".join(phys_name(x) for x in (*i.defs, *i.uses))
+    ops = ", ".join([phys_name(x) for x in i.defs] + [phys_name(x) for x in i.uses])
     text = i.op + (" " + ops if ops else "")
     if i.suffix:
         text += " " + i.suffix
