@@ -18,13 +18,16 @@ barrier it waits on (its shared address, phase, arrivals and transaction bytes o
 
 ``order`` picks among unparked threads: "pc" (lowest program counter, every CTA at once, as
 ptxsim), "cta" (the lowest-numbered CTA with a thread ready runs; a CTA runs alone until it
-waits or exits), "cta_reversed" (the highest first) or "random": at each step a warpgroup
-(128 threads of a CTA) drawn from those with a thread ready runs its lowest program counter
-(``seed``), so a producer warp may run far ahead of its consumers, or CTAs interleave. Global
+waits or exits), "cta_reversed" (the highest first), "random" (at each step a warpgroup, 128
+threads of a CTA, drawn from those with a thread ready, runs its lowest program counter: a
+producer warp may run far ahead of its consumers, CTAs interleave) or "warps" (a warp drawn
+at each step, so the warps of one partition drift apart too and a missing barrier between
+them can show; a warpgroup-wide instruction, wgmma or setmaxnreg, waits until every live warp
+of its warpgroup stands at it, then runs for all). "random" and "warps" take a ``seed``. Global
 atomics act in the order the simulator reaches them, so the CTA orders make a different CTA the
-last to arrive at a counter. The warps of one warpgroup stay in lockstep (lowest program
-counter first): a missing barrier between them does not show here. ``setmaxnreg`` is a no-op that must be executed by whole warpgroups. Kernels that never
-wait on another partition run exactly as in ptxsim_hopper (the barriers complete at once).
+last to arrive at a counter. ``setmaxnreg`` is a no-op that must be executed by whole
+warpgroups. Kernels that never wait on another partition run in the "pc" order exactly as in
+ptxsim_hopper (the barriers complete at once).
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ from ptxsim import _np
 from ptxsim_hopper import HopperSim, load_kernel  # noqa: F401  (load_kernel: for callers)
 import ptxsim_hopper
 
-_ORDERS = ("pc", "cta", "cta_reversed", "random")
+_ORDERS = ("pc", "cta", "cta_reversed", "random", "warps")
+_WARPGROUP_WIDE = ("wgmma", "setmaxnreg")
 
 
 class WSSim(HopperSim):
@@ -47,6 +51,7 @@ class WSSim(HopperSim):
         per_cta = -(-self.k.nthreads // 128)
         self.group = (self.cta * per_cta + self.tid // 128).astype(np.int64)   # warpgroups, by CTA
         self.ngroups = self.nctas * per_cta
+        self.warp = np.arange(self.N) // 32 if self.k.nthreads % 32 == 0 else None
         self.parked = np.zeros(self.N, bool)
         self.live = np.ones(self.N, bool)
         self.pc = 0
@@ -71,6 +76,8 @@ class WSSim(HopperSim):
             if self.order == "random":
                 groups = np.nonzero(np.bincount(self.group[ready], minlength=self.ngroups))[0]
                 ready &= self.group == groups[self.rng.integers(len(groups))]
+            elif self.order == "warps":
+                ready = self._pick_warp(ready, pcs)
             elif self.order != "pc":
                 ctas = self.cta[ready]
                 ready &= self.cta == (ctas.min() if self.order == "cta" else ctas.max())
@@ -100,6 +107,23 @@ class WSSim(HopperSim):
                     self._wake_mbarrier_waiters()
             pcs = nxt
         self._check_exit()
+
+    def _pick_warp(self, ready, pcs):
+        """The ready threads of a random warp; at a warpgroup-wide instruction, those of its whole
+        warpgroup once every live warp of it stands there (else another warp)."""
+        warps = np.nonzero(np.bincount(self.warp[ready], minlength=self.N // 32))[0]
+        for w in self.rng.permutation(warps):
+            sel = ready & (self.warp == w)
+            pc = pcs[sel].min()
+            ins = self.k.ins[pc] if pc < len(self.k.ins) else ("end",)
+            if ins[0] != "op" or ins[2][0] not in _WARPGROUP_WIDE:
+                return sel
+            grp = self.live & (self.group == self.group[32 * w])
+            if (pcs[grp] == pc).all() and not self.parked[grp].any():
+                return grp
+        stuck = sorted({int(pcs[32 * w]) for w in warps})
+        raise RuntimeError("deadlock: every ready warp stands at a warpgroup-wide instruction the rest of its "
+                           f"warpgroup does not reach (instructions {stuck})")
 
     def _exit(self, m) -> None:
         """Threads leave: barriers that wait for every thread of the CTA may now be complete."""

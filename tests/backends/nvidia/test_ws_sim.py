@@ -40,14 +40,14 @@ def trace(kernel, args, grid, target="sm_90a", **kw):
 
 
 def simulate(text, grid, args, smem, order="pc"):
-    """ptxsim_ws.run; in the random order on a fresh seed, named if the run fails."""
-    seed = int(np.random.default_rng().integers(2 ** 32)) if order == "random" else None
+    """ptxsim_ws.run; in a random order on a fresh seed, named if the run fails."""
+    seed = int(np.random.default_rng().integers(2 ** 32)) if order in ("random", "warps") else None
     try:
         return ptxsim_ws.run(text, grid, args, smem, order=order, seed=seed)
     except Exception as e:
         if seed is None:
             raise
-        raise AssertionError(f"ptxsim_ws order='random', seed={seed}: {e}") from e
+        raise AssertionError(f"ptxsim_ws order={order!r}, seed={seed}: {e}") from e
 
 
 def interpret(g, grid, args):
@@ -58,9 +58,10 @@ def interpret(g, grid, args):
 # -- warp_specialize's own kernels ------------------------------------------------------------------
 
 ORDERS = ["pc", "random"]
+ALL_ORDERS = ORDERS + ["warps"]   # warps drifting apart: slower, for the small kernels
 
 
-@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("order", ALL_ORDERS)
 @pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("worker_warps, num_warps", [(1, 4), (2, 4), (4, 8)])
 def test_handoff(target, worker_warps, num_warps, order):
@@ -99,7 +100,7 @@ def test_partitions_with_128_bit_accesses():
     assert np.array_equal(out, x + 1)
 
 
-@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("order", ALL_ORDERS)
 @pytest.mark.parametrize("target", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("worker_warps, num_warps, t", [(1, 4, 3), (2, 4, 1), (4, 8, 4)])
 def test_warp_specialize_in_a_loop_and_twice(target, worker_warps, num_warps, t, order):
@@ -214,8 +215,8 @@ WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
 ] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
 
 
-@pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs", WS_GEMMS)
+@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order", [
+    (*case, order) for case in WS_GEMMS for order in ORDERS] + [(*WS_GEMMS[0], "warps"), (*WS_GEMMS[3], "warps")])
 def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order):
     """A one-warp TMA producer and consumer warpgroup(s) (ping-pong: two, taking tiles in turn)
     hand the ring's stages over on full/empty mbarriers; C is stored by TMA."""
@@ -428,7 +429,7 @@ def test_two_tma_loads_in_flight_over_one_buffer_raise():
         ptxsim_ws.run(text.replace(load, load + load), (2, 2), args(), smem)
 
 
-@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("order", ALL_ORDERS)
 def test_bar_arrive_hands_over_like_an_mbarrier(order):
     """handoff with its mbarrier replaced by named barrier 3: the worker's 64 threads
     ``bar.arrive 3, 192`` where they arrived on the mbarrier, the default partition's 128
@@ -445,3 +446,43 @@ def test_bar_arrive_hands_over_like_an_mbarrier(order):
     assert out[257] == (2 * x).max()
     with pytest.raises(RuntimeError, match=r"CTA 0 warps 0-3 waits on named barrier 3 \(192 of 256 threads arrived\)"):
         ptxsim_ws.run(named.replace(", 192;", ", 256;"), (2,), [x, np.full(258, np.nan, np.float32), 3], smem)
+
+
+def test_streamk_broadcast_barrier_dropped_is_caught_when_warps_drift():
+    """The stream-K fix-up broadcasts the counter thread 0 read through shared memory
+    (st.shared; bar.sync 1, 128; ld.shared). Without that bar.sync the other warps may read the
+    slot before it is written and disagree about who finishes the tile: the lockstep and
+    warpgroup orders cannot show it, warps drifting apart can (a deadlock or a wrong C)."""
+    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
+    m, n, k, programs = 64, 128, 96, 5
+    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
+    size, count = streamk_workspace(programs, 64, 64)
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32))
+        return [*cluster_descs(_fresh(a), _fresh(b), c, 64, 64, 32, 1), np.full(size, np.nan, np.float32),
+                np.zeros(count, np.int32), m, n, k]
+    _, text, smem = trace(matmul_hopper_streamk, args(), (programs,), STAGES=3, GROUP_M=2, num_warps=4)
+    broadcast = re.search(r"(\t@%p\d+ atom\.global\.acq_rel\.gpu\.add\.u32 (%r\d+), [^\n]*\n\tbar\.sync 1, 128;\n"
+                          r"\t@%p\d+ st\.shared\.b32 (\[%r\d+\]), \2;\n)\tbar\.sync 1, 128;\n(\tld\.shared\.b32 %r\d+, \3;\n)",
+                          text)
+    assert broadcast
+    bad = text.replace(broadcast.group(0), broadcast.group(1) + broadcast.group(4))
+    for order in ("pc", "random"):
+        s = args()
+        ptxsim_ws.run(bad, (programs,), s, smem, order=order, seed=0)
+        check(s[2].base[:, :n], a, b)
+    for seed in range(4):   # seed 0 catches it today; the others are a margin should the schedule shift
+        s = args()
+        try:
+            ptxsim_ws.run(bad, (programs,), s, smem, order="warps", seed=seed)
+        except RuntimeError as e:
+            assert "deadlock" in str(e)
+            break
+        if np.isnan(s[2].base[:, :n]).any() or s[4].any():
+            break
+    else:
+        pytest.fail("no seed's warp order caught the missing barrier")
+    s = args()
+    ptxsim_ws.run(text, (programs,), s, smem, order="warps", seed=0)
+    check(s[2].base[:, :n], a, b)
