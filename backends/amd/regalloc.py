@@ -17,7 +17,7 @@ import heapq
 
 from gluon_trace.errors import CompileError
 
-from .mir import Inst, Label, Reg
+from .mir import Inst, Label, Neg, Reg, Sub
 from .spill import Scratch, choose_victims, drop_redundant_reloads, spill_sgprs, spill_vgprs
 
 
@@ -28,12 +28,23 @@ def live_intervals(code: list, loops: list) -> dict:
     for k, inst in enumerate(code):
         if not isinstance(inst, Inst):
             continue
-        for r in inst.mentioned():
-            e = get(r)
-            if e is None:
-                iv[r] = [-1 if r.fixed is not None else k, k]
-            else:
-                e[1] = k
+        for xs in (inst.defs, inst.uses):  # (Inst.mentioned, inlined: every round walks them)
+            for x in xs:
+                t = type(x)
+                if t is Neg:
+                    x = x.x
+                    t = type(x)
+                if t is Reg:
+                    r = x
+                elif t is Sub:
+                    r = x.reg
+                else:
+                    continue
+                e = get(r)
+                if e is None:
+                    iv[r] = [-1 if r.fixed is not None else k, k]
+                else:
+                    e[1] = k
     spans = _loop_spans(code, loops)
     changed = True
     while changed:
@@ -124,18 +135,26 @@ def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
     files = {"v": _File(), "s": _File(), "a": _File()}
     result = Allocation()
     peak = {"v": 0, "s": 0, "a": 0}
-    for start, _, _, reg, end in order:
+    push = heapq.heappush
+    for start, _, _, reg, end in order:  # (_File's expire, lowest and take, inlined)
         cls = reg.cls
         f = files[cls]
-        f.expire(start)
+        if f.ends and f.ends[0][0] < start:
+            f.expire(start)
+        size = reg.size
         if reg.fixed is not None:
             p = reg.fixed
+        elif size == 1:
+            mask = f.mask
+            p = reg.phys = (~mask & (mask + 1)).bit_length() - 1
         else:
-            align = min(reg.size, 4) if cls == "s" else (2 if reg.size > 1 and vgpr_align2 else 1)
-            p = f.lowest(reg.size, align)
-            reg.phys = p
-        f.take(p, reg.size, end)
-        top = p + reg.size
+            align = min(size, 4) if cls == "s" else (2 if vgpr_align2 else 1)
+            p = reg.phys = f.lowest(size, align)
+        f.mask |= ((1 << size) - 1) << p
+        top = p + size
+        if top > f.top:
+            f.top = top
+        push(f.ends, (end, p, size))
         if top > peak[cls]:
             peak[cls] = top
             result.peak_at[cls] = start
