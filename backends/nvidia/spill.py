@@ -1,20 +1,23 @@
-"""Registers kept in ``.local`` memory, chosen by us, where a kernel holds more values at once
-than a thread has registers.
+"""Registers kept in ``.local`` memory, chosen by us, where a kernel holds far more values at
+once than a thread has registers.
 
 ptxas's time on a program grows with how many values are live at once (roughly the square),
 not with its length: fuzz seed 53 (4096 bfloat16 values a thread, a loop carrying a tile)
 took it ~85 CPU-s and 3.6 GB, while 40k lines of the same program with few values live take
-it 2 s. Above a register budget we therefore do the spilling ourselves, in the simplest form
-that is correct under any control flow: each chosen register gets a slot in one ``.local``
-array, every instruction writing it is followed by a ``st.local`` of it (under the same guard
-when the write is guarded), and every instruction reading it is preceded by an ``ld.local``
-into a fresh register that the instruction reads instead. ptxas then sees short-lived
-registers only. Kernels under the budget (all the library kernels) are returned unchanged.
+it 2 s. Above a trigger we therefore do the spilling ourselves, in the simplest form that is
+correct under any control flow: each chosen register gets a slot in one ``.local`` array,
+every instruction writing it is followed by a ``st.local`` of it, and every instruction
+reading it (or writing it under a guard, so that the fresh register holds the old value where
+the guard is false) is preceded by an ``ld.local`` into a fresh register that the instruction
+uses instead. A predicate's slot holds 0 or 1 (``selp`` before the store, ``setp`` after the
+load). Kernels under the trigger (all the library kernels) are returned unchanged.
 
 Liveness is computed on the final PTX: basic blocks split at labels and after branches, the
 usual backward dataflow (a register live around a back edge is live over the whole loop), then
-the registers live at each line. While the most crowded line holds more than the budget, the
-registers live there with the longest live range per use are chosen.
+the stretches of lines where each register is live. While the most crowded line holds more
+than the budget, the registers live there with the longest live range per use are chosen.
+The slots are addressed from a base register that changes every SPAN lines (see SPAN): with
+constant addresses ptxas undoes the spilling.
 """
 from __future__ import annotations
 
@@ -35,16 +38,16 @@ PRED_TRIGGER = 256
 # into general registers).
 BUDGET = 192
 PRED_BUDGET = 32
-# Lines (of those reading or writing a kept register) addressed from one value of the base
-# register. ptxas moves loads up and forwards stores to loads where it can prove the address the
-# same, which rebuilt the long live ranges (seed 97: 21 s of ptxas before, 22.6 s with the
-# slots at constant addresses); a load cannot move above the line that last changed its base,
-# nor a store reach a load of another stretch.
-SPAN = 256
+# Lines (of those reading or writing a kept register) addressed from one value of the slots'
+# base register. ptxas moves loads up and forwards stores to loads where it can prove two
+# addresses the same, which rebuilt the long live ranges: with the slots at constant addresses
+# ptxas -O3 took as long as without spilling (seed 97: 21.0 s before, 22.6 s spilled). A load
+# cannot move above the line that last changed its base, nor a store reach a load of another
+# stretch. (Seed 97: 7.9 s with 64, 8.2 s with 256; seed 53 no better with 16.)
+SPAN = 64
 ARRAY = "gt_spill"
 
 _REG = re.compile(r"%(?:rd|fd|r|f|h|p)\d+")
-_KIND = re.compile(r"%(rd|fd|r|f|h|p)")
 _WORDS = {"r": 1, "f": 1, "h": 1, "rd": 2, "fd": 2, "p": 0}  # 32-bit words a register takes
 _CLASS = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "pred"}
 _MEM = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "b32"}  # ld/st.local type
@@ -57,7 +60,7 @@ _OPERANDS = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,]+")
 
 
 def _kind(reg: str) -> str:
-    return _KIND.match(reg).group(1)
+    return reg[1:].rstrip("0123456789")
 
 
 def _parse(text: str):
@@ -107,16 +110,14 @@ def _liveness(info, reg_id):
             labels[info[s][0]] = b
     succ, gen, kill = [], [], []
     for b, (s, e) in enumerate(bounds):
-        g = k = 0
+        g, k = set(), set()
         for i in range(e - 1, s - 1, -1):
             _, _, _, guard, w, r, exact = info[i]
             if exact and guard is None:
                 for x in w:
-                    bit = 1 << reg_id[x]
-                    g &= ~bit
-                    k |= bit
-            for x in r:
-                g |= 1 << reg_id[x]
+                    g.discard(reg_id[x])
+                    k.add(reg_id[x])
+            g.update(reg_id[x] for x in r)
         gen.append(g)
         kill.append(k)
         last = info[e - 1]
@@ -128,22 +129,20 @@ def _liveness(info, reg_id):
         if not last[2] and b + 1 < len(bounds):
             out.append(b + 1)
         succ.append(out)
-    live_in = [0] * len(bounds)
-    live_out = [0] * len(bounds)
+    live_in = [set() for _ in bounds]
+    live_out = [set() for _ in bounds]
     changed = True
     while changed:
         changed = False
         for b in range(len(bounds) - 1, -1, -1):
-            o = 0
-            for s in succ[b]:
-                o |= live_in[s]
-            li = gen[b] | (o & ~kill[b])
+            o = set().union(*(live_in[x] for x in succ[b]))
+            li = gen[b] | (o - kill[b])
             if o != live_out[b] or li != live_in[b]:
                 live_out[b], live_in[b] = o, li
                 changed = True
     segs = []
     for b, (s, e) in enumerate(bounds):
-        end = dict.fromkeys(_bits(live_out[b]), e - 1)
+        end = dict.fromkeys(live_out[b], e - 1)
         for i in range(e - 1, s - 1, -1):
             _, _, _, guard, w, r, exact = info[i]
             for x in w:
@@ -169,15 +168,6 @@ def _pressure(seg, weight, n: int):
     return np.cumsum(d[:n])
 
 
-def _bits(x: int) -> list[int]:
-    out = []
-    while x:
-        low = x & -x
-        out.append(low.bit_length() - 1)
-        x ^= low
-    return out
-
-
 def choose(texts: list[str], budget: int = BUDGET, pred_budget: int = PRED_BUDGET, keep=frozenset(),
            trigger: int = TRIGGER, pred_trigger: int = PRED_TRIGGER, info=None) -> set[str]:
     """The registers (none of ``keep``) to keep in ``.local`` so that no line has more than
@@ -201,26 +191,18 @@ def choose(texts: list[str], budget: int = BUDGET, pred_budget: int = PRED_BUDGE
     n = len(texts)
     if _pressure(seg, words, n).max() <= trigger and _pressure(seg, preds, n).max() <= pred_trigger:
         return set()
-    defined = np.zeros(len(names), bool)
-    uses = np.zeros(len(names), np.int64)
-    occ: list[list[int]] = [[] for _ in names]
-    for i, (*_x, w, r, _e) in enumerate(info):
-        for x in w:
-            defined[reg_id[x]] = True
-        for x in set(w) | set(r):
-            k = reg_id[x]
-            uses[k] += 1
-            occ[k].append(i)
-    length = np.zeros(len(names), np.int64)
-    np.add.at(length, seg[:, 2], seg[:, 1] - seg[:, 0] + 1)
-    spillable = defined.copy()
-    for x in keep:
-        if x in reg_id:
-            spillable[reg_id[x]] = False
+    spillable = np.zeros(len(names), bool)  # defined in the lines and not kept
+    spillable[[reg_id[x] for *_x, w, _r, _e in info for x in w]] = True
+    spillable[[reg_id[x] for x in keep if x in reg_id]] = False
+    pairs = np.array([(i, reg_id[x]) for i, (*_x, w, r, _e) in enumerate(info) for x in {*w, *r}],
+                     np.int64).reshape(-1, 2)
+    pairs = pairs[np.argsort(pairs[:, 1], kind="stable")]
+    occ = np.split(pairs[:, 0], np.searchsorted(pairs[:, 1], np.arange(1, len(names))))
+    uses = np.bincount(pairs[:, 1], minlength=len(names))
+    length = np.bincount(seg[:, 2], seg[:, 1] - seg[:, 0] + 1, minlength=len(names))
     score = length / (1 + uses)
-    by_reg: list[list[int]] = [[] for _ in names]
-    for j, k in enumerate(seg[:, 2]):
-        by_reg[k].append(j)
+    order = np.argsort(seg[:, 2], kind="stable")
+    by_reg = np.split(order, np.searchsorted(seg[order, 2], np.arange(1, len(names))))
     chosen = np.zeros(len(names), bool)
     for weight, limit in ((preds, pred_budget), (words, budget)):
         pressure = _pressure(seg, weight, n)
@@ -248,7 +230,8 @@ def rewrite(texts: list[str], chosen: set[str], counts: dict, info=None) -> tupl
     slot, each read loaded from it into a fresh register), and the bytes of slots used.
     ``counts`` ({register class: highest number}) is advanced by the fresh registers."""
     slot, size = {}, 0
-    for x in sorted(chosen, key=lambda x: -_BYTES[_kind(x)]):  # 8-byte slots first: aligned
+    # 8-byte slots first (aligned), then in register order (the same PTX every run)
+    for x in sorted(chosen, key=lambda x: (-_BYTES[_kind(x)], _kind(x), int(x.lstrip("%rdfhp")))):
         slot[x] = size
         size += _BYTES[_kind(x)]
     # the slots are addressed from a base register that every SPAN lines has a zero ptxas cannot
