@@ -239,6 +239,34 @@ class Inst:
         return render_inst(self)
 
 
+def mention_lists(code: list) -> dict:
+    """{Reg: the indices of the instructions of ``code`` that define or use it, ascending}:
+    the live intervals and the spiller's next mentions both read it (one walk a round)."""
+    out: dict = {}
+    get = out.get
+    for k, inst in enumerate(code):
+        if not isinstance(inst, Inst):
+            continue
+        for xs in (inst.defs, inst.uses):  # (Inst.mentioned, inlined)
+            for x in xs:
+                t = type(x)
+                if t is Neg:
+                    x = x.x
+                    t = type(x)
+                if t is Reg:
+                    r = x
+                elif t is Sub:
+                    r = x.reg
+                else:
+                    continue
+                ks = get(r)
+                if ks is None:
+                    out[r] = [k]
+                elif ks[-1] != k:
+                    ks.append(k)
+    return out
+
+
 def _regs_of(xs, out: list) -> list:
     """Append to ``out`` the registers operands ``xs`` name (a Sub names its register)."""
     for x in xs:

@@ -17,34 +17,16 @@ import heapq
 
 from gluon_trace.errors import CompileError
 
-from .mir import Inst, Label, Neg, Reg, Sub
+from .mir import Inst, Label, mention_lists
 from .spill import Scratch, choose_victims, drop_redundant_reloads, spill_sgprs, spill_vgprs
 
 
-def live_intervals(code: list, loops: list) -> dict:
-    """{Reg: [start, end]} over instruction indices of ``code``."""
-    iv: dict = {}
-    get = iv.get
-    for k, inst in enumerate(code):
-        if not isinstance(inst, Inst):
-            continue
-        for xs in (inst.defs, inst.uses):  # (Inst.mentioned, inlined: every round walks them)
-            for x in xs:
-                t = type(x)
-                if t is Neg:
-                    x = x.x
-                    t = type(x)
-                if t is Reg:
-                    r = x
-                elif t is Sub:
-                    r = x.reg
-                else:
-                    continue
-                e = get(r)
-                if e is None:
-                    iv[r] = [-1 if r.fixed is not None else k, k]
-                else:
-                    e[1] = k
+def live_intervals(code: list, loops: list, mentions: dict | None = None) -> dict:
+    """{Reg: [start, end]} over instruction indices of ``code`` (from ``mentions``, its
+    ``mention_lists``, when the caller has them)."""
+    if mentions is None:
+        mentions = mention_lists(code)
+    iv = {r: [-1 if r.fixed is not None else ks[0], ks[-1]] for r, ks in mentions.items()}
     spans = _loop_spans(code, loops)
     changed = True
     while changed:
@@ -75,6 +57,7 @@ class Allocation:
         self.code: list = []               # the program, with spill code when it spilled
         self.scratch: Scratch | None = None
         self.intervals: dict = {}          # the scan's live intervals (the spiller reuses them)
+        self.mentions: dict = {}           # and its mention_lists
 
 
 class _File:
@@ -129,7 +112,8 @@ class _File:
 
 
 def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
-    iv = live_intervals(code, loops)
+    mentions = mention_lists(code)
+    iv = live_intervals(code, loops, mentions)
     # (start, -size, id) is unique per register: the tuples sort without comparing the rest
     order = sorted([(s, -r.size, r.id, r, e) for r, (s, e) in iv.items()])
     files = {"v": _File(), "s": _File(), "a": _File()}
@@ -160,6 +144,7 @@ def _scan(code: list, loops: list, vgpr_align2: bool) -> Allocation:
             result.peak_at[cls] = start
     result.vgprs, result.sgprs, result.agprs = peak["v"], peak["s"], peak["a"]
     result.intervals = iv
+    result.mentions = mentions
     return result
 
 
@@ -196,7 +181,8 @@ def allocate(code: list, loops: list, *, name: str, vgpr_limit: int, sgpr_limit:
             if budget[cls] < 4:
                 break
         sites: list = []
-        victims = choose_victims(code, result.intervals, loops, cls, budget[cls], scratch.frozen, sites)
+        victims = choose_victims(code, result.intervals, loops, cls, budget[cls], scratch.frozen, sites,
+                                 result.mentions)
         if victims:
             code = (spill_sgprs if cls == "s" else spill_vgprs)(code, victims, scratch, sites)
             spilled.add(cls)

@@ -39,7 +39,7 @@ import heapq
 from bisect import bisect_right
 from itertools import accumulate, compress
 
-from .mir import Fixed, Imm, Inst, Neg, Reg, Sub, strip
+from .mir import Fixed, Imm, Inst, Neg, Reg, Sub, mention_lists, strip
 
 IMM_MAX = 4096  # the instructions' immediate offset reaches bytes [0, 4096)
 
@@ -195,42 +195,16 @@ def _loop_depth(code: list, loops: list) -> list:
 
 
 def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, frozen: set,
-                   sites: list | None = None) -> list:
+                   sites: list | None = None, mentions: dict | None = None) -> list:
     """Registers of class ``cls`` to spill so that at most ``budget`` dwords are live at
     every instruction (a spilled register still counts where it is mentioned: its
     temporary lives there). ``sites``, when given, receives the indices of the
-    instructions that mention a victim (what the rewrite visits)."""
-    mentions: dict = {}
-    at: list = [_NONE] * len(code)  # per instruction: {register: dwords of it named there}
-    for k, inst in enumerate(code):
-        if type(inst) is Inst:
-            regs: dict = {}
-            for xs in (inst.defs, inst.uses):
-                for x in xs:
-                    t = type(x)
-                    if t is Neg:
-                        x = x.x
-                        t = type(x)
-                    if t is Reg:
-                        if x.cls == cls:
-                            regs[x] = x.size
-                    elif t is Sub:
-                        r = x.reg
-                        if r.cls == cls and regs.get(r, 0) < r.size:
-                            regs[r] = regs.get(r, 0) + 1  # (a dword named twice counts twice)
-            if regs:
-                at[k] = regs
-                for r in regs:
-                    ks = mentions.get(r)
-                    if ks is None:
-                        mentions[r] = [k]
-                    else:
-                        ks.append(k)
-    if loops:
-        weight = [8 ** min(d, 4) for d in _loop_depth(code, loops)]
-        cost = {r: sum(weight[k] for k in ks) for r, ks in mentions.items()}
-    else:  # every mention weighs 8 ** 0
-        cost = {r: len(ks) for r, ks in mentions.items()}
+    instructions that mention a victim (what the rewrite visits); ``mentions`` is the
+    program's ``mention_lists`` when the caller has it."""
+    if mentions is None:
+        mentions = mention_lists(code)
+    # (mention costs: each mention weighs 8 ** its loop depth, up to 4 deep)
+    weight = [8 ** min(d, 4) for d in _loop_depth(code, loops)] if loops else None
     # the live dwords at each instruction before spilling (C-speed prefix sums), less the
     # victims' from where they are spilled to their end: the sweep visits only the points
     # over budget, not every instruction
@@ -248,7 +222,7 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
                 else:
                     starts[s].append(r)
     pressure = list(accumulate(delta))
-    pick = _Furthest(n, mentions, cost, iv)
+    pick = _Furthest(n, mentions, iv, weight)
     spilled: set = set()
     gone: list = []        # heap of (end, dwords) of victims: no longer live from their spill
     freed = 0              # dwords of victims live at this point
@@ -273,7 +247,7 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
             _, rid, r, j = heapq.heappop(soon)
             if j + 1 < len(mentions[r]):
                 heapq.heappush(soon, (mentions[r][j + 1], rid, r, j + 1))
-        here = at[k]
+        here = _named(code[k], cls)
         need = pressure[k] - freed
         if spilled:
             need += sum(d for r, d in here.items() if r in spilled)
@@ -283,8 +257,7 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
         for rs in filter(None, starts[last + 1:k + 1]):
             for r in rs:
                 pick.add(r, k)
-        for r in set().union(*at[last + 1:k + 1]):  # mentioned since: next mentions moved
-            pick.refresh(r, k)
+        pick.catch_up(k)
         last = k
         # a register the instruction names whole would come straight back as a temporary;
         # one it names a dword of still frees the rest
@@ -310,6 +283,27 @@ def choose_victims(code: list, iv: dict, loops: list, cls: str, budget: int, fro
 _NONE: dict = {}
 
 
+def _named(inst, cls: str) -> dict:
+    """{register of class ``cls``: dwords of it the instruction names}."""
+    if type(inst) is not Inst:
+        return _NONE
+    regs: dict = {}
+    for xs in (inst.defs, inst.uses):
+        for x in xs:
+            t = type(x)
+            if t is Neg:
+                x = x.x
+                t = type(x)
+            if t is Reg:
+                if x.cls == cls:
+                    regs[x] = x.size
+            elif t is Sub:
+                r = x.reg
+                if r.cls == cls and regs.get(r, 0) < r.size:
+                    regs[r] = regs.get(r, 0) + 1  # (a dword named twice counts twice)
+    return regs
+
+
 def _first_over(values: list, lo: int, hi: int, limit: int) -> int:
     """The first j in [lo, hi) with values[j] > limit, else hi (C-speed in growing chunks:
     the next one is usually near, sometimes thousands of points away)."""
@@ -333,10 +327,12 @@ class _Furthest:
     when a register's next mention passes, and a pick compares the groups' tops. Entries
     go stale lazily: a register spilled, past its interval's end, or with a newer entry."""
 
-    def __init__(self, n: int, mentions: dict, cost: dict, iv: dict):
-        self.n, self.mentions, self.cost, self.iv = n, mentions, cost, iv
+    def __init__(self, n: int, mentions: dict, iv: dict, weight: list | None = None):
+        self.n, self.mentions, self.iv, self.weight = n, mentions, iv, weight
+        self.cost: dict = {}      # register -> its mentions' weight (None: one each)
         self.nxt: dict = {}       # candidate -> its next mention (as the score counts it)
         self.groups: dict = {}    # (dwords, cost) -> heap of (-next, id, reg), stale ones included
+        self.due: list = []       # heap of (next mention, id, reg): where an entry goes stale
         self.taken: list = []     # entries popped by furthest() but not spilled
         self.k = 0                # the sweep's point at the last furthest()
 
@@ -344,19 +340,29 @@ class _Furthest:
         """``r`` is live from here on: its next mention is the first one after ``k``."""
         ks = self.mentions[r]
         j = bisect_right(ks, k)
-        m = ks[j] if j < len(ks) else self.iv[r][1] + self.n
+        if j < len(ks):
+            m = ks[j]
+            heapq.heappush(self.due, (m, r.id, r))
+        else:
+            m = self.iv[r][1] + self.n
         self.nxt[r] = m
-        key = (r.size, self.cost[r])
+        cost = self.cost.get(r)
+        if cost is None:
+            w = self.weight
+            cost = self.cost[r] = len(ks) if w is None else sum(w[q] for q in ks)
+        key = (r.size, cost)
         heap = self.groups.get(key)
         if heap is None:
             heap = self.groups[key] = []
         heapq.heappush(heap, (-m, r.id, r))
 
-    def refresh(self, r, k: int) -> None:
-        """The sweep passed a mention of ``r`` at or before ``k``."""
-        m = self.nxt.get(r)
-        if m is not None and m <= k:
-            self.add(r, k)
+    def catch_up(self, k: int) -> None:
+        """The sweep is at ``k``: candidates whose next mention it reached get the one after."""
+        due, nxt, iv = self.due, self.nxt, self.iv
+        while due and due[0][0] <= k:
+            m, _, r = heapq.heappop(due)
+            if nxt.get(r) == m and iv[r][1] >= k:
+                self.add(r, k)
 
     def _top(self, heap, here: dict):
         """The heap's best live candidate not named whole at this point (those are set aside

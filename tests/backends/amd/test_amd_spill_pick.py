@@ -22,6 +22,7 @@ def brute(live, k, n, mentions, cost, iv, here):
 def test_furthest_matches_scoring_every_register(seed):
     rng = random.Random(seed)
     n = 300
+    weight = [rng.choice([1, 1, 8, 64]) for _ in range(n)]  # loop depths 0..2
     regs = [Reg("v", rng.choice([1, 1, 2, 4])) for _ in range(60)]
     mentions, iv, cost = {}, {}, {}
     for r in regs:
@@ -29,10 +30,10 @@ def test_furthest_matches_scoring_every_register(seed):
         ks = sorted(rng.sample(range(s, min(n, s + rng.randrange(5, 150))), rng.randrange(1, 5)))
         mentions[r] = ks
         iv[r] = [ks[0], ks[-1] + rng.choice([0, 0, 30])]
-        cost[r] = rng.choice([1, 2, 3, 8, 9]) * len(ks)   # few groups, ties inside them
-    pick = _Furthest(n, mentions, cost, iv)
+        cost[r] = sum(weight[k] for k in ks)   # few groups, ties inside them
+    pick = _Furthest(n, mentions, iv, weight)
     live: set = set()
-    started, dirty = [], set()
+    started = []
     checked = 0
     for k in range(n):
         for r in regs:
@@ -42,15 +43,13 @@ def test_furthest_matches_scoring_every_register(seed):
             if iv[r][1] == k - 1 and r in live:
                 live.discard(r)   # the pick drops it itself, past its interval's end
         here = {r: rng.choice([1, r.size]) for r in regs if k in mentions[r] and r in live}
-        dirty |= set(here)
         if k % 7 == 3 and live:
-            # as the sweep does: registers that started and were mentioned since the last
-            # query are handed over only now, in no particular order
+            # as the sweep does: registers that started since the last query are handed
+            # over only now, in no particular order, and next mentions catch up
             for r in started:
                 pick.add(r, k)
-            for r in dirty:
-                pick.refresh(r, k)
-            started, dirty = [], set()
+            pick.catch_up(k)
+            started = []
             want = brute(live, k, n, mentions, cost, iv, here)
             take = rng.randrange(1, 4)
             got = []
