@@ -107,10 +107,13 @@ class HazardPass:
                 need = max(need, 2 - self.since(hist, writes_valu(s_uses), 2))
             if i.op.startswith("v_readfirstlane") or i.op.startswith("v_readlane"):
                 need = max(need, 1 - self.since(hist, writes_valu(v_uses), 1))
-            if i.op not in TRANS and v_uses:
-                need = max(need, 1 - self.since(
-                    hist, lambda h: is_valu(h) and h.op in TRANS and any(
-                        u in v_uses for u in units(h.defs)), 1))
+            if i.op not in TRANS and v_uses and hist:
+                # (since(..., 1) looks at the last instruction alone: asked of nearly every
+                # VALU, so without the closure) a trans result read by the next VALU
+                h = hist[-1]
+                if h is UNKNOWN or (is_valu(h) and h.op in TRANS and any(
+                        u in v_uses for u in units(h.defs))):
+                    need = max(need, 1)
         return need
 
     def trans_use_gfx11(self, hist, i: Inst) -> bool:

@@ -540,12 +540,15 @@ def drop_redundant_reloads(code: list) -> list:
             dst = _vgpr_units(inst.defs[0])
             if all(holds.get(u) == slot + 4 * k for k, u in enumerate(dst)):
                 continue
-        if any(isinstance(d, Fixed) and d.name.startswith("exec") for d in inst.defs) \
-                and not inst.op.startswith("s_and_saveexec"):
-            holds.clear()
+        exec_written = False
         for d in inst.defs:
-            for u in _vgpr_units(d):
-                holds.pop(u, None)
+            if type(d) is Fixed:
+                exec_written = exec_written or d.name.startswith("exec")
+            elif holds:
+                for u in _vgpr_units(d):
+                    holds.pop(u, None)
+        if exec_written and not inst.op.startswith("s_and_saveexec"):
+            holds.clear()
         if slot is not None:
             units = _vgpr_units(inst.defs[0] if inst.kind == "vmem_load" else _store_data(inst))
             if inst.kind == "vmem_store":
