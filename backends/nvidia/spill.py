@@ -45,6 +45,12 @@ PRED_BUDGET = 32
 # cannot move above the line that last changed its base, nor a store reach a load of another
 # stretch. (Seed 97: 7.9 s with 64, 8.2 s with 256; seed 53 no better with 16.)
 SPAN = 64
+# Straight-line stretches longer than this many lines are cut into pieces of this many, each
+# behind a branch around it on tid.y != 0: never taken (our blocks are one-dimensional), but
+# ptxas cannot know, and its time grows faster than linearly with a block's length (spilled seed
+# 53: 52 -> 35 s of ptxas -O3 with pieces of 2000; seed 97: 7.9 -> 5.6 s; a side exit to a
+# trap instead of a branch around did not help: ptxas schedules across it).
+CUT = 2000
 ARRAY = "gt_spill"
 
 _REG = re.compile(r"%(?:rd|fd|r|f|h|p)\d+")
@@ -56,6 +62,7 @@ _BYTES = {"r": 4, "f": 4, "h": 2, "rd": 8, "fd": 8, "p": 4}
 _WRITE_FIRST = frozenset("""add sub mul mad mul24 mad24 neg abs min max and or xor not cnot shl shr
     bfe bfi prmt popc clz brev selp setp set mov cvt fma rcp sqrt rsqrt ex2 lg2 sin cos tanh div
     rem testp copysign lop3 shf ld ldu atom shfl vote cvta mapa activemask""".split())
+_GUARD = re.compile(r"@!?%p\d+ ")
 _OPERANDS = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,]+")
 
 
@@ -281,6 +288,46 @@ def rewrite(texts: list[str], chosen: set[str], counts: dict, info=None) -> tupl
     return out, size
 
 
+def _boundary(text: str) -> bool:
+    """A line a cut piece must not hold: labels, branches, and what all the warp (or block)
+    executes together."""
+    g = _GUARD.match(text)
+    t = text[g.end():] if g else text
+    return (text.endswith(":") or t.startswith(("bra", "ret", "exit", "trap", "bar", "membar", "fence"))
+            or ".sync" in t or ".aligned" in t)
+
+
+def cut_stretches(lines: list, counts: dict, length: int = CUT) -> list:
+    """``lines`` ([(text, loc)]) with each straight stretch of more than ``length`` lines split
+    into pieces, each behind ``@p bra`` to its end, p = (tid.y != 0)."""
+    marks = [_boundary(t) for t, _ in lines]
+    runs, start = [], None
+    for i, b in enumerate(marks + [True]):
+        if not b and start is None:
+            start = i
+        elif b and start is not None:
+            if i - start > length:
+                runs.append((start, i))
+            start = None
+    if not runs:
+        return lines
+    counts["b32"] += 1
+    counts["pred"] += 1
+    tid, never = f"%r{counts['b32']}", f"%p{counts['pred']}"
+    out = [(f"mov.u32 {tid}, %tid.y;", None), (f"setp.ne.u32 {never}, {tid}, 0;", None)]
+    k, at = 0, 0
+    for s, e in runs:
+        out.extend(lines[at:s])
+        for a in range(s, e, length):
+            k += 1
+            out.append((f"@{never} bra $L_spill_cut_{k};", None))
+            out.extend(lines[a:min(a + length, e)])
+            out.append((f"$L_spill_cut_{k}:", None))
+        at = e
+    out.extend(lines[at:])
+    return out
+
+
 def spill_registers(em) -> list:
     """The emitter's lines ([(text, loc)]) with registers kept in ``.local`` above the budget;
     ``em``'s register counts and local declarations grow with what that needs."""
@@ -295,4 +342,4 @@ def spill_registers(em) -> list:
         return em.lines
     new, size = rewrite(texts, chosen, em.counts, info)
     em.local_decls.append(f".local .align 8 .b8 {ARRAY}[{size}];")
-    return [(t, loc) for group, (_, loc) in zip(new, em.lines) for t in group]
+    return cut_stretches([(t, loc) for group, (_, loc) in zip(new, em.lines) for t in group], em.counts, CUT)

@@ -121,6 +121,33 @@ def test_hand_written_loop_spilled_computes_the_same(budget, pred_budget, span, 
     _assembles(text)
 
 
+@pytest.mark.parametrize("length", [1, 3, 100])
+def test_cut_stretches_compute_the_same(length):
+    rng = np.random.default_rng(length)
+    inp = np.concatenate([rng.standard_normal(32).astype(np.float32).view(np.uint8),
+                          rng.integers(0, 2**32, 32, dtype=np.uint32).view(np.uint8)])
+    counts = dict(COUNTS)
+    lines = [t for t, _ in spill.cut_stretches([(t, None) for t in BODY], counts, length)]
+    text = kernel(lines, counts)
+    pieces = sum(t.startswith("@%p3 bra $L_spill_cut_") for t in lines)
+    # stretches of 13, 1, 6 and 10 lines (between labels and branches), cut where longer
+    assert pieces == {1: 13 + 6 + 10, 3: 5 + 2 + 4, 100: 0}[length]
+    if pieces:
+        assert lines[:2] == ["mov.u32 %r9, %tid.y;", "setp.ne.u32 %p3, %r9, 0;"]
+        inside = False
+        for t in lines:  # no piece holds a label or a branch
+            if t.startswith("@%p3 bra $L_spill_cut_"):
+                inside = True
+            elif t.startswith("$L_spill_cut_"):
+                inside = False
+            else:
+                assert not (inside and (t.endswith(":") or "bra" in t)), t
+    base = kernel(BODY, COUNTS)
+    for n in (0, 3):
+        assert (run(text, n, inp) == run(base, n, inp)).all()
+    _assembles(text)
+
+
 def test_under_the_budget_nothing_changes():
     keep = {"%rd1", "%rd2", "%r1"}
     assert spill.choose(BODY, 64, 8, keep, 0, 0) == set()  # fits the budget already
@@ -149,13 +176,14 @@ CONFIG = fuzz.FuzzConfig(max_numel=256, max_ops=6)
 
 @pytest.mark.parametrize("seed", [3, 11, 26, 40])
 def test_fuzz_programs_spilled_match_the_interpreter(seed, monkeypatch):
-    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 24), ("PRED_BUDGET", 2), ("SPAN", 5)):
+    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 24), ("PRED_BUDGET", 2), ("SPAN", 5),
+                        ("CUT", 10)):
         monkeypatch.setattr(spill, name, value)
     prog = fuzz.random_program(seed, CONFIG)
     inputs = fuzz.make_inputs(prog)
     graph = fuzz.trace_program(prog, "sm_90").graph
     text, _, smem = emit(graph, "sm_90")
-    assert f".local .align 8 .b8 {spill.ARRAY}[" in text
+    assert f".local .align 8 .b8 {spill.ARRAY}[" in text and "bra $L_spill_cut_" in text
     args, poison = fuzz.kernel_args(prog, inputs)
     with np.errstate(all="ignore"):
         ptxsim.run(text, (1, 1, 1), args, smem)
