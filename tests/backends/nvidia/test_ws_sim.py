@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import ptxsim_hopper  # noqa: E402
+import ptxsim_races  # noqa: E402
 import ptxsim_ws  # noqa: E402
 
 import gluon_trace as gt  # noqa: E402
@@ -43,7 +44,7 @@ def simulate(text, grid, args, smem, order="pc"):
     """ptxsim_ws.run; in a random order on a fresh seed, named if the run fails."""
     seed = int(np.random.default_rng().integers(2 ** 32)) if order in ("random", "warps") else None
     try:
-        return ptxsim_ws.run(text, grid, args, smem, order=order, seed=seed)
+        return ptxsim_races.run(text, grid, args, smem, order=order, seed=seed)
     except Exception as e:
         if seed is None:
             raise
