@@ -77,9 +77,11 @@ def test_handoff(target, worker_warps, num_warps, order):
     out = np.full(258, np.nan, np.float32)
     sim = simulate(text, (3,), [x.copy(), out, n], smem, order)
     np.testing.assert_allclose(out[:256], 2 * x + (n - 1), rtol=1e-6)
-    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64) + 2 * n, rtol=1e-5)
+    sum_tol = 1e-6 * (np.abs(x).sum() + 2 * n)   # f32 sums in another order; the total may cancel to ~0
+    np.testing.assert_allclose(out[256], x.sum(dtype=np.float64) + 2 * n, rtol=0, atol=sum_tol)
     assert out[257] == (2 * x).max()
-    np.testing.assert_allclose(out, ref, rtol=1e-6)
+    np.testing.assert_array_equal(out[[*range(256), 257]], ref[[*range(256), 257]])
+    np.testing.assert_allclose(out[256], ref[256], rtol=0, atol=sum_tol)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the default partition waits
 
 
@@ -112,7 +114,7 @@ def test_warp_specialize_in_a_loop_and_twice(target, worker_warps, num_warps, t,
     _, text, smem = trace(rounds, (x, out, t), (2,), target, N=128, WORKER_WARPS=worker_warps,
                           num_warps=num_warps)
     simulate(text, (2,), [x, out, t], smem, order)
-    np.testing.assert_allclose(out, _rounds_expected(x, t), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, _rounds_expected(x, t), rtol=1e-5, atol=1e-4)   # the last: a sum of 128
 
 
 # -- deadlocks -------------------------------------------------------------------------------------
