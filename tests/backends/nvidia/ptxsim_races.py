@@ -1,25 +1,30 @@
-"""ptxsim_ws with a shared-memory race detector: happens-before by vector clocks, one per warp.
+"""ptxsim_ws with a race detector for shared and global memory: happens-before by vector clocks,
+one per warp of the grid.
 
-A schedule can only show a race by making it happen; this checks every shared-memory access
-against the synchronisation the kernel did, whatever the order the simulator ran it in. Each
-warp of a CTA has a vector clock over the CTA's warps (lanes of one warp count as one agent).
-Releases publish the warp's clock and start its next epoch; acquires join what was published:
+A schedule can only show a race by making it happen; this checks every access against the
+synchronisation the kernel did, whatever order the simulator ran it in. Each warp has a vector
+clock over the grid's warps (lanes of one warp count as one agent). Releases publish the
+warp's clock and start its next epoch; acquires join what was published:
 - a named barrier (``bar``/``barrier``, ``.sync`` or ``.arrive``) publishes every arriving warp's
   clock; the warps that wait there (``sync``) acquire the join when it completes;
 - an mbarrier arrival (``mbarrier.arrive`` with or without ``expect_tx``) publishes into the
   barrier's current phase; a wait that succeeds on a parity acquires that parity's last
   completed phase;
-- ``barrier.cluster.arrive`` publishes, ``barrier.cluster.wait`` acquires the generation's join.
+- ``barrier.cluster.arrive`` publishes, ``barrier.cluster.wait`` acquires the generation's join;
+- a global atomic with ``.release`` / ``.acq_rel`` publishes into its address, one with
+  ``.acquire`` / ``.acq_rel`` joins what that address holds (releases are never undone: a later
+  RMW continues the release sequence). Scopes are not told apart.
 Shared memory remembers, per byte, its last generic writer (warp, epoch) and each warp's last
 read. ``ld``/``st.shared``, ``ldmatrix``/``stmatrix`` and the source of a TMA store (a read by
 the issuing warp) must be ordered after the last write by another warp; a write, and the
 destination of a TMA load at issue, after the other warps' reads as well. A TMA store reads
 its source until the ``cp.async.bulk.wait_group.read`` that retires it: that is when the read
-is the issuing warp's. Bytes a TMA load or a
-cp.async copy landed have no generic writer (the barrier or wait that lands them orders them:
-ptxsim_async/ptxsim_hopper raise on reads before landing). wgmma's shared operands are the
-async proxy's and are checked by ptxsim_hopper (fence.proxy.async, in-flight reads).
-Not modelled: global memory (atomics and plain stores are sequentially consistent here).
+is the issuing warp's. Bytes a TMA load or a cp.async copy landed have no generic writer (the
+barrier or wait that lands them orders them: ptxsim_async/ptxsim_hopper raise on reads before
+landing). wgmma's shared operands are the async proxy's and are checked by ptxsim_hopper
+(fence.proxy.async, in-flight reads). Global memory: plain ``ld``/``st.global`` must be ordered
+after the last plain write by another warp of any CTA (a write after another warp's read is not
+checked there, nor TMA's global side).
 """
 from __future__ import annotations
 
@@ -33,43 +38,46 @@ class RaceSim(WSSim):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         W = self.W = -(-self.k.nthreads // 32)
-        self.vc = np.zeros((self.nctas, W, W), np.int64)
-        self.vc[:, np.arange(W), np.arange(W)] = 1
+        G = self.nctas * W                      # warps of the grid; warp g is warp g % W of CTA g // W
+        self.vc = np.eye(G, dtype=np.int64)     # vc[g]: what warp g knows of every warp's epochs
         S = self.smem.shape[1]
-        self.lw_warp = np.full((self.nctas, S), -1, np.int16)   # last generic writer, -1: none
+        self.lw_warp = np.full((self.nctas, S), -1, np.int32)  # last generic writer (grid warp), -1: none
         self.lw_time = np.zeros((self.nctas, S), np.int64)      # its epoch then
         self.rd_time = np.zeros((W, self.nctas, S), np.int64)   # each warp's epoch at its last read
+        self.gl: dict = {}                                     # global buffer -> (last writer, its epoch)
+        self.sync_clock: dict = {}                             # global address -> join of its releases
         self.named_clock: dict = {}                            # (cta, id) -> join of the arrivals
-        self.cl_clock = np.zeros((self.nctas, W), np.int64)
+        self.cl_clock = np.zeros((self.nctas, G), np.int64)
         self.cl_done: dict = {}                                # (cta, generation) -> its join
-        self.wid = (self.tid // 32).astype(np.int64)
+        self.gw = (self.cta * W + self.tid // 32).astype(np.int64)
         self.store_warp: dict = {}                             # id(TMA store in flight) -> issuing warp
+
+    def _name(self, g: int) -> str:
+        return f"warp {g % self.W} of CTA {g // self.W}"
 
     # -- clocks ------------------------------------------------------------------------------------
     def _warps(self, mask):
-        """(cta, warp) pairs with a thread in ``mask``."""
-        pairs = np.unique(np.stack([self.cta[mask], self.wid[mask]], axis=1), axis=0)
-        return [(int(c), int(w)) for c, w in pairs]
+        return [int(g) for g in np.unique(self.gw[mask])]
 
     def _release(self, mask, into) -> None:
         """Publish the clocks of ``mask``'s warps into ``into(cta)`` (an array to max into) and
         start their next epochs."""
-        for c, w in self._warps(mask):
-            acc = into(c)
-            np.maximum(acc, self.vc[c, w], out=acc)
-            self.vc[c, w, w] += 1
+        for g in self._warps(mask):
+            acc = into(g // self.W)
+            np.maximum(acc, self.vc[g], out=acc)
+            self.vc[g, g] += 1
 
     def _acquire(self, mask, clock_of) -> None:
-        for c, w in self._warps(mask):
-            clock = clock_of(c)
+        for g in self._warps(mask):
+            clock = clock_of(g // self.W)
             if clock is not None:
-                np.maximum(self.vc[c, w], clock, out=self.vc[c, w])
+                np.maximum(self.vc[g], clock, out=self.vc[g])
 
     def _arrive_named(self, parts, args, m, wait: bool) -> None:
         ident = self.val(args[0], "u32")
         for c in np.unique(self.cta[m]):
             key = (int(c), int(ident[np.argmax(m & (self.cta == c))]))
-            clock = self.named_clock.setdefault(key, np.zeros(self.W, np.int64))
+            clock = self.named_clock.setdefault(key, np.zeros(len(self.vc), np.int64))
             self._release(m & (self.cta == c), lambda _c: clock)
         super()._arrive_named(parts, args, m, wait)
 
@@ -102,25 +110,24 @@ class RaceSim(WSSim):
         if op == "arrive":
             addr = self._addr(args[1])
             for i in np.nonzero(m)[0]:
-                c, w = int(self.cta[i]), int(self.wid[i])
-                np.maximum(self._bar(c, int(addr[i]))[6], self.vc[c, w], out=self._bar(c, int(addr[i]))[6])
-            for c, w in self._warps(m):
-                self.vc[c, w, w] += 1
+                acc = self._bar(self.cta[i], int(addr[i]))[6]
+                np.maximum(acc, self.vc[self.gw[i]], out=acc)
+            for g in self._warps(m):
+                self.vc[g, g] += 1
         out = super().op_mbarrier(parts, args, m, active)
         if op == "init":
             addr = self._addr(args[0])
             for i in np.nonzero(m)[0]:
                 bar = self._bar(self.cta[i], int(addr[i]))
                 del bar[6:]
-                bar.extend([np.zeros(self.W, np.int64), {}])   # [6] this phase's join, [7] parity -> last done
+                bar.extend([np.zeros(len(self.vc), np.int64), {}])   # [6] this phase's join, [7] parity -> last done
         elif op in ("try_wait", "test_wait"):
             ok = m & self.R[args[0]]
             addr, par = self._addr(args[1]), self.val(args[2], "u32")
             for i in np.nonzero(ok)[0]:
-                c, w = int(self.cta[i]), int(self.wid[i])
-                done = self._bar(c, int(addr[i]))[7].get(int(par[i]) & 1)
+                done = self._bar(self.cta[i], int(addr[i]))[7].get(int(par[i]) & 1)
                 if done is not None:
-                    np.maximum(self.vc[c, w], done, out=self.vc[c, w])
+                    np.maximum(self.vc[self.gw[i]], done, out=self.vc[self.gw[i]])
         return out
 
     def _complete(self, bar) -> None:
@@ -129,6 +136,53 @@ class RaceSim(WSSim):
             bar[6][:] = 0
         super()._complete(bar)
 
+    def op_atom(self, parts, args, m, active):
+        """An acquire (acq_rel) atomic joins what earlier releases on its address published; a
+        release (acq_rel) one publishes its warp's clock there, in the order the atomics act."""
+        addr = self._addr(args[1])
+        acq = any(p in ("acquire", "acq_rel") for p in parts)
+        rel = any(p in ("release", "acq_rel") for p in parts)
+        for i in np.nonzero(m)[0]:
+            g, at = int(self.gw[i]), int(addr[i])
+            clock = self.sync_clock.setdefault(at, np.zeros(len(self.vc), np.int64))
+            if acq:
+                np.maximum(self.vc[g], clock, out=self.vc[g])
+            if rel:
+                np.maximum(clock, self.vc[g], out=clock)
+        for g in self._warps(m) if rel else ():
+            self.vc[g, g] += 1
+        return super().op_atom(parts, args, m, active)
+
+    # -- global-memory accesses -----------------------------------------------------------------
+    def _global(self, threads, addrs, write: bool, what: str) -> None:
+        """Plain global loads and stores: ordered after the last write by another warp (any
+        CTA); no read tracking (a write after another warp's read is not checked)."""
+        if not len(threads):
+            return
+        n = addrs.shape[1]
+        g = np.repeat(self.gw[threads], n)
+        a = addrs.reshape(-1)
+        k, off = (a >> 40) - 1, a & ((1 << 40) - 1)
+        for b in np.unique(k):
+            if not 0 <= b < len(self.mem.bufs):
+                continue   # the access itself raises
+            sel = k == b
+            o, gs = off[sel], g[sel]
+            if o.max() >= self.mem.bufs[b].size:
+                continue
+            lw, lt = self.gl.setdefault(int(b), (np.full(self.mem.bufs[b].size, -1, np.int32),
+                                                 np.zeros(self.mem.bufs[b].size, np.int64)))
+            w = lw[o].astype(np.int64)
+            bad = (w >= 0) & (w != gs) & (lt[o] > self.vc[gs, np.maximum(w, 0)])
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise RuntimeError(f"global-memory race: {self._name(gs[j])} {what} byte {o[j]} of buffer {b}, which "
+                                   f"{self._name(w[j])} wrote with nothing ordering them (a barrier, or a release "
+                                   "and an acquire on one address)")
+            if write:
+                lw[o] = gs
+                lt[o] = self.vc[gs, gs]
+
     # -- shared-memory accesses -----------------------------------------------------------------
     def _access(self, threads, addrs, write: bool, what: str) -> None:
         """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs: checked, then
@@ -136,39 +190,39 @@ class RaceSim(WSSim):
         at = self._check(threads, addrs, write, what)
         if at is None:
             return
-        c, w, a = at
+        c, g, a = at
         if write:
-            self.lw_warp[c, a] = w
-            self.lw_time[c, a] = self.vc[c, w, w]
+            self.lw_warp[c, a] = g
+            self.lw_time[c, a] = self.vc[g, g]
             self.rd_time[:, c, a] = 0
         else:
-            self.rd_time[w, c, a] = self.vc[c, w, w]
+            self.rd_time[g % self.W, c, a] = self.vc[g, g]
 
     def _check(self, threads, addrs, write: bool, what: str):
         """Raise if the access is not ordered after the other warps' last write (and, for a
-        write, their reads); returns its (CTAs, warps, bytes), flattened, or None."""
+        write, their reads); returns its (CTAs, grid warps, bytes), flattened, or None."""
         if not len(threads):
             return None
         n = addrs.shape[1]
         c = np.repeat(self.cta[threads], n)
-        w = np.repeat(self.wid[threads], n)
+        g = np.repeat(self.gw[threads], n)
         a = addrs.reshape(-1)
         if a.min() < 0 or a.max() >= self.smem.shape[1]:
             return None   # out of range: the access itself raises
         lw = self.lw_warp[c, a].astype(np.int64)
-        raw = (lw >= 0) & (lw != w) & (self.lw_time[c, a] > self.vc[c, w, np.maximum(lw, 0)])
+        raw = (lw >= 0) & (lw != g) & (self.lw_time[c, a] > self.vc[g, np.maximum(lw, 0)])
         if raw.any():
             j = int(np.argmax(raw))
-            raise RuntimeError(f"shared-memory race: warp {w[j]} of CTA {c[j]} {what} shared byte {a[j]}, which "
-                               f"warp {lw[j]} wrote with no barrier or mbarrier ordering them")
+            raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
+                               f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them")
         if write:
-            knows = self.vc[c, w, :].T                                   # (W, k*n)
-            war = (self.rd_time[:, c, a] > knows) & (np.arange(self.W)[:, None] != w[None, :])
+            readers = c[None, :] * self.W + np.arange(self.W)[:, None]          # (W, k*n) grid warps
+            war = (self.rd_time[:, c, a] > self.vc[g[None, :], readers]) & (readers != g[None, :])
             if war.any():
                 r, j = (int(x[0]) for x in np.nonzero(war))
-                raise RuntimeError(f"shared-memory race: warp {w[j]} of CTA {c[j]} {what} shared byte {a[j]}, which "
+                raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
                                    f"warp {r} read with no barrier or mbarrier ordering them")
-        return c, w, a
+        return c, g, a
 
     def _clear(self, cta, addrs) -> None:
         self.lw_warp[cta, addrs] = -1
@@ -180,15 +234,17 @@ class RaceSim(WSSim):
         return threads, base[:, None] + np.arange(nbytes)[None, :]
 
     def op_ld(self, parts, args, m, active):
-        if parts[1] == "shared":
+        if parts[1] in ("shared", "global"):
             n = len(args[0][1:-1].split(",")) if args[0].startswith("{") else 1
-            self._access(*self._rows(args[1], m, n * int(parts[-1][1:]) // 8), False, "reads")
+            rows = self._rows(args[1], m, n * int(parts[-1][1:]) // 8)
+            (self._access if parts[1] == "shared" else self._global)(*rows, False, "reads")
         return super().op_ld(parts, args, m, active)
 
     def op_st(self, parts, args, m, active):
-        if parts[1] == "shared":
+        if parts[1] in ("shared", "global"):
             n = len(args[1][1:-1].split(",")) if args[1].startswith("{") else 1
-            self._access(*self._rows(args[0], m, n * int(parts[-1][1:]) // 8), True, "writes")
+            rows = self._rows(args[0], m, n * int(parts[-1][1:]) // 8)
+            (self._access if parts[1] == "shared" else self._global)(*rows, True, "writes")
         return super().op_st(parts, args, m, active)
 
     def _matrix_rows(self, parts, addr_arg, m):
@@ -222,14 +278,14 @@ class RaceSim(WSSim):
             self._check(np.array([i]), addrs[None, :], False, "stores by TMA")
         super()._tma_store(parts, args, m)
         for i, _ in boxes:
-            self.store_warp[id(self.bulk_open[i][-1])] = int(self.wid[i])
+            self.store_warp[id(self.bulk_open[i][-1])] = int(self.gw[i])
 
     def _retire_store(self, st) -> None:
         """The store reads its source until the wait that retires it: the read is the issuing
         warp's at that epoch, so the warps that overwrite the source must be ordered after it."""
         super()._retire_store(st)
-        w = self.store_warp.pop(id(st))
-        self.rd_time[w, st.cta, st.addrs] = self.vc[st.cta, w, w]
+        g = self.store_warp.pop(id(st))
+        self.rd_time[g % self.W, st.cta, st.addrs] = self.vc[g, g]
 
     def _land_tma(self, bar, ld) -> None:
         super()._land_tma(bar, ld)

@@ -135,3 +135,44 @@ def test_reduction_scratch_read_before_every_warp_wrote_it():
     bad = text.replace(scratch.group(0), scratch.group(0).replace(scratch.group(1), ""))
     found = _both(bad, (1,), args, smem, RACE.format("reads", "wrote"))
     assert found.group(1) != found.group(4)
+
+
+def _streamk():
+    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
+    m, n, k, programs = 64, 128, 96, 5
+    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
+    size, count = streamk_workspace(programs, 64, 64)
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32))
+        return [*cluster_descs(_fresh(a), _fresh(b), c, 64, 64, 32, 1), np.full(size, np.nan, np.float32),
+                np.zeros(count, np.int32), m, n, k]
+    _, text, smem = trace(matmul_hopper_streamk, args(), (programs,), STAGES=3, GROUP_M=2, num_warps=4)
+    return text, smem, args, programs
+
+
+def test_streamk_parts_published_before_every_warp_stored_its_share():
+    """Each CTA's warps store their share of a partial tile, meet at bar.sync, and thread 0
+    counts the part with atom.acq_rel.gpu (a release that carries the other warps' stores,
+    ordered before it by the barrier); the last CTA's acquire makes them all visible to its
+    warps. Without that bar.sync, the last CTA reads shares that nothing orders before it."""
+    text, smem, args, programs = _streamk()
+    lines = text.split("\n")
+    atom = next(i for i, line in enumerate(lines) if "atom.global.acq_rel.gpu.add" in line)
+    bar = max(i for i in range(atom) if lines[i].strip() == "bar.sync 1, 128;")
+    assert any("st.global.v2.f32" in line for line in lines[bar - 12:bar])   # the shares' stores
+    found = _both(_drop(text, bar), (programs,), args, smem,
+                  r"global-memory race: warp (\d+) of CTA (\d+) reads byte \d+ of buffer 3, which "
+                  r"warp (\d+) of CTA (\d+) wrote with nothing ordering them")
+    assert found.group(2) != found.group(4) and found.group(3) != "0"   # another CTA's warp but thread 0's
+
+
+@pytest.mark.parametrize("sem", ["relaxed", "release", "acquire"])
+def test_streamk_counter_needs_acquire_and_release(sem):
+    """The count is both: a release publishes this CTA's part, an acquire sees the others'. A
+    relaxed, release-only or acquire-only atomic leaves the last CTA's reads of the parts
+    unordered."""
+    text, smem, args, programs = _streamk()
+    assert text.count("atom.global.acq_rel.gpu.add.u32") == 1
+    bad = text.replace("atom.global.acq_rel.gpu.add.u32", f"atom.global.{sem}.gpu.add.u32")
+    _both(bad, (programs,), args, smem, r"global-memory race: warp \d+ of CTA \d+ reads byte \d+ of buffer 3")
