@@ -54,6 +54,7 @@ CUT = 2000
 ARRAY = "gt_spill"
 
 _REG = re.compile(r"%(?:rd|fd|r|f|h|p)\d+")
+_WGMMA = re.compile(r"\s*(?:@!?%p\d+\s+)?wgmma\.")
 _WORDS = {"r": 1, "f": 1, "h": 1, "rd": 2, "fd": 2, "p": 0}  # 32-bit words a register takes
 _CLASS = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "pred"}
 _MEM = {"r": "b32", "f": "f32", "h": "b16", "rd": "b64", "fd": "f64", "p": "b32"}  # ld/st.local type
@@ -336,6 +337,9 @@ def spill_registers(em) -> list:
         return em.lines  # fewer registers in all than the trigger: most kernels stop here
     texts = [t for t, _ in em.lines]
     keep = {x for p in em.prologue for x in _REG.findall(p)}
+    # wgmma reads and writes its registers asynchronously, until the wait_group that retires it:
+    # a store after it (or a reload into a fresh register before it) would see the old value
+    keep |= {x for t in texts if _WGMMA.match(t) for x in _REG.findall(t)}
     info = [_parse(t) for t in texts]
     chosen = choose(texts, BUDGET, PRED_BUDGET, keep, TRIGGER, PRED_TRIGGER, info)
     if not chosen:

@@ -212,3 +212,31 @@ def test_hopper_gemm_and_attention_never_spill(monkeypatch):
         monkeypatch.setattr(spill, "PRED_TRIGGER", 10**9)
         assert emit(g, "sm_90a")[0] == text
         monkeypatch.undo()
+
+
+def test_wgmma_registers_are_never_spilled(monkeypatch):
+    """wgmma reads A and writes the accumulator asynchronously, until the wait_group that
+    retires it: a spill store after it would read the accumulator early (and a reload of A in
+    front of it would be read late). With every other register spillable under a tiny budget,
+    none that a wgmma line names is kept in .local, and the tile still computes A @ B on the
+    Hopper simulator."""
+    import ptxsim_hopper
+    from test_hopper import _tile_descs, wgmma_tile
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name, value in (("TRIGGER", 0), ("PRED_TRIGGER", 0), ("BUDGET", 8), ("PRED_BUDGET", 1)):
+        monkeypatch.setattr(spill, name, value)
+    rng = np.random.default_rng()
+    a = rng.standard_normal((64, 32)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((32, 64)).astype(ml_dtypes.bfloat16)
+    c = np.full(64 * 64, np.nan, np.float32)
+    da, db = _tile_descs(64, 64, 32, "bfloat16", False, a, b)
+    g = wgmma_tile.trace(da, db, c, A_REGS=True, B_KMAJOR=False, target="sm_90a", num_warps=4).graph
+    text, _, smem = emit(g, "sm_90a")
+    assert spill.ARRAY in text
+    lines = text.split("\n")
+    named = {r for line in lines if "wgmma.mma_async" in line for r in spill._REG.findall(line)}
+    local = {r for line in lines if ".local" in line for r in spill._REG.findall(line)}
+    assert len(named) > 32 and local and not named & local
+    ptxsim_hopper.run(text, (1,), [da, db, c], smem)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.reshape(64, 64), exact, rtol=1e-5, atol=1e-5 * np.abs(exact).max())
