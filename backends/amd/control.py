@@ -52,13 +52,15 @@ def rule_for(em, op):
     for a, h in zip(body.args[1:], homes):
         em.vals[a] = h
     em.loop_depth += 1
+    # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
+    # computed on the body's path only, from the home's value of that iteration
     with em.scope():
         ys = em.emit_block(body)
+        pairs = []
+        for h, y in zip(homes, ys):
+            pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
+        em.parallel_copy(pairs)
     em.loop_depth -= 1
-    pairs = []
-    for h, y in zip(homes, ys):
-        pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
-    em.parallel_copy(pairs)
     nxt = arith.add64(em, iv, step) if dwords(ity) == 2 else em.salu("s_add_u32", em.s(), [iv, step])
     em.copy_into(iv, nxt)
     back = em.emit("s_branch", kind="branch", target=head.name)
@@ -83,12 +85,12 @@ def rule_if(em, op):
     for block, last in ((then_b, False), (else_b, True)):
         if last:
             em.place(els)
-        with em.scope():
+        with em.scope():  # copies too: what one arm materializes the other has not computed
             ys = em.emit_block(block)
-        pairs = []
-        for h, y in zip(homes, ys):
-            pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
-        em.parallel_copy(pairs)
+            pairs = []
+            for h, y in zip(homes, ys):
+                pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
+            em.parallel_copy(pairs)
         if not last:
             em.emit("s_branch", kind="branch", target=end.name)
     em.place(end)
