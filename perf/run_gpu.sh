@@ -1,30 +1,84 @@
 #!/usr/bin/env bash
-# Everything the lent GPU proves, in one call: install, GPU tests, the main job, benchmarks.
-#   bash perf/run_gpu.sh            (writes logs and results under ${OUT:-/tmp/gt-gpu})
+# Everything the GPU proves, in stages that fit one device call each (a call may run 10 minutes):
+#   bash perf/run_gpu.sh [stage ...]      default: tests
+# stages:
+#   tests     install, the main job, pytest -m gpu (streamk, warp-specialized and cluster included),
+#             compute-sanitizer memcheck on the main job
+#   sanitize  every tensor-core kernel under memcheck, racecheck and synccheck
+#   gemm      perf/bench_gemm.py (all kernels, the issue's shapes) head to head with cuBLAS
+#   streamk   perf/bench_gemm.py --kernels streamk,clusterws (the stream-K tail beside its base)
+#   attention perf/bench_attention.py against cuDNN and FlashAttention-2
+#   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
+#   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000)
+#   notebooks the notebooks, cell by cell
+# Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
+# back at most 8 files), with a one-line summary a stage in $OUT/summary.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/gt-gpu}; mkdir -p "$OUT"
+LOGS=$(mktemp -d /tmp/gt-logs.XXXX)
 export PYTHONUNBUFFERED=1
+pack() { tar czf "$OUT/logs.tgz" -C "$LOGS" . ; }
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
 # the device image has no network: install without fetching build dependencies
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
-  || { echo "editable install failed; using PYTHONPATH"; tail -3 "$OUT/install.log"; }
-# fall back to the source tree, with gluon_trace.backends pointing at backends/
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$LOGS/install.log" 2>&1 \
+  || { echo "editable install failed; using PYTHONPATH"; tail -3 "$LOGS/install.log"; }
 python3 -c "import gluon_trace.backends.nvidia" 2>/dev/null || {
   ln -sfn "$PWD/backends" "$PWD/gluon_trace/backends"; export PYTHONPATH=$PWD; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m gluon_trace 2>&1 | tail -1 | tee "$OUT/main.txt"
-python3 -m pytest -q -m gpu -p no:cacheprovider "$@" 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
-python3 notebooks/run_cells.py notebooks/*.ipynb > "$OUT/notebooks.log" 2>&1; echo "notebooks rc=$?" | tee -a "$OUT/notebooks.log"
-grep -E "GPU|timing on|best" "$OUT/notebooks.log" | head -12
-# memory errors only: cuda-python's cuInit probes driver entry points this driver lacks,
-# which the sanitizer reports as API errors (CUDA_ERROR_INVALID_VALUE from cuGetProcAddress)
-compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 python3 -m gluon_trace 2>&1 | tail -3 | tee "$OUT/sanitizer.log"
-# every tensor-core kernel under the three race/sync/memory tools (each result checked against torch)
-for t in memcheck racecheck synccheck; do
-  compute-sanitizer --tool $t --report-api-errors no --error-exitcode 9 python3 perf/sanitize_kernels.py \
-    > "$OUT/sanitize-$t.log" 2>&1; echo "$t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$t.log")"
+say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null)"
+
+stage_tests() {
+  python3 -m gluon_trace 2>&1 | tail -1 > "$LOGS/main.txt"; say "main: $(cat "$LOGS/main.txt")"
+  python3 -m pytest -q -m gpu -p no:cacheprovider > "$LOGS/pytest_gpu.log" 2>&1
+  say "pytest -m gpu: $(tail -1 "$LOGS/pytest_gpu.log")"
+  grep -E "^(FAILED|ERROR)" "$LOGS/pytest_gpu.log" | head -20 | tee -a "$OUT/summary.txt"
+  # memory errors only: cuda-python's cuInit probes driver entry points this driver lacks,
+  # which the sanitizer reports as API errors (CUDA_ERROR_INVALID_VALUE from cuGetProcAddress)
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 python3 -m gluon_trace \
+    > "$LOGS/sanitizer-main.log" 2>&1; say "memcheck main rc=$? $(grep 'ERROR SUMMARY' "$LOGS/sanitizer-main.log")"
+}
+
+stage_sanitize() {
+  # every tensor-core kernel under the three tools (each result checked against torch)
+  for t in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $t --report-api-errors no --error-exitcode 9 python3 perf/sanitize_kernels.py \
+      > "$LOGS/sanitize-$t.log" 2>&1
+    say "$t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize-$t.log" | tr '\n' ' ')"
+  done
+}
+
+stage_gemm() {
+  python3 perf/bench_gemm.py 2>&1 | grep -v "^  mma" > "$LOGS/gemm.log"; tail -25 "$LOGS/gemm.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_streamk() {
+  python3 perf/bench_gemm.py --kernels streamk,clusterws > "$LOGS/gemm-streamk.log" 2>&1
+  tail -25 "$LOGS/gemm-streamk.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_attention() {
+  python3 perf/bench_attention.py > "$LOGS/attention.log" 2>&1; grep "^B\|ratio\|x cuDNN" "$LOGS/attention.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_nvidia() {
+  python3 perf/bench_nvidia.py > "$LOGS/bench_nvidia.log" 2>&1; tail -30 "$LOGS/bench_nvidia.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_fuzz() {
+  GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
+    python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu.log" 2>&1
+  tail -6 "$LOGS/fuzz-gpu.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_notebooks() {
+  python3 notebooks/run_cells.py notebooks/*.ipynb > "$LOGS/notebooks.log" 2>&1; say "notebooks rc=$?"
+}
+
+for s in "${@:-tests}"; do
+  for one in $s; do
+    say "== $one"
+    "stage_$one"
+    find perf/results -name '*.json' -newer "$LOGS/install.log" -exec cp {} "$LOGS/" \;
+    pack
+  done
 done
-python3 perf/bench_nvidia.py 2>&1 | tee "$OUT/bench.log" | tail -30
-python3 perf/bench_gemm.py 2>&1 | grep -v "^  mma" | tee "$OUT/gemm.log" | tail -30
-python3 perf/bench_attention.py 2>&1 | tee "$OUT/attention.log" | grep "^B"
-python3 perf/bench_variants.py --gemm 2>&1 | grep -v "compiling\|timing on" | tee "$OUT/sweep.log" | tail -5
-cp perf/results/*.json perf/README.md "$OUT/" 2>/dev/null
