@@ -550,11 +550,11 @@ class Sim:
                 new = (max if base == "umax" else min)(cur, x)
             elif base in ("add_f32", "max_f32", "min_f32"):
                 c, v = f32(np.uint32(cur)), f32(np.uint32(x))
-                r = {"add_f32": c + v, "max_f32": np.fmax(c, v), "min_f32": np.fmin(c, v)}[base]
+                r = c + v if base == "add_f32" else fminmax(base, c, v)
                 new = int(u32(r))
             elif base in ("add_f64", "max_f64", "min_f64"):
                 c, v = f64(np.uint64(cur)), f64(np.uint64(x))
-                r = {"add_f64": c + v, "max_f64": np.fmax(c, v), "min_f64": np.fmin(c, v)}[base]
+                r = c + v if base == "add_f64" else fminmax(base, c, v)
                 new = int(u64(r))
             else:
                 raise SimError(f"no simulation for atomic {base}")
@@ -764,6 +764,22 @@ def _f16_rtz(x):
     return (bits & 0xFFFF).astype(np.uint64)
 
 
+def fminmax(op: str, a, b):
+    """v_min/v_max_f32/f64 (and the f32/f64 min/max atomics): a NaN operand gives the other
+    one, and -0 orders below +0, so min(+0, -0) is -0 and max(-0, +0) is +0 in either order
+    (the ISA's LT_NEG_ZERO / GT_NEG_ZERO). numpy's fmin/fmax return either zero, differently
+    in its vector loop and its tail, so lanes holding copies of one value drifted apart."""
+    a, b = np.asarray(a), np.asarray(b)
+    mx = "max" in op
+    r = np.asarray((np.fmax if mx else np.fmin)(a, b))
+    both = (a == 0) & (b == 0)
+    if np.any(both):
+        sa, sb = np.signbit(a), np.signbit(b)
+        neg = (sa & sb) if mx else (sa | sb)
+        r = np.where(both, np.where(neg, -np.zeros_like(r), np.zeros_like(r)), r).astype(r.dtype)
+    return r
+
+
 def vector_op(op, srcs, w, i):
     def U(k):
         v, n = srcs[k]
@@ -884,7 +900,7 @@ def vector_op(op, srcs, w, i):
         if op == "v_mul_f32":
             return outf(F(0) * F(1))
         if op in ("v_max_f32", "v_min_f32"):
-            return outf((np.fmax if "max" in op else np.fmin)(F(0), F(1)))
+            return outf(fminmax(op, F(0), F(1)))
         if op == "v_fma_f32":
             return outf(_fma(F(0), F(1), F(2), dtypes.float32))
         if op in ("v_rcp_f32", "v_rcp_iflag_f32"):
@@ -948,7 +964,7 @@ def vector_op(op, srcs, w, i):
         if op in ("v_fma_f64", "v_div_fmas_f64"):  # one rounding (the interpreter's exact fma)
             return outd(_fma(D(0), D(1), D(2), dtypes.float64))
         if op in ("v_max_f64", "v_min_f64"):
-            return outd((np.fmax if "max" in op else np.fmin)(D(0), D(1)))
+            return outd(fminmax(op, D(0), D(1)))
         if op in ("v_floor_f64", "v_ceil_f64", "v_trunc_f64"):
             return outd({"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}[op.split("_")[1]](D(0)))
         if op == "v_ldexp_f64":

@@ -335,3 +335,52 @@ def test_bitwise_not_of_narrow_unsigned_widens_right(target, lanes, npt, gdt, am
     traced = k.trace(gl.pointer(gl.int32), gl.pointer(gdt), target=target, num_warps=1)
     amdsim.simulate(traced, target, (1, 1, 1), [out, x])
     assert np.array_equal(out, (~x).astype(np.int32))
+
+
+@pytest.mark.parametrize("op", ["v_min_f32", "v_max_f32", "v_min_f64", "v_max_f64"])
+def test_min_max_order_signed_zeros_as_the_isa(op):
+    """-0 < +0 for v_min/v_max (the ISA's LT_NEG_ZERO / GT_NEG_ZERO) in either operand order;
+    a NaN gives the other operand. Long arrays: numpy's fmin picks a zero by lane position."""
+    dtype = np.float32 if op.endswith("32") else np.float64
+    rng = np.random.default_rng(7)
+    a = rng.choice(np.array([0.0, -0.0, 1.5, -2.0, np.nan], dtype), 300)
+    b = rng.choice(np.array([0.0, -0.0, 1.5, -2.0, np.nan], dtype), 300)
+    mx = "max" in op
+    for x, y in ((a, b), (b, a)):
+        r = amdsim.fminmax(op, x, y)
+        zeros = (x == 0) & (y == 0)
+        want_neg = (np.signbit(x) & np.signbit(y)) if mx else (np.signbit(x) | np.signbit(y))
+        assert np.array_equal(np.signbit(r[zeros]), want_neg[zeros])
+        ref = np.where(np.isnan(x), y, np.where(np.isnan(y), x, np.maximum(x, y) if mx else np.minimum(x, y)))
+        assert np.array_equal(r, ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("target, lanes", [("gfx942", 64), ("gfx1100", 32)])
+def test_min_over_warps_of_signed_zeros(target, lanes, amd_toolchain):
+    """gl.min across lanes and warps of ±0 data, where copies of the tile (lanes and warps
+    broadcast along the last dimension) write their partials to LDS: every copy computes the
+    same -0, so no two waves write different bytes (fuzz seed 790092, "big" preset, gfx1100:
+    an LDS race was reported where the simulator's min returned +0 in some lanes)."""
+    L0 = gl.BlockedLayout([4, 2, 2], [2, 2, lanes // 4], [1, 2, 4], [2, 0, 1])
+    L1 = gl.BlockedLayout([1, 1, 1], [2, 4, lanes // 8], [4, 1, 2], [2, 1, 0])
+
+    @gt.jit
+    def k(inp, out):
+        a0 = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, L0)))
+        a1 = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(2, L0)))
+        a2 = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, L0)))
+        o = gl.expand_dims(gl.expand_dims(a0, 1), 2) * 128 + \
+            gl.expand_dims(gl.expand_dims(a1, 0), 2) * 2 + gl.expand_dims(gl.expand_dims(a2, 0), 1)
+        m = gl.min(gl.convert_layout(gl.load(inp + o), L1), axis=0, keep_dims=True)
+        b1 = gl.arange(0, 64, layout=gl.SliceLayout(0, gl.SliceLayout(2, L1)))
+        b2 = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, L1)))
+        gl.store(out + gl.expand_dims(gl.expand_dims(b1, 0), 2) * 2 + gl.expand_dims(gl.expand_dims(b2, 0), 1), m)
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random(1024) < 0.5, -0.0, 0.0).astype(np.float32)
+    x[rng.random(1024) < 0.05] = 1.0
+    out = np.full(128, np.nan, np.float32)
+    traced = k.trace(gl.pointer(gl.float32), gl.pointer(gl.float32), target=target, num_warps=8)
+    amdsim.simulate(traced, target, (1,), [x, out])
+    cols = x.reshape(8, 64, 2)
+    assert np.array_equal(out, cols.min(axis=0).reshape(-1))
+    assert np.array_equal(np.signbit(out), np.signbit(cols).any(axis=0).reshape(-1))
