@@ -1,0 +1,240 @@
+"""A differential fuzz campaign over seeds: each random program (gluon_trace.fuzz) runs in the
+interpreter against the numpy reference, then is emitted for NVIDIA (sm_90, sm_80) and run on
+the PTX simulator, and compiled for AMD (gfx942 with 64-wide waves, gfx1100 with 32) and run on
+the AMDGCN simulator, each against the reference's bounds.
+
+One JSON line per (seed, target) goes to ``--out``: ``status`` is ``ok``, ``refused`` (a
+CompileError on a legal program), ``mismatch`` (outputs outside the bounds) or ``crash`` (any
+other exception, a simulator's included; a run over ``--timeout`` seconds is a crash too),
+with the message. A non-ok program also gets a reproducer under ``--failures``.
+
+    nice python perf/fuzz_campaign.py --start 700000 --count 200 --preset small --out runs.jsonl
+
+Presets bound the tile size so one program runs in seconds on the simulators (they step every
+thread in Python). ``summary FILES`` prints counts and the non-ok records; ``shrink REPRO
+TARGET`` drops a reproducer's outputs (and the nodes only they need) while the target still
+fails, and saves the smaller program as ``<repro>_min.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "backends", "nvidia"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "backends", "amd"))
+
+from gluon_trace import fuzz  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
+
+PRESETS = {
+    # the simulator tests' own bounds
+    "small": dict(max_numel=256, max_ops=6),
+    # longer op chains (more conversions, reductions of reductions)
+    "long": dict(max_numel=256, max_ops=12, max_inputs=4),
+    # more loop trips and branches over smaller tiles
+    "control": dict(max_numel=128, max_ops=8, max_trip=5),
+    # ops off by default
+    "dot_split": dict(max_numel=256, max_ops=6, dot_fma=True, split_join=True),
+    # larger tiles, values per thread bounded
+    "wide": dict(max_numel=1024, max_ops=5, max_values_per_thread=16),
+    # the generator's defaults (1024 elements, 8 ops), values per thread bounded
+    "default": dict(max_values_per_thread=32),
+    # 8- and 16-bit types and bools only (packing, sign extension, half-precision rounding)
+    "narrow": dict(max_numel=256, max_ops=8,
+                   dtypes=("int8", "uint8", "int16", "uint16", "float16", "bfloat16", "int1")),
+    # 64-bit types beside 32-bit ones (register pairs, wide shifts and division)
+    "wide64": dict(max_numel=256, max_ops=8,
+                   dtypes=("int64", "uint64", "float64", "int32", "uint32", "float32")),
+    # the generator's defaults unbounded: many values per thread, so register spilling
+    "big": dict(),
+    # integers only: division, remainder and shifts by edge values, wrapping, widening
+    "ints": dict(max_numel=256, max_ops=10, dtypes=("int8", "int16", "int32", "int64", "uint8",
+                                                     "uint16", "uint32", "uint64", "int1")),
+    # half-precision floats and their math (f32 compute, rounding on every store)
+    "halfmath": dict(max_numel=256, max_ops=10, dtypes=("float16", "bfloat16", "float32")),
+    # 16 warps: cross-warp exchanges over more waves than the other presets draw
+    "warps16": dict(num_warps=(16,), max_numel=512, max_ops=8, max_values_per_thread=16),
+    # long chains with every op kind on
+    "stress": dict(max_numel=256, max_ops=20, max_inputs=4, max_trip=4, dot_fma=True,
+                   split_join=True),
+}
+# interpNN: the interpreter on the programs of NN-wide warps; gfx90a (64-wide) runs with --targets
+TARGETS = ("interp32", "interp64", "sm_90", "sm_80", "gfx942", "gfx1100")
+WARP32 = ("interp32", "sm_90", "sm_80", "gfx1100")
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout("over the time limit")
+
+
+def program(seed: int, preset: str, warp: int):
+    return fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, **PRESETS[preset]))
+
+
+def run_interpreter(prog) -> list:
+    out = fuzz.check_program(prog, targets=(), interpreter=True)
+    return [m for _, m in out.failures]
+
+
+def run_ptx(prog, target: str, inputs, args) -> None:
+    import ptxsim
+    from gluon_trace.backends.nvidia.emitter import emit
+    graph = fuzz.trace_program(prog, target).graph
+    text, _, smem = emit(graph, target)
+    ptxsim.run(text, (1, 1, 1), args, smem)
+
+
+def run_amd(prog, target: str, inputs, args) -> None:
+    import amdsim
+    amdsim.simulate(fuzz.trace_program(prog, target), target, (1,), args)
+
+
+def run_target(prog, target: str) -> list:
+    if target.startswith("interp"):
+        return run_interpreter(prog)
+    inputs = fuzz.make_inputs(prog)
+    args, poison = fuzz.kernel_args(prog, inputs)
+    with np.errstate(all="ignore"):
+        (run_ptx if target.startswith("sm_") else run_amd)(prog, target, inputs, args)
+    got = fuzz.outputs_of(prog, args)
+    return fuzz.mismatches(prog, got, fuzz.evaluate(prog, inputs, "bounded"), poison)
+
+
+def check(seed: int, preset: str, target: str, timeout: float) -> dict:
+    warp = 32 if target in WARP32 or target.startswith("sm_") else 64
+    rec = {"seed": seed, "preset": preset, "target": target}
+    t0 = time.perf_counter()
+    prog = None
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    try:
+        prog = program(seed, preset, warp)
+        msgs = run_target(prog, target)
+        rec["status"], rec["msg"] = ("mismatch", "\n".join(msgs)) if msgs else ("ok", "")
+    except CompileError as e:
+        rec["status"], rec["msg"] = "refused", f"{type(e).__name__}: {str(e)[:800]}"
+    except Exception as e:  # noqa: BLE001 - every other exception on a legal program is a finding
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        rec["status"] = "crash"
+        rec["msg"] = f"{type(e).__name__}: {str(e)[:800]} [{os.path.basename(tb.filename)}:{tb.lineno}]"
+    finally:
+        signal.alarm(0)
+    rec["seconds"] = round(time.perf_counter() - t0, 2)
+    if rec["status"] != "ok" and prog is not None:
+        rec["reproducer"] = fuzz.save_reproducer(prog, [(target, rec["msg"])],
+                                                 name=f"{preset}_{seed}_{target}")
+    return rec
+
+
+def campaign(args) -> None:
+    os.environ.setdefault("GLUON_TRACE_FUZZ_DIR", args.failures)
+    targets = args.targets.split(",")
+    with open(args.out, "a") as f:
+        for seed in range(args.start, args.start + args.count):
+            for target in targets:
+                rec = check(seed, args.preset, target, args.timeout)
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+
+
+def failure(prog, target: str) -> str:
+    """What goes wrong running ``prog`` on ``target`` ('' when nothing does)."""
+    try:
+        return "\n".join(run_target(prog, target))
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {str(e)[:800]}"
+
+
+def fails(prog, target: str) -> bool:
+    return bool(failure(prog, target))
+
+
+def prune(prog, outputs: list):
+    """The program storing only ``outputs``, without the nodes none of them needs."""
+    by_name, need, todo = prog._by_name(), set(), list(outputs)
+    while todo:
+        n = by_name[todo.pop()]
+        if n.name not in need:
+            need.add(n.name)
+            todo += list(n.args)
+    nodes = [n for n in prog.nodes if n.name in need]
+    return fuzz.Program(nodes, list(outputs), prog.num_warps, prog.warp_size, prog.n_valid,
+                        prog.n_iter, prog.flag, prog.seed)
+
+
+def shrink(path: str, target: str) -> None:
+    """Drop outputs (and the nodes only they need) while ``target`` still fails; print the
+    smallest program's kernel and save it beside ``path``."""
+    scope: dict = {}
+    exec(compile(open(path).read(), path, "exec"), scope)
+    prog = fuzz.program_from_dict(scope["PROGRAM"])
+    assert fails(prog, target), "the reproducer passes"
+    changed = True
+    while changed:
+        changed = False
+        for o in list(prog.outputs):
+            if len(prog.outputs) > 1:
+                cand = prune(prog, [x for x in prog.outputs if x != o])
+                if fails(cand, target):
+                    prog, changed = cand, True
+    print(fuzz.kernel_source(prog))
+    msg = failure(prog, target)
+    print(msg)
+    print(fuzz.save_reproducer(prog, [(target, msg)], directory=os.path.dirname(path),
+                               name=os.path.basename(path)[:-3] + "_min"))
+
+
+def summary(paths) -> None:
+    counts = collections.defaultdict(collections.Counter)
+    bad = []
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            counts[(r["preset"], r["target"])][r["status"]] += 1
+            if r["status"] != "ok":
+                bad.append(r)
+    for (preset, target), c in sorted(counts.items()):
+        print(f"{preset:10s} {target:9s} " + " ".join(f"{k}={v}" for k, v in sorted(c.items())))
+    for r in bad:
+        print(f"{r['seed']} {r['preset']} {r['target']} {r['status']}: {r['msg'][:300]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    s = sub.add_parser("summary")
+    s.add_argument("paths", nargs="+")
+    s = sub.add_parser("shrink")
+    s.add_argument("path")
+    s.add_argument("target")
+    ap.add_argument("--start", type=int, default=700000)
+    ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--out", default="fuzz_campaign.jsonl")
+    ap.add_argument("--failures", default=".fuzz_failures")
+    args = ap.parse_args()
+    if args.cmd == "summary":
+        summary(args.paths)
+    elif args.cmd == "shrink":
+        shrink(args.path, args.target)
+    else:
+        campaign(args)
+
+
+if __name__ == "__main__":
+    main()
