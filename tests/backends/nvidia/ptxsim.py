@@ -49,6 +49,14 @@ def _np(t: str):
     return _FLT.get(t) or _INT[t]
 
 
+def _magnitude(x):
+    """|x| of signed integers as uint64, exact for the most negative value too (np.abs of
+    int64's minimum is that minimum, which made div.s64 by it give +-1)."""
+    x = np.asarray(x).astype(np.int64)
+    with np.errstate(over="ignore"):
+        return np.where(x < 0, np.uint64(0) - x.view(np.uint64), x.view(np.uint64))
+
+
 def _round16(x, t: str):
     """The bits of f32 values rounded to nearest even as bf16 or f16."""
     f = np.asarray(x).astype(np.float32)
@@ -362,18 +370,20 @@ class Sim:
         else:
             def idiv(a, b, t):
                 bb = np.where(b == 0, 1, b)
-                q = np.abs(a.astype(np.int64) if t[0] == "s" else a) // np.abs(bb.astype(np.int64) if t[0] == "s" else bb)
-                if t[0] == "s":
-                    q = np.where((a < 0) != (bb < 0), -q, q)
-                return np.where(b == 0, -1, q).astype(_np(t))
+                if t[0] != "s":
+                    return np.where(b == 0, -1, a // bb).astype(_np(t))
+                q = _magnitude(a) // _magnitude(bb)
+                q = np.where((a < 0) != (bb < 0), -q, q)   # wraps: INT_MIN / -1 is INT_MIN
+                return np.where(b == 0, -1, q.view(np.int64)).astype(_np(t))
             self._bin(parts, args, m, idiv)
 
     def op_rem(self, parts, args, m, active):
         def irem(a, b, t):
             bb = np.where(b == 0, 1, b)
-            if t[0] == "s":
-                return np.fmod(a.astype(np.int64), bb.astype(np.int64)).astype(_np(t))
-            return a % bb
+            if t[0] != "s":
+                return a % bb
+            r = _magnitude(a) % _magnitude(bb)                # the dividend's sign (truncating)
+            return np.where(a < 0, -r, r).view(np.int64).astype(_np(t))
         self._bin(parts, args, m, irem)
 
     def op_min(self, parts, args, m, active):

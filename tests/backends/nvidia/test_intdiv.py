@@ -100,3 +100,44 @@ def test_division_by_constants_matches_the_interpreter(np_t, gl_t, d):
     np.testing.assert_array_equal(outs[1][1], outs[0][1])
     if d not in (1, -1):
         assert not (outs[0][0] == 0x5A).all()
+
+
+@gt.jit
+def div_runtime(x_ptr, y_ptr, q_ptr, r_ptr):
+    offs = gl.arange(0, 256, layout=L)
+    x = gl.load(x_ptr + offs)
+    y = gl.load(y_ptr + offs)
+    gl.store(q_ptr + offs, x // y)
+    gl.store(r_ptr + offs, x % y)
+
+
+@pytest.mark.parametrize("np_t, gl_t", [(np.int64, gl.int64), (np.int32, gl.int32), (np.uint64, gl.uint64)])
+def test_division_by_run_time_values_at_the_extremes(np_t, gl_t):
+    """div/rem by a run-time divisor (PTX div.s64, rem.s64, ...) on the simulator: by INT_MIN
+    a small dividend gives 0 (fuzz seed 810205, ints preset: ptxsim's |INT64_MIN| overflowed and
+    gave +-1), INT_MIN / -1 wraps, x // 0 is -1 and x % 0 is x; against the interpreter and
+    Python's integers."""
+    info = np.iinfo(np_t)
+    edges = [info.min, info.max, 0, 1, -1, 2, -2, info.min + 1, 3, 2204422842]
+    edges = [int(np.array(e).astype(np_t)) for e in edges]
+    rng = np.random.default_rng(info.bits)
+    x = rng.integers(info.min, info.max, 256, dtype=np_t, endpoint=True)
+    y = rng.integers(info.min, info.max, 256, dtype=np_t, endpoint=True)
+    x[:100] = np.repeat(np.array(edges, np_t), 10)
+    y[:100] = np.tile(np.array(edges, np_t), 10)
+    g = div_runtime.trace(*[gl.pointer(gl_t)] * 4, target="sm_90").graph
+    text, _, smem = emit(g, "sm_90")
+    outs = []
+    for runner in (lambda a: get("interpreter").run(g, (1, 1, 1), a), lambda a: ptxsim.run(text, (1, 1, 1), a, smem)):
+        args = [x.copy(), y.copy(), np.full(256, 0x5A, np_t), np.full(256, 0x5A, np_t)]
+        with np.errstate(all="ignore"):
+            runner(args)
+        outs.append(args[2:])
+    bits = info.bits
+    for i in range(256):
+        n, d = int(x[i]), int(y[i])
+        q = -1 if d == 0 else _trunc_div(n, d)
+        r = n if d == 0 else n - _trunc_div(n, d) * d
+        want = [int(np.array(v & ((1 << bits) - 1)).astype(np.uint64).astype(np_t)) for v in (q, r)]
+        assert [int(outs[0][0][i]), int(outs[0][1][i])] == want, ("interpreter", n, d)
+        assert [int(outs[1][0][i]), int(outs[1][1][i])] == want, ("ptxsim", n, d)
