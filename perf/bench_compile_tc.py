@@ -1,7 +1,10 @@
 """Compile time of the tensor-core kernels: trace + emit (PTX text), and trace + emit + ptxas,
-for the Hopper GEMM (128x256x64, 3 stages, 8 warps) and attention (D128, causal, 8 warps), beside
-Triton's compile of its tutorial matmul (the one perf/bench_gemm.py times) in the same run when
-Triton is installed. Fresh traces each time (caches cleared), medians of several runs.
+for the Hopper GEMM (128x256x64, 3 stages, 8 warps) and attention (D128, causal, 8 warps) the
+issue's targets name, and the kernels the benchmarks found fastest (the warp-specialized
+attention, D128 causal, two consumer warpgroups; the warp-specialized cluster GEMM with a
+64-column epilogue, 4 stages; the stream-K GEMM), beside Triton's compile of its tutorial matmul
+(the one perf/bench_gemm.py times) in the same run when Triton is installed. Fresh traces each
+time (caches cleared), medians of several runs.
 
     python perf/bench_compile_tc.py        # prints a table, writes perf/results/compile-tc.json
 """
@@ -18,6 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.attention_hopper import attention_fwd  # noqa: E402
+from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -39,6 +45,31 @@ def attention():
     return attention_fwd.trace(_spec([128, 128], [1]), _spec([64, 128], [1]), _spec([64, 128], [1]),
                                _spec([128, 128], [1]), gl.int32, gl.float32, CAUSAL=True, num_warps=8,
                                target="sm_90a")
+
+
+def attention_ws():
+    attention_fwd_ws.cache.clear()
+    return attention_fwd_ws.trace(_spec([64, 128], [1]), _spec([128, 128], [1]), _spec([128, 128], [1]),
+                                  _spec([64, 128], [1]), gl.int32, gl.float32, CAUSAL=True, num_warps=4,
+                                  target="sm_90a")
+
+
+def gemm_cluster_ws():
+    matmul_hopper_cluster_ws.cache.clear()
+    # pairs of CTAs sharing B's [64, 256] tile, each loading half by multicast
+    return matmul_hopper_cluster_ws.trace(_spec([128, 64]), _spec([64, 128]), _spec([128, 64]), gl.int32, gl.int32,
+                                          gl.int32, STAGES=4, GROUP_M=8, num_warps=8, num_ctas=2, target="sm_90a")
+
+
+def gemm_streamk():
+    matmul_hopper_streamk.cache.clear()
+    return matmul_hopper_streamk.trace(_spec([128, 64]), _spec([64, 256]), _spec([128, 64]), gl.pointer(gl.float32),
+                                       gl.pointer(gl.int32), gl.int32, gl.int32, gl.int32, STAGES=4, GROUP_M=8,
+                                       SPLIT=4, num_warps=8, target="sm_90a")
+
+
+KERNELS = {"gemm": gemm, "attention": attention, "attention_ws": attention_ws, "gemm_cluster_ws": gemm_cluster_ws,
+           "gemm_streamk": gemm_streamk}
 
 
 def _median(fn, n=7) -> float:
@@ -107,9 +138,10 @@ def ptxas_alone(make, flags) -> float:
 
 
 def main() -> int:
-    rows = {"gemm_trace_emit_ms": 1e3 * _median(lambda: gemm().ptx("sm_90a")),
-            "attention_trace_emit_ms": 1e3 * _median(lambda: attention().ptx("sm_90a")),
-            "gemm_full_s": _median(_full(gemm), 3), "attention_full_s": _median(_full(attention), 3)}
+    rows = {}
+    for name, make in KERNELS.items():
+        rows[f"{name}_trace_emit_ms"] = 1e3 * _median(lambda: make().ptx("sm_90a"))
+        rows[f"{name}_full_s"] = _median(_full(make), 3)
     for name, flags in (("lineinfo", ["-lineinfo"]), ("plain", []), ("O1", ["-O1", "-lineinfo"])):
         rows[f"gemm_ptxas_{name}_s"] = ptxas_alone(gemm, flags)
     print("ptxas alone on the Hopper GEMM: " + ", ".join(f"{k[11:-2]} {v:.3f} s" for k, v in rows.items()
@@ -121,6 +153,8 @@ def main() -> int:
     print(f"trace + emit: Hopper GEMM {rows['gemm_trace_emit_ms']:.1f} ms (target <= 20), "
           f"attention {rows['attention_trace_emit_ms']:.1f} ms (target <= 40)")
     print(f"trace + emit + ptxas: Hopper GEMM {rows['gemm_full_s']:.3f} s, attention {rows['attention_full_s']:.3f} s")
+    for name in list(KERNELS)[2:]:
+        print(f"{name}: trace + emit {rows[f'{name}_trace_emit_ms']:.1f} ms, + ptxas {rows[f'{name}_full_s']:.3f} s")
     if t_tri:
         print(f"Triton's tutorial matmul compile: {t_tri:.3f} s -> ratio {rows['gemm_full_s'] / t_tri:.3f} "
               "(target <= 0.25)")
