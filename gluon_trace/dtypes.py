@@ -61,6 +61,12 @@ class dtype:
         return self.kind == "float" and self.bits == 8
 
     @property
+    def primitive_bitwidth(self) -> int:
+        """Triton's name for the width in bits (Gluon kernels compute wgmma's k as
+        ``256 // dtype.primitive_bitwidth``)."""
+        return 64 if self.kind == "ptr" else self.bits
+
+    @property
     def itemsize(self) -> int:
         return 8 if self.kind == "ptr" else max(1, self.bits // 8)
 

@@ -65,12 +65,41 @@ class MemDescType(_DescType):
     mutable: bool = True
 
 
+class BlockType:
+    """The block (box) one TMA copy moves: ``shape``, ``element_ty``, ``nbytes``, as Gluon's
+    ``desc.block_type``. Equal when shape and element type are, so kernels can
+    ``gl.static_assert(a_desc.block_type == b_desc.block_type)``."""
+
+    __slots__ = ("shape", "element_ty", "nbytes")
+
+    def __init__(self, shape, element_ty):
+        self.shape = [int(s) for s in shape]
+        self.element_ty = element_ty
+        n = 1
+        for s in self.shape:
+            n *= s
+        self.nbytes = n * element_ty.bits // 8
+
+    def __eq__(self, other):
+        return isinstance(other, BlockType) and self.shape == other.shape and self.element_ty == other.element_ty
+
+    def __hash__(self):
+        return hash((tuple(self.shape), self.element_ty))
+
+    def __repr__(self):
+        return f"block_type({self.shape}, {self.element_ty})"
+
+
 @dataclass(frozen=True)
 class TensorDescType(_DescType):
     """A TMA tensor descriptor argument: ``shape`` is the block (box) shape, ``layout`` the
     NVMMA shared layout of the block, ``rank`` the global tensor's rank."""
 
     rank: int = 2
+
+    @property
+    def block_type(self) -> BlockType:  # Gluon's desc.type.block_type
+        return BlockType(self.shape, self.dtype)
 
 
 def is_memory(t: Type) -> bool:

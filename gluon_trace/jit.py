@@ -167,6 +167,13 @@ class JITFunction:
     # -- binding and specialization ---------------------------------------------------------
     def _bind(self, args, kwargs, loc) -> tuple[dict, dict]:
         options = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs}
+        # Gluon's style: a kernel declaring ``num_warps: gl.constexpr`` (or num_ctas) reads the
+        # launch option, and the launch passes it once, as an option
+        for k, default in (("num_warps", 4), ("num_ctas", 1), ("num_stages", None)):
+            if k in self.constexprs and k not in kwargs:
+                v = options.get(k, default)
+                if v is not None:
+                    kwargs[k] = v
         try:
             ba = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -183,7 +190,7 @@ class JITFunction:
         parts = []
         for name, v in bound.items():
             if name in self.constexprs:
-                v = getattr(v, "value", v)
+                v = _frozen(getattr(v, "value", v))
                 try:
                     hash(v)
                 except TypeError:
@@ -277,6 +284,14 @@ class JITFunction:
 
     def run(self, *args, grid, **kwargs):
         return Launcher(self, grid)(*args, **kwargs)
+
+
+def _frozen(v):
+    """A constexpr as a cache key: lists (Gluon passes warps_per_cta=[4, 1] and block shapes as
+    constexprs) as tuples, nested ones too; the kernel still receives the list."""
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_frozen(x) for x in v)
+    return v
 
 
 def _default_target(options: dict, args) -> str:

@@ -119,9 +119,31 @@ def _index(ctx, ts, attrs, regions):
     m = _memdesc(ctx, ts[0], "smem.index()")
     _int_scalar(ctx, ts[1], "the buffer index")
     if len(m.shape) - 1 < layout_rank(m.layout):
-        raise ctx.error(f".index(i) drops the leading dim of {list(m.shape)}, which {m.layout!r} "
-                        "swizzles; index only stacked (leading) dims, or slice instead")
+        sub = _indexed_layout(m)
+        if sub is None:
+            raise ctx.error(f".index(i) drops the leading dim of {list(m.shape)}, which {m.layout!r} "
+                            "swizzles; index only stacked (leading) dims, or slice instead")
+        return [dataclasses.replace(m, shape=m.shape[1:], layout=sub)]
     return [dataclasses.replace(m, shape=m.shape[1:])]
+
+
+def _indexed_layout(m: MemDescType):
+    """The layout of ``m.index(i)`` where the layout's own rank covers the dropped dim (a 3-D
+    TMA block's NVMMA layout, rank 3): the same layout one rank lower, when each slab lies
+    exactly as that layout places a buffer of the slab's shape, at a whole slab's offset (the
+    swizzle's period divides a slab); else None."""
+    r = getattr(m.layout, "rank", None)
+    if not isinstance(r, int) or r < 2 or tuple(m.alloc_shape[len(m.alloc_shape) - len(m.shape):]) != m.shape:
+        return None
+    try:
+        sub = dataclasses.replace(m.layout, rank=r - 1)
+        whole, _ = element_offsets(m.layout, tuple(m.shape), m.dtype.bits)
+        part, _ = element_offsets(sub, tuple(m.shape[1:]), m.dtype.bits)
+    except Exception:  # the lower-rank layout refuses the slab's shape
+        return None
+    slab = int(np.prod(m.shape[1:]))
+    ok = all(np.array_equal(whole[i], part + i * slab) for i in range(m.shape[0]))
+    return sub if ok else None
 
 
 def _slice(ctx, ts, attrs, regions):

@@ -74,6 +74,8 @@ def run_clusters(graph, grid, env0: dict, make_program) -> None:
                 sched = Scheduler(s, comps, names)
                 s.scheduler = sched
                 sched.run([body(r) for r in range(n)])
+                from .rules_memory import check_stores_retired
+                check_stores_retired(progs[0])  # one SyncState for the cluster: every CTA's stores
 
 
 def _check_exit(p, c: Cluster, r: int) -> None:

@@ -614,7 +614,9 @@ def run(graph: Graph, grid, args, mem: Memory, tma_arrays=None) -> None:
             for y in range(grid[1]):
                 for x in range(grid[0]):
                     env = dict(env0)
-                    _exec(Program((x, y, z), grid, mem, env, tma_arrays, strict, need), graph.body, env)
+                    prog = Program((x, y, z), grid, mem, env, tma_arrays, strict, need)
+                    _exec(prog, graph.body, env)
+                    rules_memory.check_stores_retired(prog)
 
 
 from . import rules_memory  # noqa: E402,F401  (shared memory, barriers, async copies, TMA)

@@ -364,6 +364,12 @@ def _tma_load(p, op, desc, *rest):
                                                   r, op, "tma.async_load(multicast=...)")
                 targets.append((pv, pb))
                 note_incoming(p, r, (ev.comp, 1), "tma.async_load(multicast=...)", op.loc)
+    if bar.phase and bar.pending == bar.count and not bar.expected:
+        # its bytes count towards a phase no expect announced: the phase before it completed
+        # without it, typically because an expect counted fewer bytes than its copies
+        ev.note = (f"its mbarrier's phase {bar.phase - 1} had already completed when this load was issued, "
+                   f"so the load counts toward phase {bar.phase}: did the expect of phase {bar.phase - 1} count "
+                   "fewer bytes than its copies? (expect the sum of their block_type.nbytes)")
     for tv, tb in targets:
         s.write(tv, block, op, "tma.async_load", writer=ev, raw=True)
         tb.tx -= nbytes
@@ -399,6 +405,20 @@ def _store_wait(p, op):
     groups = s.store_groups.get(s.current, [])
     while len(groups) > op.attrs["pendings"]:
         s.observe(groups.pop(0))
+
+
+def check_stores_retired(p) -> None:
+    """At a CTA's exit: every TMA store waited for. The GPU frees the CTA's shared memory when it
+    exits, while a store may still be reading it (ptxsim refuses such a kernel too)."""
+    s = p.sync
+    if s is None:
+        return
+    for groups in s.store_groups.values():
+        if groups:
+            raise InterpreterError(
+                f"the kernel ends with the TMA store at line {groups[0].loc.line} in flight: it may still be "
+                "reading shared memory when the program exits and its shared memory is reused", groups[0].loc,
+                notes=("call tma.store_wait(0) after the last tma.async_store (in the partition that issued it)",))
 
 
 @rule("fence_async_shared")

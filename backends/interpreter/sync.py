@@ -51,10 +51,11 @@ def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class Event:
     """One asynchronous operation: what it is, where, and the clock of its issue."""
-    __slots__ = ("comp", "kind", "loc", "clock")
+    __slots__ = ("comp", "kind", "loc", "clock", "note")
 
     def __init__(self, comp, kind, loc, clock):
         self.comp, self.kind, self.loc, self.clock = comp, kind, loc, clock
+        self.note = None  # a likelier cause, added to a report about this operation
 
 
 class Buffer:
@@ -210,7 +211,7 @@ class SyncState:
             else:
                 msg = (f"{what} overwrites shared memory that the {ev.kind} at {self.line(loc_id)} may "
                        "still be reading (the buffer is reused too early)")
-            raise InterpreterError(msg, op.loc, notes=(f"call {fix}",))
+            raise InterpreterError(msg, op.loc, notes=(f"call {fix}",) + ((ev.note,) if ev.note else ()))
         me = self.partition_names.get(self.current, "this partition")
         other = self.partition_names.get(comp, f"partition {comp}")
         verb = "written" if kind == "write" else "read"

@@ -53,6 +53,57 @@ def _bound(x, what: str) -> tensor:
     return t
 
 
+_NUMBER = (builtins.int, builtins.float, builtins.bool)
+
+
+def _numbers(frame) -> dict:
+    """The Python-number locals (a counter ``i = 0``, a phase ``phase = 0``) before a body."""
+    return {k: v for k, v in frame.f_locals.items() if type(v) in _NUMBER}
+
+
+_for_targets_cache: dict = {}
+
+
+def _for_targets(code) -> frozenset | None:
+    """Names a ``for`` statement of this function binds (a gl.static_range loop's variable
+    ends at another value on purpose), or None when the source is not available."""
+    if code in _for_targets_cache:
+        return _for_targets_cache[code]
+    import ast
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        names = None
+    else:
+        names = frozenset(n.id for f in ast.walk(tree) if isinstance(f, (ast.For, ast.comprehension))
+                          for n in ast.walk(f.target) if isinstance(n, ast.Name))
+    _for_targets_cache[code] = names
+    return names
+
+
+def _check_numbers(before: dict, frame, loc, where: str) -> None:
+    """A Python number the body rebinds changed once, when the body was traced, whatever the
+    run-time trip count or condition: Gluon carries it, we cannot, so say how to carry it."""
+    changed = [(k, v, frame.f_locals.get(k)) for k, v in before.items()
+               if type(frame.f_locals.get(k)) in _NUMBER and frame.f_locals.get(k) != v]
+    if not changed:
+        return
+    skip = _for_targets(frame.f_code)
+    if skip is None:
+        return
+    changed = [c for c in changed if c[0] not in skip]
+    if changed:
+        name, old, new = changed[0]
+        kind = {builtins.float: "gl.float32", builtins.bool: "gl.int1"}.get(type(old), "gl.int32")
+        raise TraceError(
+            f"`{name}` is a Python {type(old).__name__} that {where} changes ({old!r} before, {new!r} after): "
+            "the body is traced once, so it changed once, at trace time, not at run time",
+            loc, notes=(f"make it a run-time value before the {'loop' if 'loop' in where else 'branch'}: "
+                        f"{name} = gl.full([], {old!r}, {kind}); it is then carried",))
+
+
 def _carry_type_check(name, before: tensor, after, loc, where: str):
     if not isinstance(after, tensor):
         raise TraceError(f"`{name}` holds a tile before {where} but a {type(after).__name__} after it",
@@ -81,12 +132,14 @@ class range:
         lo, hi, step = cast(lo, ity), cast(hi, ity), cast(step, ity)
 
         entry = _proxies(frame)
+        numbers = _numbers(frame)
         body = Block(b.block)
         iv = body.add_arg(Type(ity), "i")
         fresh = {name: wrap(body.add_arg(p.type, name)) for name, p in entry.items()}
         _set_locals(frame, fresh)
         with b.region(body, "the loop", loc):
             yield tensor(iv)
+            _check_numbers(numbers, frame, loc, f"the gl.range loop at line {loc.line}")
             exit_ = frame.f_locals
             carried, restore, fold = [], {}, {}
             for name, p in entry.items():
@@ -153,6 +206,7 @@ class _BranchBody:
     br: _Branch
 
     def _open(self, block: Block, kind: str):
+        self.numbers = _numbers(sys._getframe(2))
         self._ctx = current().region(block, kind, self.br.loc)
         self._ctx.__enter__()
         return self
@@ -162,6 +216,7 @@ class _BranchBody:
         if exc_type is not None:
             return False
         frame = sys._getframe(1)
+        _check_numbers(self.numbers, frame, self.br.loc, f"the branch at line {self.br.loc.line}")
         now = frame.f_locals
         rebound = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
         self._close(frame, rebound)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import TraceError, user_location
-from ..ir import Block, MemDescType, TensorDescType
+from ..ir import Block, BlockType, MemDescType, TensorDescType
 from ..tracer import current
 from .tensor import register_proxy, tensor, to_tensor, wrap
 
@@ -112,29 +112,14 @@ def _no_arithmetic(cls, what: str, fix: str) -> None:
     cls.__hash__ = object.__hash__
 
 
-class _BlockType:
-    __slots__ = ("shape", "element_ty", "nbytes")
-
-    def __init__(self, shape, element_ty):
-        self.shape = list(shape)
-        self.element_ty = element_ty
-        n = 1
-        for s in shape:
-            n *= s
-        self.nbytes = n * element_ty.bits // 8
-
-    def __repr__(self):
-        return f"block_type({self.shape}, {self.element_ty})"
-
-
 class tensor_descriptor(tensor):
     """A TMA descriptor passed as a kernel argument (host side: gluon_trace.nvidia.hopper)."""
 
     __slots__ = ()
 
     @property
-    def block_type(self) -> _BlockType:
-        return _BlockType(self.value.type.shape, self.value.type.dtype)
+    def block_type(self) -> BlockType:
+        return BlockType(self.value.type.shape, self.value.type.dtype)
 
     @property
     def block_shape(self) -> list[int]:

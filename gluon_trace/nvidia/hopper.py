@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import ArgumentTypeError, ArgumentValueError, user_location
-from ..ir import TensorDescType
+from ..ir import BlockType, TensorDescType
 
 __all__ = ["TensorDescriptor"]
 
@@ -53,18 +53,6 @@ def _describe_array(t, loc):
             return iface["data"][0], shape, strides, dt.from_numpy(npd), kind
     raise ArgumentTypeError(f"TensorDescriptor needs a torch tensor, a numpy array or an object with "
                         f"__cuda_array_interface__, got {type(t).__name__}", loc)
-
-
-class _BlockType:
-    __slots__ = ("shape", "element_ty", "nbytes")
-
-    def __init__(self, shape, element_ty):
-        self.shape = list(shape)
-        self.element_ty = element_ty
-        self.nbytes = math.prod(shape) * element_ty.bits // 8
-
-    def __repr__(self):
-        return f"block_type({self.shape}, {self.element_ty})"
 
 
 def unswizzled_box_problem(block_shape, item: int, layout) -> str | None:
@@ -133,8 +121,8 @@ class TensorDescriptor:
 
     # -- what kernels read at trace time --------------------------------------------------------
     @property
-    def block_type(self) -> _BlockType:
-        return _BlockType(self.block_shape, self.dtype)
+    def block_type(self) -> BlockType:
+        return BlockType(self.block_shape, self.dtype)
 
     @property
     def rank(self) -> int:

@@ -1,0 +1,302 @@
+"""What a Gluon user writes in a first week with shared memory, TMA, mbarriers and wgmma, in
+the interpreter against numpy on fresh random inputs with NaN-poisoned outputs: Gluon's own
+spellings (``desc.type.block_type``, ``num_warps: gl.constexpr``, list constexprs,
+``dtype.primitive_bitwidth``, ``gl.allocate_shared_memory(gl.int64, [1], MBarrierLayout())``,
+the positional ``TensorDescriptor(t, shape, strides, block, layout)``), views of a 3-D TMA
+block, and the mistakes such a user makes, each reported at the user's line with what to do.
+The same kernels run on the Hopper simulator in tests/backends/nvidia/test_first_week_sim.py.
+"""
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+from gluon_trace.errors import InterpreterError, TraceError
+from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                warpgroup_mma_wait)
+from gluon_trace.nvidia.hopper import TensorDescriptor
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def _nan(shape, dtype=np.float32):
+    return np.full(shape, np.nan, dtype)
+
+
+# -- Gluon's spellings ---------------------------------------------------------------------------
+
+@gt.jit
+def memcpy_1d(in_desc, out_desc, XBLOCK: gl.constexpr):
+    """Gluon's first TMA kernel, as its users write it."""
+    pid = gl.program_id(0)
+    smem = gl.allocate_shared_memory(in_desc.dtype, [XBLOCK], in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    gl.static_assert(in_desc.block_type == out_desc.block_type)
+    gl.static_assert(in_desc.type.block_type.element_ty == out_desc.dtype)
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(in_desc, [pid * XBLOCK], bar, smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+    tma.async_copy_shared_to_global(out_desc, [pid * XBLOCK], smem)
+    tma.store_wait(pendings=0)
+
+
+def test_block_types_compare_equal_and_desc_type_has_one():
+    rng = np.random.default_rng()
+    n = 4 * int(rng.integers(17, 125))  # a 1-D TMA store writes whole 16-byte pieces
+    x = rng.standard_normal(n).astype(np.float32)
+    out = _nan(n)
+    lay = NV([64], gl.float32)
+    a, b = TensorDescriptor(x, x.shape, [1], [64], lay), TensorDescriptor(out, out.shape, [1], [64], lay)
+    assert a.block_type == b.block_type and hash(a.block_type) == hash(b.block_type)
+    assert a.block_type != TensorDescriptor(out, out.shape, [1], [32], NV([32], gl.float32)).block_type
+    memcpy_1d[(-(-n // 64),)](a, b, XBLOCK=64, num_warps=1, backend="interpreter")
+    assert np.array_equal(out, x)
+
+
+@gt.jit
+def small_mma(a_desc, b_desc, c_desc, d_desc, LHS_IN_REG: gl.constexpr, INSTR_N: gl.constexpr,
+              WARPS: gl.constexpr, num_warps: gl.constexpr):
+    """D = A @ B + C on one tile; C is read from shared memory straight into the wgmma layout,
+    D stored from it; k from ``primitive_bitwidth`` and the warps as a list constexpr."""
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    a_smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b_smem = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes + c_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(a_desc, [0, 0], bar, a_smem)
+    tma.async_copy_global_to_shared(b_desc, [0, 0], bar, b_smem)
+    tma.async_copy_global_to_shared(c_desc, [0, 0], bar, c_smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+    k: gl.constexpr = 256 // a_desc.dtype.primitive_bitwidth
+    c_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=WARPS,
+                                                       instr_shape=[16, INSTR_N, k])
+    if LHS_IN_REG:
+        a = a_smem.load(gl.DotOperandLayout(operand_index=0, parent=c_layout,
+                                            k_width=32 // a_desc.dtype.primitive_bitwidth))
+    else:
+        a = a_smem
+    d = warpgroup_mma(a, b_smem, c_smem.load(c_layout), is_async=True)
+    d = warpgroup_mma_wait(num_outstanding=0, deps=(d,))
+    d_smem = gl.allocate_shared_memory(d_desc.dtype, d_desc.block_type.shape, d_desc.layout)
+    d_smem.store(d)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(d_desc, [0, 0], d_smem)
+    tma.store_wait(pendings=0)
+
+
+# (M, N, K), A from registers, wgmma's n, num_warps, warps_per_cta
+SMALL_MMA = [((64, 32, 32), False, 16, 4, [4, 1]), ((64, 64, 64), True, 32, 8, [4, 2]),
+             ((128, 64, 32), False, 64, 8, [8, 1])]
+
+
+def small_mma_args(M, N, K, rng):
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    B = rng.standard_normal((K, N)).astype(np.float16)
+    C = rng.standard_normal((M, N)).astype(np.float32)
+    exp = A.astype(np.float32) @ B.astype(np.float32) + C
+
+    def make():
+        D = _nan((M, N))
+        return [TensorDescriptor(A.copy(), A.shape, [K, 1], A.shape, NV([M, K], gl.float16)),
+                TensorDescriptor(B.copy(), B.shape, [N, 1], B.shape, NV([K, N], gl.float16)),
+                TensorDescriptor(C.copy(), C.shape, [N, 1], C.shape, NV([M, N], gl.float32)),
+                TensorDescriptor(D, D.shape, [N, 1], D.shape, NV([M, N], gl.float32))]
+    return make, exp
+
+
+@pytest.mark.parametrize("shape, lhs, n, num_warps, warps", SMALL_MMA)
+def test_small_mma_with_num_warps_a_constexpr_parameter(shape, lhs, n, num_warps, warps):
+    make, exp = small_mma_args(*shape, np.random.default_rng())
+    args = make()
+    small_mma[(1,)](*args, LHS_IN_REG=lhs, INSTR_N=n, WARPS=warps, num_warps=num_warps, backend="interpreter")
+    np.testing.assert_allclose(args[3].base, exp, rtol=1e-3, atol=1e-3)
+    k = small_mma.trace(*make(), LHS_IN_REG=lhs, INSTR_N=n, WARPS=warps, num_warps=num_warps, target="sm_90a")
+    assert k.graph.num_warps == num_warps and k.graph.constexprs["num_warps"] == num_warps
+
+
+def test_num_warps_parameter_defaults_like_the_launch():
+    @gt.jit
+    def k(out, num_warps: gl.constexpr):
+        lay: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+        gl.store(out + gl.arange(0, 32 * num_warps, lay), gl.full([32 * num_warps], num_warps, gl.int32, lay))
+    out = np.zeros(128, np.int32)
+    k[(1,)](out, backend="interpreter")          # no num_warps: the launch's default, 4
+    assert (out == 4).all()
+    out = np.zeros(256, np.int32)
+    k[(1,)](out, num_warps=8, backend="interpreter")
+    assert (out == 8).all()
+
+
+# -- a 3-D TMA block: views of one batch ------------------------------------------------------------
+
+@gt.jit
+def batched_half_transpose(src, dst_ptr, num_warps: gl.constexpr):
+    """A [B, R, C] block by TMA (a rank-3 NVMMA layout); batch b's right half of the columns,
+    transposed, to dst[b]."""
+    B: gl.constexpr = src.block_type.shape[0]
+    R: gl.constexpr = src.block_type.shape[1]
+    C: gl.constexpr = src.block_type.shape[2]
+    buf = gl.allocate_shared_memory(src.dtype, [B, R, C], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, src.block_type.nbytes)
+    tma.async_load(src, [gl.program_id(0) * B, 0, 0], bar, buf)
+    mbarrier.wait(bar, 0)
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [8, 4], [num_warps, 1], [0, 1])
+    for b in gl.static_range(B):
+        t = buf.index(b).slice(C // 2, C // 2, dim=1).permute((1, 0)).load(L)
+        rr = gl.arange(0, C // 2, gl.SliceLayout(1, L))
+        cc = gl.arange(0, R, gl.SliceLayout(0, L))
+        gl.store(dst_ptr + (gl.program_id(0) * B + b) * (C // 2) * R + rr[:, None] * R + cc[None, :], t)
+
+
+# (tensor shape, block, dtype, num_warps)
+BATCHED = [((6, 16, 32), (2, 16, 32), np.float16, 4), ((4, 8, 16), (4, 8, 16), np.float32, 2)]
+
+
+def batched_args(shape, block, dtype, rng):
+    X = rng.standard_normal(shape).astype(dtype)
+    exp = np.ascontiguousarray(X[:, :, shape[2] // 2:].transpose(0, 2, 1))
+    gdt = gl.float16 if dtype == np.float16 else gl.float32
+    return (lambda: [TensorDescriptor.from_tensor(X.copy(), list(block), NV(list(block), gdt)),
+                     _nan(exp.shape, dtype)]), exp
+
+
+@pytest.mark.parametrize("shape, block, dtype, num_warps", BATCHED)
+def test_index_of_a_3d_tma_block(shape, block, dtype, num_warps):
+    """.index(b) of a rank-3 NVMMA buffer is a rank-2 NVMMA view when each batch's rows fill the
+    swizzle's period (was refused as dropping a swizzled dim)."""
+    make, exp = batched_args(shape, block, dtype, np.random.default_rng())
+    args = make()
+    batched_half_transpose[(shape[0] // block[0],)](*args, num_warps=num_warps, backend="interpreter")
+    assert np.array_equal(args[1], exp)
+
+
+def test_index_of_a_3d_block_whose_batches_split_the_swizzle_is_refused():
+    """4 rows of 128 bytes are half of the 128-byte swizzle's 8-row period: batch 1 starts
+    mid-pattern, which no rank-2 layout describes."""
+    @gt.jit
+    def k(out):
+        lay: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=3)
+        buf = gl.allocate_shared_memory(gl.float16, [2, 4, 64], lay)
+        buf.index(1).load(gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0]))
+    with pytest.raises(TraceError, match="drops the leading dim") as e:
+        k[(1,)](np.zeros(1, np.float32), backend="interpreter")
+    assert "test_first_week_hopper.py" in str(e.value)
+
+
+# -- mistakes --------------------------------------------------------------------------------------
+
+@gt.jit
+def counter_kernel(x_desc, out_ptr, n_tiles, FIX: gl.constexpr):
+    """Each program loads its tiles through a 2-slot ring, its slot and phase from a counter."""
+    bufs = gl.allocate_shared_memory(x_desc.dtype, [2] + x_desc.block_type.shape, x_desc.layout)
+    bars = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    BM: gl.constexpr = x_desc.block_type.shape[0]
+    i = gl.full([], 0, gl.int32) if FIX else 0
+    acc = gl.zeros([BM], gl.float32, L)
+    for t in gl.range(0, n_tiles):
+        s = i % 2
+        mbarrier.expect(bars.index(s), x_desc.block_type.nbytes)
+        tma.async_load(x_desc, [t * BM], bars.index(s), bufs.index(s))
+        mbarrier.wait(bars.index(s), (i // 2) & 1)
+        acc += bufs.index(s).load(L)
+        i += 1
+    gl.store(out_ptr + gl.arange(0, BM, L), acc)
+
+
+def test_a_python_counter_rebound_in_a_run_time_loop_is_an_error():
+    """Gluon carries ``i = 0; ... i += 1`` through the loop; a trace runs the body once, so the
+    counter would stay 0 at run time (a wrong slot and phase from the second tile on)."""
+    rng = np.random.default_rng()
+    n = int(rng.integers(2, 6))
+    x = rng.standard_normal(n * 128).astype(np.float32)
+    desc = TensorDescriptor.from_tensor(x, [128], NV([128], gl.float32))
+    with pytest.raises(TraceError, match=r"`i` is a Python int that the gl.range loop at line \d+ changes "
+                                         r"\(0 before, 1 after\)") as e:
+        counter_kernel[(1,)](desc, _nan(128), n, FIX=False, backend="interpreter")
+    assert "test_first_week_hopper.py" in str(e.value) and "i = gl.full([], 0, gl.int32)" in str(e.value)
+    out = _nan(128)
+    counter_kernel[(1,)](desc, out, n, FIX=True, backend="interpreter")
+    np.testing.assert_allclose(out, x.reshape(n, 128).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_python_number_rebound_in_a_branch_is_an_error():
+    @gt.jit
+    def k(out, c):
+        phase = 0
+        with gl.if_(c > 0):
+            phase ^= 1
+        gl.store(out, gl.full([], phase, gl.int32))
+    with pytest.raises(TraceError, match=r"`phase` is a Python int that the branch at line \d+ changes"):
+        k[(1,)](np.zeros(1, np.int32), 1, backend="interpreter")
+
+
+def test_static_loop_variables_and_unchanged_numbers_are_not_reported():
+    @gt.jit
+    def k(out, n):
+        lay: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        acc = gl.zeros([128], gl.int32, lay)
+        for j in gl.static_range(3):    # j ends at 2 here ...
+            acc += j
+        step = 1
+        for t in gl.range(0, n):
+            for j in gl.static_range(2):   # ... and at 1 after the loop body: a static loop's variable
+                acc += step
+            step = 1                       # rebound to the same value
+        gl.store(out + gl.arange(0, 128, lay), acc)
+    out = np.zeros(128, np.int32)
+    k[(1,)](out, 5, backend="interpreter")
+    assert (out == 3 + 10).all()
+
+
+@gt.jit
+def store_then_exit(x_desc, WAIT: gl.constexpr):
+    s = gl.allocate_shared_memory(x_desc.dtype, x_desc.block_type.shape, x_desc.layout)
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    s.store(gl.full(x_desc.block_type.shape, 3.0, gl.float32, L))
+    fence_async_shared()
+    tma.async_store(x_desc, [gl.program_id(0) * x_desc.block_type.shape[0], 0], s)
+    if WAIT:
+        tma.store_wait(0)
+
+
+def test_exiting_with_a_tma_store_in_flight_is_an_error():
+    """ptxsim_hopper refuses such a kernel (the CTA's shared memory is freed under the store);
+    the interpreter accepted it."""
+    out = _nan((64, 32))
+    desc = TensorDescriptor.from_tensor(out, [32, 32], NV([32, 32], gl.float32))
+    with pytest.raises(InterpreterError, match=r"ends with the TMA store at line \d+ in flight") as e:
+        store_then_exit[(2,)](desc, WAIT=False, backend="interpreter")
+    assert "tma.store_wait(0)" in str(e.value) and "test_first_week_hopper.py" in str(e.value)
+    store_then_exit[(2,)](desc, WAIT=True, backend="interpreter")
+    assert (out == 3).all()
+
+
+def test_an_expect_short_of_its_copies_says_so():
+    """expect(A's bytes) for two copies: the phase completes with A alone, B's bytes count toward
+    the next phase; the read of B is reported with the likely cause."""
+    @gt.jit
+    def k(a_desc, b_desc, out):
+        L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+        a = gl.allocate_shared_memory(gl.float32, [32, 32], a_desc.layout)
+        b = gl.allocate_shared_memory(gl.float32, [32, 32], b_desc.layout)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        mbarrier.expect(bar, a_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, 0], bar, a)
+        tma.async_load(b_desc, [0, 0], bar, b)
+        mbarrier.wait(bar, 0)
+        rows = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32
+        gl.store(out + rows + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :], a.load(L) + b.load(L))
+    x = np.ones((32, 32), np.float32)
+    d = TensorDescriptor.from_tensor(x, [32, 32], NV([32, 32], gl.float32))
+    with pytest.raises(InterpreterError, match="did the expect of phase 0 count fewer bytes than its copies"):
+        k[(1,)](d, d, _nan((32, 32)), backend="interpreter")
