@@ -25,16 +25,7 @@ def barriers(graph: Graph, plan=None) -> set[Op]:
     """The ops that need a barrier of their partition's threads right before them. With a
     :mod:`smem_plan` plan, buffers that share bytes (disjoint live ranges, one offset) conflict
     too; without one, only accesses to the same allocation do."""
-    roots: dict = {}
-    for op in graph.body.walk():
-        if op.name == "smem_alloc":
-            roots[op.result] = op
-        elif op.name in _VIEWS and op.operands[0] in roots:
-            roots[op.result] = roots[op.operands[0]]
-        elif op.name == "for":  # a carried descriptor: block argument and result alias the init
-            for arg, init, res in zip(op.regions[0].args[1:], op.operands[3:], op.results):
-                if init in roots:
-                    roots[arg] = roots[res] = roots[init]
+    roots = _roots(graph)
     out: set[Op] = set()
     span = {}
     if plan is not None:
@@ -53,12 +44,47 @@ def barriers(graph: Graph, plan=None) -> set[Op]:
     return out
 
 
+def _roots(graph: Graph) -> dict:
+    """value -> the allocations (smem_alloc ops) it may view. A view carried by a loop or
+    chosen by a branch may be any of the values flowing into it (buffers swapped every
+    iteration, a slot picked in a branch): unions, to a fixed point over the back edges."""
+    roots: dict = {}
+
+    def join(dst, srcs) -> bool:
+        got = set().union(*(roots.get(v, ()) for v in srcs))
+        if got and not got <= roots.get(dst, set()):
+            roots[dst] = roots.get(dst, set()) | got
+            return True
+        return False
+    changed = True
+    while changed:
+        changed = False
+        for op in graph.body.walk():
+            if op.name == "smem_alloc":
+                roots[op.result] = {op}
+            elif op.name in _VIEWS:
+                changed |= join(op.result, [op.operands[0]])
+            elif op.name == "for":
+                body = op.regions[0]
+                ys = body.ops[-1].operands if body.ops and body.ops[-1].name == "yield" else []
+                for i, (arg, init, res) in enumerate(zip(body.args[1:], op.operands[3:], op.results)):
+                    flow = [init] + ([ys[i]] if i < len(ys) else [])
+                    changed |= join(arg, flow)
+                    changed |= join(res, flow)
+            elif op.name == "if":
+                for i, res in enumerate(op.results):
+                    flow = [r.ops[-1].operands[i] for r in op.regions
+                            if r.ops and r.ops[-1].name == "yield" and i < len(r.ops[-1].operands)]
+                    changed |= join(res, flow)
+    return roots
+
+
 def _accesses(op: Op, roots) -> tuple[set, set]:
     def pick(spec):
         vals = op.operands if spec is None else [op.operands[i] for i in spec if i < len(op.operands)]
         if op.name == "tma_load":  # (desc, coords..., bar, smem): only the destination is written
             vals = [op.operands[-2] if op.attrs.get("pred") else op.operands[-1]]
-        return {roots[v] for v in vals if v in roots}
+        return {a for v in vals for a in roots.get(v, ())}
     reads = pick(_READS[op.name]) if op.name in _READS else set()
     writes = pick(_WRITES[op.name]) if op.name in _WRITES else set()
     if op.name == "smem_alloc" and op.operands:

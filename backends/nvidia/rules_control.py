@@ -10,6 +10,12 @@ the branches never diverge and barriers inside them are safe.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from gluon_trace import dtypes as dt
+from gluon_trace.errors import CompileError
+from gluon_trace.ir import MemDescType, TensorDescType
+
 from . import ptx
 from .emitter import rule
 
@@ -91,6 +97,68 @@ def _const_value(v):
     return None
 
 
+# -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
+# A view is a base register plus a compile-time table of byte offsets (rules_smem.Smem); what a
+# loop or branch may change is the base only (a ring slot, buffers swapped), so it is carried as
+# one b32 register holding base + const, the table fixed by its first value.
+
+def _carrier_types(vals) -> list:
+    """The carried registers' types: a shared view's home is one b32 address."""
+    return [dt.int32 if isinstance(v.type, MemDescType) else v.type.dtype for v in vals]
+
+
+def _refuse_tensordesc(vals, loc) -> None:
+    for v in vals:
+        if isinstance(v.type, TensorDescType):
+            raise CompileError("a TMA tensor descriptor is rebound inside a loop or branch (it is carried); "
+                               "TMA descriptors are kernel arguments: pick one by name outside the branch, "
+                               "or branch around the tma call itself", loc)
+
+
+def _home_align(s) -> int:
+    return min(s.align, ptx.pow2_div(s.const, 16) if s.const else 16)
+
+
+def _addresses(em, vals: list, regs: list[list], loc) -> list[list[str]]:
+    """``regs`` with each shared view replaced by a register holding its address (base + const)."""
+    out = []
+    for v, r in zip(vals, regs):
+        if isinstance(v.type, MemDescType):
+            s = r[0]
+            out.append([em.ins("b32", f"add.u32 {{d}}, {s.base}, {s.const};") if s.const else s.base])
+        else:
+            out.append(r)
+    return out
+
+
+def _check_same_view(s, first, loc, what: str, align: bool = True) -> None:
+    """A view joined with ``first`` (an Smem): the same offset table, no weaker alignment."""
+    if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel):
+        raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
+                           "slice or permutation of the buffer): only the base may change, e.g. "
+                           "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
+    if align and _home_align(s) < _home_align(first):  # the body was emitted for the first's
+        raise CompileError(f"{what} yields a shared-memory view less aligned ({_home_align(s)} bytes) "
+                           f"than its first value ({_home_align(first)}); carry views of whole slots", loc)
+
+
+def _as_views(vals, regs: list[list[str]], firsts: dict) -> list[list]:
+    """Carried registers back as the Smem views the other rules read."""
+    from .rules_smem import Smem
+    out = []
+    for i, (v, r) in enumerate(zip(vals, regs)):
+        if i in firsts:
+            f = firsts[i]
+            out.append([Smem(r[0], 0, f.rel, f.dtype, _home_align(f))])
+        else:
+            out.append(r)
+    return out
+
+
+def _first_views(vals, regs) -> dict:
+    return {i: r[0] for i, (v, r) in enumerate(zip(vals, regs)) if isinstance(v.type, MemDescType)}
+
+
 @rule("for")
 def _for(em, op):
     lo, hi, step = (em.vals[v][0] for v in op.operands[:3])
@@ -98,10 +166,12 @@ def _for(em, op):
     cls = ptx.rclass(it)
     ty = ptx.ity(it)
     carried = op.operands[3:]
-    types = [v.type.dtype for v in carried]
+    _refuse_tensordesc(carried, op.loc)
+    types = _carrier_types(carried)
     ns = [len(em.vals[v]) for v in carried]
+    firsts = _first_views(carried, [em.vals[v] for v in carried])
     phis = _carried(em, types, ns)
-    _copy(em, phis, [em.vals[v] for v in carried], types, ns)
+    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], op.loc), types, ns)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
     head, end = em.label("loop"), em.label("loop_end")
@@ -129,22 +199,26 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        ys = em.run_block(op.regions[0], [[iv]] + _widened(em, phis, types, ns))
+        ys = em.run_block(op.regions[0], [[iv]] + _as_views(carried, _widened(em, phis, types, ns), firsts))
         em.loc = saved
-        _copy(em, phis, ys, types, ns)
+        for i, f in firsts.items():
+            _check_same_view(ys[i][0], f, op.loc, "this loop's body")
+        _copy(em, phis, _addresses(em, carried, ys, op.loc), types, ns)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
     em.emit(f"bra.uni {head};")
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _widened(em, phis, types, ns)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts)
 
 
 @rule("if")
 def _if(em, op):
     cond = em.vals[op.operands[0]][0]
-    types = [r.type.dtype for r in op.results]
-    ns = [em.nregs(r) for r in op.results]
+    _refuse_tensordesc(op.results, op.loc)
+    types = _carrier_types(op.results)
+    ns = [1 if isinstance(r.type, MemDescType) else em.nregs(r) for r in op.results]
+    firsts = {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
@@ -156,7 +230,8 @@ def _if(em, op):
     with em.scope():
         ys = em.run_block(then_b, [])
         em.loc = saved
-        _copy(em, outs, ys, types, ns)
+        firsts = _first_views(op.results, ys)
+        _copy(em, outs, _addresses(em, op.results, ys, op.loc), types, ns)
     dirty_then = em.smem_dirty
     inflight_then = list(em.flags.get("wgmma_inflight", []))
     em.flags["wgmma_inflight"] = list(inflight0)  # the else branch starts where the then did
@@ -167,14 +242,18 @@ def _if(em, op):
         with em.scope():
             ys = em.run_block(else_b, [])
             em.loc = saved
-            _copy(em, outs, ys, types, ns)
+            for i, f in firsts.items():  # the join's alignment: the weaker arm's
+                _check_same_view(ys[i][0], f, op.loc, "this branch", align=False)
+                if _home_align(ys[i][0]) < _home_align(f):
+                    firsts[i] = ys[i][0]
+            _copy(em, outs, _addresses(em, op.results, ys, op.loc), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
     # after the join a wgmma group is in flight if it may be on either path
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _widened(em, outs, types, ns)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts)
 
 
 @rule("yield")

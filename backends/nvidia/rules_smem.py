@@ -186,10 +186,25 @@ def offset_fn(em, s: Smem, what: str):
     return f
 
 
+def _xor_affine(s: Smem) -> tuple[Smem, int]:
+    """(a view, X) with the element offsets of ``s`` = the view's (XOR-linear) ^ X. A slice of
+    a swizzled dim from a start inside the swizzle's period (columns 8..15 of a 16-wide
+    128-byte-swizzled tile) places element c at L(c + start) = L(c) ^ L(start): XOR-linear up
+    to a constant XOR, which no added offset can express. Else (s, 0)."""
+    rel = s.rel
+    if not s.const or _linear_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes()) is not None:
+        return s, 0
+    lin = (rel + s.const) ^ s.const
+    if _linear_bits(tuple(lin.shape), np.ascontiguousarray(lin).tobytes()) is None:
+        return s, 0
+    return Smem(s.base, 0, lin, s.dtype, s.align), s.const
+
+
 class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
+        s, self.xor = _xor_affine(s)
         f = offset_fn(em, s, what)
         self.em, self.s, self.lin, self.f = em, s, lin, f
         if lane_fn is None:
@@ -197,7 +212,7 @@ class Access:
         else:  # the lanes address something else than their own elements (ldmatrix rows)
             self.treg, self.tmask = em.thread_xor(tuple(lane_fn(f)), tuple(f(b) for b in lin.warp_bases))
         self.es = _esize(s.dtype)
-        self.offs = [em.reg_part(lin, r, f) for r in range(lin.num_regs)]
+        self.offs = [em.reg_part(lin, r, f) ^ self.xor for r in range(lin.num_regs)]
 
     def vec(self, cap_elems: int) -> int:
         """Registers per access: runs of 2**k registers at consecutive, aligned offsets."""
@@ -213,7 +228,7 @@ class Access:
             span = V * es
             rest = [self.f(b) for b in lin.reg_bases[k:]]
             if self.s.align % span == 0 and self.s.const % span == 0 and not self.tmask & (span - 1) \
-                    and all(o % span == 0 for o in rest):
+                    and self.xor % span == 0 and all(o % span == 0 for o in rest):
                 break
             V //= 2
         return V
@@ -305,7 +320,8 @@ def _fragments(em, s: Smem, lin, t: dt.dtype, what: str):
     l names row l % 8 of matrix l // 8. So the layout must put register bit 0 and lane bits 0-1
     at 2, 4, 8 bytes (rows along lane bits 2-4), or lane bits 2-4 there (.trans: rows along
     register bit 0 and lane bits 0-1); further register bits pick the matrices of one x2/x4."""
-    if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases:
+    if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases or \
+            _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes()) is None:
         return None
     f, rb, lb = offset_fn(em, s, what), lin.reg_bases, lin.lane_bases
     if [f(rb[0]), f(lb[0]), f(lb[1])] == [2, 4, 8]:

@@ -493,7 +493,8 @@ def test_scratch_over_the_limit_is_refused():
     assert e.value.loc is not None
 
 
-def test_loop_carried_buffer_is_refused_at_its_use():
+def test_loop_carried_buffer_runs():
+    """``cur = nxt`` of ring slots in a loop: carried as one address register (was refused)."""
     @gt.jit
     def k(out_ptr, in_ptr, n, L: gl.constexpr, SL: gl.constexpr):
         x = gl.load(_tile(in_ptr, 32, 32, L, 32))
@@ -505,8 +506,15 @@ def test_loop_carried_buffer_is_refused_at_its_use():
             nxt.store(cur.load(L) + 1.0)
             cur = nxt
         gl.store(_tile(out_ptr, 32, 32, L, 32), cur.load(L))
-    x = np.zeros((32, 32), np.float32)
-    g = k.trace(x, x, 3, L=_ROW4, SL=_SW4, target="sm_80").graph
-    with pytest.raises(CompileError, match="loop-carried or branch-selected buffer") as e:
-        emit(g, "sm_80")
-    assert e.value.loc is not None
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    n = int(np.random.default_rng().integers(0, 5))
+    g = k.trace(x, x, n, L=_ROW4, SL=_SW4, target="sm_80").graph
+    text, _, smem = emit(g, "sm_80")
+    out, ref = np.full((32, 32), np.nan, np.float32), np.full((32, 32), np.nan, np.float32)
+    ptxsim_tc.run(text, (1, 1, 1), [out, x, n], smem)
+    k[(1,)](ref, x, n, L=_ROW4, SL=_SW4, target="sm_80", backend="interpreter")
+    exp = x.copy()
+    for _ in range(n):
+        exp = exp + np.float32(1.0)
+    np.testing.assert_array_equal(out, exp)
+    np.testing.assert_array_equal(ref, out)
