@@ -3,6 +3,8 @@ every wave takes the same path, and branches are scalar (``s_cbranch_scc*``) wit
 full EXEC mask -- which is also what keeps ``s_barrier`` inside them safe."""
 from __future__ import annotations
 
+import numpy as np
+
 from gluon_trace import dtypes as dt
 
 from . import arith
@@ -14,6 +16,50 @@ def _scc_from_bool(em, c) -> None:
     arith.scc_of(em, c)
 
 
+# -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
+# An Lds view is an address (an SGPR base, maybe none, plus a constant) and compile-time tables;
+# a loop or branch may change the address only (buffers swapped, a slot picked), so it is carried
+# in one SGPR holding base + const, the tables fixed by its first value.
+
+def _is_view(v) -> bool:
+    from gluon_trace.ir import MemDescType
+    return isinstance(v.type, MemDescType)
+
+
+def _address(em, x):
+    """An Lds view's address as one scalar (register or constant); other values as they are."""
+    from .lds_address import Lds
+    if not isinstance(x, Lds):
+        return x
+    if x.base is None:
+        return Imm(x.const)
+    return em.salu("s_add_u32", em.s(), [x.base, Imm(x.const)]) if x.const else x.base
+
+
+def _align(x) -> int:
+    from .lds_address import _BIG, _pow2_div
+    # (alignment matters up to a 16-byte ds_read_b128: beyond, two whole slots are alike)
+    return min(16, x.balign if x.base is not None else _BIG, _pow2_div(x.const))
+
+
+def _same_tables(em, x, first, what: str, align: bool) -> None:
+    from .lds import _view
+    x = _view(em, x) if not hasattr(x, "lin") else x
+    same = (x.lead == first.lead and x.pads == first.pads and x.dtype == first.dtype
+            and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin))
+    if not same:
+        raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
+                       "or permutation of the buffer): only the base may change, e.g. bufs.index(i) of one "
+                       "buffer, or two buffers of the same shape and layout")
+    if align and _align(x) < _align(first):
+        raise em.error(f"{what} yields a shared-memory view less aligned than its first value; carry "
+                       "views of whole slots")
+
+
+def _home_view(first, home):
+    return first.with_(base=home, const=0, balign=_align(first))
+
+
 def rule_for(em, op):
     lo_v, hi_v, step_v = op.operands[:3]
     ity = lo_v.type.dtype
@@ -21,9 +67,10 @@ def rule_for(em, op):
     inits = op.operands[3:]
     body = op.regions[0]
     homes = [em.new_home(v.type) for v in inits]
+    firsts = {i: em.vals[v] for i, v in enumerate(inits) if _is_view(v)}
     pairs = []
     for h, v in zip(homes, inits):
-        x = em.vals[v]
+        x = _address(em, em.vals[v])
         if isinstance(h, list):
             pairs += list(zip(h, x))
         else:
@@ -49,13 +96,16 @@ def rule_for(em, op):
     em.emit("s_cbranch_scc0", kind="cbranch", target=end.name)
     em.vals[body.args[0]] = iv
     em.set_mult(iv, min(em.mult(lo), em.mult(step)))  # lo + i * step: what divides both (axis info)
-    for a, h in zip(body.args[1:], homes):
-        em.vals[a] = h
+    for i, (a, h) in enumerate(zip(body.args[1:], homes)):
+        em.vals[a] = _home_view(firsts[i], h) if i in firsts else h
     em.loop_depth += 1
     # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
     # computed on the body's path only, from the home's value of that iteration
     with em.scope():
         ys = em.emit_block(body)
+        for i, f in firsts.items():
+            _same_tables(em, ys[i], f, "this loop's body", align=True)
+        ys = [_address(em, y) for y in ys]
         pairs = []
         for h, y in zip(homes, ys):
             pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
@@ -66,8 +116,8 @@ def rule_for(em, op):
     back = em.emit("s_branch", kind="branch", target=head.name)
     em.loops.append((head, back))
     em.place(end)
-    for r, h in zip(op.results, homes):
-        em.vals[r] = h
+    for i, (r, h) in enumerate(zip(op.results, homes)):
+        em.vals[r] = _home_view(firsts[i], h) if i in firsts else h
 
 
 def rule_if(em, op):
@@ -79,6 +129,7 @@ def rule_if(em, op):
             em.vals[r] = y
         return
     homes = [em.new_home(r.type) for r in op.results]
+    firsts = {}
     els, end = em.label("else"), em.label("endif")
     _scc_from_bool(em, c)
     em.emit("s_cbranch_scc0", kind="cbranch", target=els.name)
@@ -87,6 +138,15 @@ def rule_if(em, op):
             em.place(els)
         with em.scope():  # copies too: what one arm materializes the other has not computed
             ys = em.emit_block(block)
+            for i, r in enumerate(op.results):
+                if _is_view(r):
+                    if i not in firsts:
+                        firsts[i] = ys[i]
+                    else:   # the join's alignment: the weaker arm's
+                        _same_tables(em, ys[i], firsts[i], "this branch", align=False)
+                        if _align(ys[i]) < _align(firsts[i]):
+                            firsts[i] = ys[i]
+            ys = [_address(em, y) for y in ys]
             pairs = []
             for h, y in zip(homes, ys):
                 pairs += list(zip(h, y)) if isinstance(h, list) else [(h, y)]
@@ -94,8 +154,8 @@ def rule_if(em, op):
         if not last:
             em.emit("s_branch", kind="branch", target=end.name)
     em.place(end)
-    for r, h in zip(op.results, homes):
-        em.vals[r] = h
+    for i, (r, h) in enumerate(zip(op.results, homes)):
+        em.vals[r] = _home_view(firsts[i], h) if i in firsts else h
 
 
 def rule_yield(em, op):

@@ -328,10 +328,10 @@ class Emitter:
     def new_home(self, ty):
         """Registers a loop-carried or branch-joined value lives in."""
         from gluon_trace.ir import MemDescType
-        if isinstance(ty, MemDescType):
-            raise self.error("a shared-memory descriptor carried through a loop or chosen by a branch "
-                             "is not supported on AMD; keep the buffer outside and pick a slot with "
-                             ".index(i) inside the loop")
+        if isinstance(ty, MemDescType):  # its LDS address (control.py: carried views)
+            r = Reg("s", 1)
+            self.homes.add(r.id)
+            return r
         n = dwords(ty.dtype)
         if ty.is_scalar:
             regs = [Reg("v" if ty.dtype.is_floating else "s", n)]
