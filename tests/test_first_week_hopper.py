@@ -12,6 +12,7 @@ import pytest
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.errors import InterpreterError, TraceError
+from gluon_trace.language.nvidia.ampere import async_copy
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 from gluon_trace.nvidia.hopper import TensorDescriptor
@@ -300,3 +301,27 @@ def test_an_expect_short_of_its_copies_says_so():
     d = TensorDescriptor.from_tensor(x, [32, 32], NV([32, 32], gl.float32))
     with pytest.raises(InterpreterError, match="did the expect of phase 0 count fewer bytes than its copies"):
         k[(1,)](d, d, _nan((32, 32)), backend="interpreter")
+
+
+@gt.jit
+def copies_on_an_mbarrier(a_ptr, out_ptr, NOINC: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [32, 32], gl.SwizzledSharedLayout(4, 1, 8, [1, 0]))
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    async_copy.async_load(buf, a_ptr + r)
+    async_copy.mbarrier_arrive(bar, increment_count=not NOINC)
+    mbarrier.wait(bar, 0)
+    gl.store(out_ptr + r, buf.load(L))
+
+
+def test_a_copy_arrival_that_adds_none_is_named_in_the_deadlock():
+    """async_copy.mbarrier_arrive's default (increment_count=True) only holds the phase until the
+    copies land; with no other arrival the wait never completes, and the report says why."""
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    with pytest.raises(InterpreterError, match=r"the async_copy.mbarrier_arrive at line \d+ adds no arrival"):
+        copies_on_an_mbarrier[(1,)](x, _nan((32, 32)), NOINC=False, backend="interpreter")
+    out = _nan((32, 32))
+    copies_on_an_mbarrier[(1,)](x, out, NOINC=True, backend="interpreter")
+    assert np.array_equal(out, x)

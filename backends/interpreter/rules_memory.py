@@ -186,6 +186,7 @@ def complete_if_done(s: SyncState, bar: MBarrier, op) -> None:
     bar.arrive_clock = np.zeros(1, np.int64)
     bar.expected = bar.arrived = 0
     bar.expect_locs = []
+    bar.copy_locs = []
     if s.scheduler is not None:
         s.scheduler.changed()
 
@@ -218,6 +219,10 @@ def _describe_wait(bar: MBarrier, parity: int) -> str:
     if bar.tx > 0:
         missing += (f", {bar.tx} of the {bar.expected} bytes expected at "
                     + ", ".join(f"line {l.line}" for l in bar.expect_locs) + " not arrived")
+    if bar.pending and bar.copy_locs:
+        missing += (f"; the async_copy.mbarrier_arrive at line {bar.copy_locs[0].line} adds no arrival of its "
+                    "own (increment_count=True: it only holds the phase until its copies land): follow it "
+                    "with mbarrier.arrive, or pass increment_count=False to make it the arrival")
     return (f"phase parity {parity} of the mbarrier initialized at line {bar.init_loc.line} "
             f"({bar.phase} phases completed; {missing})")
 
@@ -286,6 +291,7 @@ def _copy_arrive(p, op, v):
         evs += g
     if op.attrs["increment_count"]:
         bar.events.extend(evs)  # net zero on the pending count: the arrival happens on completion
+        bar.copy_locs.append(op.loc)
         bar.arrive_clock = _merge(bar.arrive_clock, s.release())
         complete_if_done(s, bar, op)
     else:

@@ -92,7 +92,7 @@ class View:
 
 class MBarrier:
     __slots__ = ("count", "pending", "tx", "phase", "arrive_clock", "events", "done_clock",
-                 "init_loc", "expect_locs", "expected", "arrived", "valid", "stamp")
+                 "init_loc", "expect_locs", "expected", "arrived", "valid", "stamp", "copy_locs")
 
     def __init__(self, count: int, loc):
         self.count, self.pending, self.tx, self.phase = count, count, 0, 0
@@ -103,6 +103,7 @@ class MBarrier:
         self.expected = self.arrived = 0
         self.valid = True
         self.stamp = None  # (component, time) of the init, in a cluster (peers must see it)
+        self.copy_locs = []  # this phase's async_copy.mbarrier_arrive(increment_count=True): no arrival
 
 
 class SyncState:

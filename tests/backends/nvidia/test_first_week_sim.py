@@ -20,6 +20,7 @@ import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
+from gluon_trace.language.nvidia.ampere import async_copy, mma_v2  # noqa: E402
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,  # noqa: E402
                                                 warpgroup_mma_wait)
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
@@ -326,3 +327,91 @@ def test_mma_with_an_epilogue_through_shared_memory():
     ref, sim, _ = both(mma_bias_relu, make, (-(-M // 64), -(-N // 32)))
     np.testing.assert_allclose(sim[3].astype(np.float32), exp, rtol=2e-3, atol=2e-2)
     assert np.array_equal(sim[3], ref[3])
+
+
+@gt.jit
+def mma_use_acc_then_reuse(a_desc, b_desc, c_desc, K):
+    """A K loop whose first wgmma ignores the accumulator (use_acc=k > 0, the accumulator holds
+    123 before it), A read into registers, and C stored through the A ring's bytes
+    (reinterpret) once the loop is done with them."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, BN, 16])
+    a_bufs = gl.allocate_shared_memory(gl.float16, [2, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(gl.float16, [2, BK, BN], b_desc.layout)
+    bars = mbarrier.allocate_mbarrier(batch=2)
+    for i in gl.static_range(2):
+        mbarrier.init(bars.index(i), count=1)
+    acc = gl.full([BM, BN], 123.0, gl.float32, acc_l)
+    for k in gl.range(0, gl.cdiv(K, BK)):
+        s = k % 2
+        mbarrier.expect(bars.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_load(a_desc, [gl.program_id(0) * BM, k * BK], bars.index(s), a_bufs.index(s))
+        tma.async_load(b_desc, [k * BK, 0], bars.index(s), b_bufs.index(s))
+        mbarrier.wait(bars.index(s), (k // 2) & 1)
+        acc = warpgroup_mma(a_bufs.index(s).load(gl.DotOperandLayout(0, acc_l, 2)), b_bufs.index(s), acc,
+                            use_acc=k > 0)
+    c_s = a_bufs.reinterpret(gl.float32, [BM, BN], c_desc.layout)
+    c_s.store(acc)
+    fence_async_shared()
+    tma.async_store(c_desc, [gl.program_id(0) * BM, 0], c_s)
+    tma.store_wait(0)
+
+
+@pytest.mark.parametrize("M, N, K, num_warps", [(128, 32, 96, 4), (128, 32, 64, 8)])
+def test_use_acc_and_a_reinterpreted_ring(M, N, K, num_warps):
+    rng = np.random.default_rng()
+    BM = 32 * num_warps // 2
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+
+    def make():
+        return [TensorDescriptor.from_tensor(a.copy(), [BM, 32], NV([BM, 32], gl.float16)),
+                TensorDescriptor.from_tensor(b.copy(), [32, N], NV([32, N], gl.float16)),
+                TensorDescriptor.from_tensor(np.full((M, N), np.nan, np.float32), [BM, N], NV([BM, N], gl.float32)), K]
+    ref, sim, _ = both(mma_use_acc_then_reuse, make, (M // BM,), num_warps=num_warps)
+    np.testing.assert_allclose(_arr(sim[2]), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(_arr(sim[2]), _arr(ref[2]), rtol=1e-5, atol=1e-5)
+
+
+@gt.jit
+def int8_rowsums(a_ptr, b_ptr, out_ptr, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr):
+    """Row sums of A @ B in int8 -> int32: a 2-slot cp.async ring whose copies complete on one
+    mbarrier a slot (async_copy.mbarrier_arrive, increment_count=False), mma_v2."""
+    W: gl.constexpr = gl.num_warps()
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
+    ld: gl.constexpr = gl.BlockedLayout([1, 16], [32 // (BK // 16), BK // 16], [W, 1], [1, 0])
+    ldb: gl.constexpr = gl.BlockedLayout([1, 16], [32 // (BN // 16), BN // 16], [W, 1], [1, 0])
+    sl: gl.constexpr = gl.SwizzledSharedLayout(vec=16, per_phase=1, max_phase=4, order=[1, 0])
+    a_s = gl.allocate_shared_memory(gl.int8, [2, BM, BK], sl)
+    b_s = gl.allocate_shared_memory(gl.int8, [2, BK, BN], sl)
+    bars = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    rm = gl.arange(0, BM, gl.SliceLayout(1, ld))
+    rk = gl.arange(0, BK, gl.SliceLayout(0, ld))
+    kb = gl.arange(0, BK, gl.SliceLayout(1, ldb))
+    rn = gl.arange(0, BN, gl.SliceLayout(0, ldb))
+    acc = gl.zeros([BM, BN], gl.int32, acc_l)
+    for k in gl.range(0, gl.cdiv(K, BK)):
+        s = k % 2
+        async_copy.async_load(a_s.index(s), a_ptr + rm[:, None] * K + (k * BK + rk)[None, :])
+        async_copy.async_load(b_s.index(s), b_ptr + (k * BK + kb)[:, None] * BN + rn[None, :])
+        async_copy.mbarrier_arrive(bars.index(s), increment_count=False)
+        mbarrier.wait(bars.index(s), (k // 2) & 1)
+        acc = mma_v2(a_s.index(s).load(gl.DotOperandLayout(0, acc_l, 4)),
+                     b_s.index(s).load(gl.DotOperandLayout(1, acc_l, 4)), acc)
+    gl.store(out_ptr + gl.arange(0, BM, gl.SliceLayout(1, acc_l)), gl.sum(acc, axis=1))
+
+
+@pytest.mark.parametrize("BM, BN, BK, K, num_warps", [(64, 32, 32, 96, 4), (32, 64, 64, 128, 2)])
+def test_int8_mma_v2_fed_by_copies_on_mbarriers(BM, BN, BK, K, num_warps):
+    rng = np.random.default_rng()
+    a = rng.integers(-128, 128, (BM, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (K, BN)).astype(np.int8)
+    ref, sim, _ = both(int8_rowsums, lambda: [a.copy(), b.copy(), np.full(BM, -123456789, np.int32), K], (1,),
+                       num_warps=num_warps, BM=BM, BN=BN, BK=BK)
+    assert np.array_equal(sim[2], (a.astype(np.int64) @ b.astype(np.int64)).sum(1).astype(np.int32))
+    assert np.array_equal(ref[2], sim[2])
