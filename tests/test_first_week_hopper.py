@@ -11,7 +11,7 @@ import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.errors import InterpreterError, TraceError
+from gluon_trace.errors import ArgumentValueError, InterpreterError, TraceError
 from gluon_trace.language.nvidia.ampere import async_copy
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
@@ -325,3 +325,145 @@ def test_a_copy_arrival_that_adds_none_is_named_in_the_deadlock():
     out = _nan((32, 32))
     copies_on_an_mbarrier[(1,)](x, out, NOINC=True, backend="interpreter")
     assert np.array_equal(out, x)
+
+
+# -- Gluon's warp-specialization tutorial shape: three partitions, tuples of descriptors ----------
+
+def _ws_load(descs, barriers, buffers, xoff, numel, YBLOCK: gl.constexpr):
+    a_desc, b_desc, c_desc = descs
+    load_empty, load_ready, c_empty, c_ready = barriers
+    a_bufs, b_bufs, c_bufs = buffers
+    xnumel, ynumel = numel
+    nb: gl.constexpr = a_bufs.type.shape[0]
+    for i in gl.range(gl.cdiv(ynumel, YBLOCK)):
+        idx = i % nb
+        mbarrier.wait(load_empty.index(idx), (i // nb & 1) ^ 1)
+        mbarrier.expect(load_ready.index(idx), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(a_desc, [xoff, i * YBLOCK], load_ready.index(idx), a_bufs.index(idx))
+        tma.async_copy_global_to_shared(b_desc, [xoff, i * YBLOCK], load_ready.index(idx), b_bufs.index(idx))
+
+
+def _ws_store(descs, barriers, buffers, xoff, numel, YBLOCK: gl.constexpr):
+    a_desc, b_desc, c_desc = descs
+    load_empty, load_ready, c_empty, c_ready = barriers
+    a_bufs, b_bufs, c_bufs = buffers
+    xnumel, ynumel = numel
+    nb: gl.constexpr = c_bufs.type.shape[0]
+    outstanding: gl.constexpr = nb - 1
+    for i in gl.range(gl.cdiv(ynumel, YBLOCK)):
+        idx = i % nb
+        mbarrier.wait(c_ready.index(idx), i // nb & 1)
+        tma.async_copy_shared_to_global(c_desc, [xoff, i * YBLOCK], c_bufs.index(idx))
+        tma.store_wait(outstanding)
+        # at i = 0 the slot (0 - 1) % nb is -1 (% keeps the dividend's sign): out of range, but the
+        # arrive is predicated off, so nothing reads it
+        mbarrier.arrive(c_empty.index((i - outstanding) % nb), count=1, pred=i >= outstanding)
+    tma.store_wait(0)
+
+
+def _ws_compute(barriers, buffers, ynumel, YBLOCK: gl.constexpr, layout: gl.constexpr):
+    load_empty, load_ready, c_empty, c_ready = barriers
+    a_bufs, b_bufs, c_bufs = buffers
+    nl: gl.constexpr = a_bufs.type.shape[0]
+    ns: gl.constexpr = c_bufs.type.shape[0]
+    for i in gl.range(gl.cdiv(ynumel, YBLOCK)):
+        li = i % nl
+        mbarrier.wait(load_ready.index(li), i // nl & 1)
+        a = a_bufs.index(li).load(layout)
+        b = b_bufs.index(li).load(layout)
+        fence_async_shared()
+        mbarrier.arrive(load_empty.index(li), count=1)
+        si = i % ns
+        mbarrier.wait(c_empty.index(si), (i // ns & 1) ^ 1)
+        c_bufs.index(si).store(a + b)
+        fence_async_shared()
+        mbarrier.arrive(c_ready.index(si), count=1)
+
+
+@gt.jit
+def add_ws(a_desc, b_desc, c_desc, xnumel, ynumel, XBLOCK: gl.constexpr, YBLOCK: gl.constexpr,
+           NL: gl.constexpr, NS: gl.constexpr, num_warps: gl.constexpr):
+    """c = a + b: a TMA load partition, a compute partition (the default), a TMA store partition,
+    mbarrier pairs between them; arguments cross as tuples."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, num_warps], [1, 0])
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NL] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [NL] + b_desc.block_type.shape, b_desc.layout)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [NS] + c_desc.block_type.shape, c_desc.layout)
+    load_empty = gl.allocate_shared_memory(gl.int64, [NL, 1], mbarrier.MBarrierLayout())
+    load_ready = gl.allocate_shared_memory(gl.int64, [NL, 1], mbarrier.MBarrierLayout())
+    c_empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+    c_ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NL):
+        mbarrier.init(load_empty.index(i), count=1)
+        mbarrier.init(load_ready.index(i), count=1)
+    for i in gl.static_range(NS):
+        mbarrier.init(c_empty.index(i), count=1)
+        mbarrier.init(c_ready.index(i), count=1)
+    descs = (a_desc, b_desc, c_desc)
+    barriers = (load_empty, load_ready, c_empty, c_ready)
+    buffers = (a_bufs, b_bufs, c_bufs)
+    xoff = gl.program_id(0) * XBLOCK
+    gl.warp_specialize([(_ws_compute, (barriers, buffers, ynumel, YBLOCK, layout)),
+                        (_ws_load, (descs, barriers, buffers, xoff, (xnumel, ynumel), YBLOCK)),
+                        (_ws_store, (descs, barriers, buffers, xoff, (xnumel, ynumel), YBLOCK))], [1, 1], [24, 24])
+
+
+# (shape, load buffers, store buffers, num_warps)
+ADD_WS = [((64, 200), 2, 2, 4), ((40, 120), 1, 1, 8), ((32, 256), 3, 2, 4)]
+
+
+def add_ws_args(shape, rng):
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+
+    def make():
+        lay = NV([32, 64], gl.float32)
+        return [TensorDescriptor.from_tensor(a.copy(), [32, 64], lay), TensorDescriptor.from_tensor(b.copy(), [32, 64], lay),
+                TensorDescriptor.from_tensor(_nan(shape), [32, 64], lay), *shape]
+    return make, a + b
+
+
+@pytest.mark.parametrize("shape, nl, ns, num_warps", ADD_WS)
+def test_warp_specialized_add_with_a_predicated_arrive_on_an_out_of_range_slot(shape, nl, ns, num_warps):
+    """smem.index(-1) under a false predicate was refused at the index."""
+    make, exp = add_ws_args(shape, np.random.default_rng())
+    args = make()
+    add_ws[(-(-shape[0] // 32),)](*args, XBLOCK=32, YBLOCK=64, NL=nl, NS=ns, num_warps=num_warps,
+                                  maxnreg=128, backend="interpreter")
+    assert np.array_equal(args[2].base, exp)
+
+
+def test_an_out_of_range_slot_is_reported_where_it_is_used():
+    @gt.jit
+    def k(out, n):
+        bufs = gl.allocate_shared_memory(gl.float32, [2, 128], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        slot = bufs.index(n - 3)
+        slot.store(gl.zeros([128], gl.float32, L))
+    k[(1,)](np.zeros(1, np.float32), 3, backend="interpreter")
+    with pytest.raises(InterpreterError, match=r"smem_store uses smem.index\(-1\) \(the view made at line \d+\), "
+                                               r"out of bounds for a buffer of 2") as e:
+        k[(1,)](np.zeros(1, np.float32), 2, backend="interpreter")
+    assert "slot.store" in str(e.value)
+
+
+def test_python_range_over_a_run_time_bound_points_to_gl_range():
+    @gt.jit
+    def k(x_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        for i in range(n):
+            gl.store(x_ptr + i * 128 + gl.arange(0, 128, L), gl.zeros([128], gl.float32, L))
+    with pytest.raises(TraceError, match="cannot be used as a Python int") as e:
+        k[(1,)](np.zeros(512, np.float32), 4, backend="interpreter")
+    assert "gl.range(" in str(e.value)
+
+
+def test_maxnreg_is_a_launch_option():
+    """Triton's maxnreg (Gluon's warp-specialization tutorial passes maxnreg=128) was an
+    unexpected keyword; it is part of the trace's key and checked."""
+    make, _ = add_ws_args((32, 64), np.random.default_rng())
+    g = add_ws.trace(*make(), XBLOCK=32, YBLOCK=64, NL=1, NS=1, num_warps=4, maxnreg=128, target="sm_90a").graph
+    assert g.maxnreg == 128 and "maxnreg=128" in g.text
+    g2 = add_ws.trace(*make(), XBLOCK=32, YBLOCK=64, NL=1, NS=1, num_warps=4, target="sm_90a").graph
+    assert g2.maxnreg is None and g2.text != g.text
+    with pytest.raises(ArgumentValueError, match=r"maxnreg=300 must be an int in \[24, 256\]"):
+        add_ws.trace(*make(), XBLOCK=32, YBLOCK=64, NL=1, NS=1, num_warps=4, maxnreg=300, target="sm_90a")

@@ -22,7 +22,27 @@ def state(p) -> SyncState:
     return s
 
 
+class OutOfRange:
+    """The view ``smem.index(i)`` gives for an i outside the buffer: an error only where
+    something accesses memory through it. Gluon kernels compute such a view under a false
+    predicate (``mbarrier.arrive(bars.index((i - 1) % n), pred=i >= 1)`` at i = 0: -1 % n is
+    -1), which the GPU never dereferences."""
+    __slots__ = ("i", "n", "loc")
+
+    def __init__(self, i, n, loc):
+        self.i, self.n, self.loc = i, n, loc
+
+    def error(self, op) -> InterpreterError:
+        where = f" (the view made at line {self.loc.line})" if self.loc and op.loc != self.loc else ""
+        return InterpreterError(f"{op.name} uses smem.index({self.i}){where}, out of bounds for a buffer of "
+                                f"{self.n} along its leading dim", op.loc,
+                                notes=("wrap the ring index, e.g. (i % NUM_STAGES); a negative one with "
+                                       "(i + NUM_STAGES - 1) % NUM_STAGES (% keeps the dividend's sign)",))
+
+
 def _view(v, op, i=0) -> View:
+    if isinstance(v, OutOfRange):
+        raise v.error(op)
     if not isinstance(v, View):
         raise InterpreterError(f"{op.name}: operand {i} is not a shared-memory buffer", op.loc)
     return v
@@ -50,17 +70,20 @@ def _alloc(p, op, *init):
 
 @rule("smem_index")
 def _index(p, op, v, i):
+    if isinstance(v, OutOfRange):
+        return v
     v = _view(v, op)
     i = int(i)
     n = v.offs.shape[0]
     if not 0 <= i < n:
-        raise InterpreterError(f"smem.index({i}) is out of bounds for a buffer of {n} along its leading dim",
-                               op.loc, notes=("wrap the ring index, e.g. (i % NUM_STAGES)",))
+        return OutOfRange(i, n, op.loc)
     return View(v.buf, v.offs[i], v.dtype)
 
 
 @rule("smem_slice")
 def _slice(p, op, v):
+    if isinstance(v, OutOfRange):
+        return v
     v = _view(v, op)
     a = op.attrs
     idx = [slice(None)] * v.offs.ndim
@@ -70,18 +93,24 @@ def _slice(p, op, v):
 
 @rule("smem_permute")
 def _permute(p, op, v):
+    if isinstance(v, OutOfRange):
+        return v
     v = _view(v, op)
     return View(v.buf, np.transpose(v.offs, op.attrs["order"]), v.dtype)
 
 
 @rule("smem_reshape")
 def _reshape(p, op, v):
+    if isinstance(v, OutOfRange):
+        return v
     v = _view(v, op)
     return View(v.buf, np.reshape(v.offs, op.attrs["shape"]), v.dtype)
 
 
 @rule("smem_reinterpret")
 def _reinterpret(p, op, v):
+    if isinstance(v, OutOfRange):
+        return v
     v = _view(v, op)
     t = op.results[0].type
     offs, elems = element_offsets(t.layout, t.shape, t.dtype.bits)

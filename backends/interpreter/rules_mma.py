@@ -19,7 +19,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import InterpreterError
 
 from .interpreter import fix, fma, rule, run_block
-from .rules_memory import state
+from .rules_memory import OutOfRange, state
 from .sync import View, merge
 
 
@@ -103,6 +103,8 @@ def _wgmma(p, op, a, b, acc, use_acc):
     t = op.operands[1].type.dtype
     prec = op.attrs.get("precision") or "tf32"
     ev = s.event("async warpgroup_mma" if is_async else "warpgroup_mma", op.loc)
+    if isinstance(a, OutOfRange) or isinstance(b, OutOfRange):
+        raise (a if isinstance(a, OutOfRange) else b).error(op)
     if isinstance(a, View):
         a = s.read(a, op, "warpgroup_mma (operand A)", reader=ev)
     a = _inputs(a, op, "A", t, prec)

@@ -53,8 +53,13 @@ class tensor:
                    "for & | ~ on masks use the bitwise operators"))
 
     def __index__(self):
+        loc = user_location()
+        notes = ()
+        if loc is not None and "range(" in (loc.source_line() or "") and "gl.range(" not in loc.source_line():
+            # Gluon compiles `for i in range(n)` over a run-time n to a loop; a trace cannot
+            notes = ("for a run-time loop write `for i in gl.range(...)`",)
         raise TraceError("a traced value cannot be used as a Python int (it is only known at run "
-                         "time); make it a gl.constexpr argument to specialize on it", user_location())
+                         "time); make it a gl.constexpr argument to specialize on it", loc, notes=notes)
 
     __int__ = __index__
 

@@ -27,8 +27,8 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
-from test_first_week_hopper import (BATCHED, SMALL_MMA, batched_args, batched_half_transpose,  # noqa: E402
-                                    small_mma, small_mma_args)
+from test_first_week_hopper import (ADD_WS, BATCHED, SMALL_MMA, add_ws, add_ws_args, batched_args,  # noqa: E402
+                                    batched_half_transpose, small_mma, small_mma_args)
 
 NV = gl.NVMMASharedLayout.get_default_for
 
@@ -415,3 +415,26 @@ def test_int8_mma_v2_fed_by_copies_on_mbarriers(BM, BN, BK, K, num_warps):
                        num_warps=num_warps, BM=BM, BN=BN, BK=BK)
     assert np.array_equal(sim[2], (a.astype(np.int64) @ b.astype(np.int64)).sum(1).astype(np.int32))
     assert np.array_equal(ref[2], sim[2])
+
+
+@pytest.mark.parametrize("shape, nl, ns, num_warps", ADD_WS)
+def test_three_partitions_and_a_predicated_arrive_on_an_out_of_range_slot(shape, nl, ns, num_warps):
+    """Gluon's warp-specialization tutorial shape on ptxsim_races: the store partition's arrive on
+    slot (0 - 1) % n = -1 is predicated off (its address is computed, never used)."""
+    make, exp = add_ws_args(shape, np.random.default_rng())
+    ref, sim, _ = both(add_ws, make, (-(-shape[0] // 32),), ws=True, num_warps=num_warps, XBLOCK=32, YBLOCK=64,
+                       NL=nl, NS=ns)
+    assert np.array_equal(_arr(sim[2]), exp) and np.array_equal(_arr(ref[2]), exp)
+
+
+def test_maxnreg_reaches_ptxas():
+    """maxnreg caps a plain kernel's registers (.maxnreg), and is the starting budget a
+    warp-specialized kernel's setmaxnreg moves share."""
+    make, _ = add_ws_args((32, 64), np.random.default_rng())
+    ck = add_ws.trace(*make(), XBLOCK=32, YBLOCK=64, NL=1, NS=1, num_warps=4, maxnreg=128,
+                      target="sm_90a").compile("sm_90a")
+    assert ".maxnreg 128" in ck.asm and ck.registers <= 128
+    make, _ = small_mma_args(64, 32, 32, np.random.default_rng())
+    ck = small_mma.trace(*make(), LHS_IN_REG=True, INSTR_N=32, WARPS=[4, 1], num_warps=4, maxnreg=64,
+                         target="sm_90a").compile("sm_90a")
+    assert ".maxnreg 64" in ck.asm and ck.registers <= 64
