@@ -217,6 +217,9 @@ class Graph:
     # CTAs per cluster (along the grid's x): they run together, may multicast TMA loads into
     # each other's shared memory and arrive on each other's mbarriers
     num_ctas: int = 1
+    # Triton's ``maxnreg`` launch option: a cap on registers per thread (NVIDIA's .maxnreg; in a
+    # warp-specialized kernel, the starting budget the partitions' setmaxnreg share); None: none
+    maxnreg: int | None = None
 
     @property
     def text(self) -> str:
@@ -326,7 +329,8 @@ class _Printer:
             const = " constexprs={" + ", ".join(f"{k}={v!r}" for k, v in sorted(g.constexprs.items())) + "}"
         self.lines.append(f"kernel @{g.name}({', '.join(args)}) num_warps={g.num_warps} "
                           f"threads_per_warp={g.threads_per_warp}"
-                          f"{f' num_ctas={g.num_ctas}' if g.num_ctas != 1 else ''} target={g.target}{const} {{")
+                          f"{f' num_ctas={g.num_ctas}' if g.num_ctas != 1 else ''}"
+                          f"{f' maxnreg={g.maxnreg}' if g.maxnreg else ''} target={g.target}{const} {{")
         self.block(g.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines) + "\n"

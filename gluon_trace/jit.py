@@ -20,7 +20,7 @@ from .ir import Block, Graph, TensorDescType, Type, Value
 from .tracer import tracing
 from .verifier import verify
 
-LAUNCH_OPTIONS = ("num_warps", "backend", "target", "stream", "num_stages", "num_ctas")
+LAUNCH_OPTIONS = ("num_warps", "backend", "target", "stream", "num_stages", "num_ctas", "maxnreg")
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class JITFunction:
             else:
                 parts.append((name, arg_spec(name, v, loc)))
         return (tuple(parts), options.get("num_warps", 4), options.get("target"),
-                options.get("num_ctas", 1))
+                options.get("num_ctas", 1), options.get("maxnreg"))
 
     def trace(self, *args, **kwargs) -> TracedKernel:
         """Trace without launching; takes real arguments or type specs (gl.pointer(gl.float32))."""
@@ -232,11 +232,15 @@ class JITFunction:
                 "".join(ch for ch in target[3:] if ch.isdigit())) >= 90):
             raise ArgumentValueError(f"num_ctas={num_ctas}: clusters of CTAs need sm_90 or later; this "
                                      f"kernel is traced for {target}", loc)
+        maxnreg = options.get("maxnreg")
+        if maxnreg is not None and (not isinstance(maxnreg, int) or isinstance(maxnreg, bool)
+                                    or not 24 <= maxnreg <= 256):
+            raise ArgumentValueError(f"maxnreg={maxnreg!r} must be an int in [24, 256] (registers per thread)", loc)
         tpw = backends.for_target(target).threads_per_warp(target)
         body = Block()
         graph = Graph(self.__name__, [], [], [], body, num_warps, tpw, target,
                       {k: getattr(v, "value", v) for k, v in bound.items() if k in self.constexprs},
-                      num_ctas=num_ctas)
+                      num_ctas=num_ctas, maxnreg=maxnreg if target.startswith("sm_") else None)
         call = {}
         from .language.tensor import wrap
         for (name, v), part in zip(bound.items(), key[0]):

@@ -157,7 +157,7 @@ def build(graph: Graph, target: str) -> CompiledKernel:
     # a warp-specialized kernel sets its own .maxnreg (the pool its partitions share)
     # a kernel that already spills would spill more under a lower limit: not assembled again
     spills = info["spill_stores"] or info["spill_loads"] or info["stack"]
-    cap = None if warps != graph.num_warps or spills else \
+    cap = None if warps != graph.num_warps or spills or graph.maxnreg else \
         register_cap(info["registers"], warps, smem + info["static_smem"], target)
     if cap is not None:
         maxntid = f".maxntid {32 * graph.num_warps}, 1, 1"

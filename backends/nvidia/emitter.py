@@ -665,6 +665,8 @@ class Emitter:
             out.append(f".reqnctapercluster {self.g.num_ctas}, 1, 1")
         if self.ws is not None and self.ws.start_regs:
             out.append(f".maxnreg {self.ws.start_regs}")
+        elif self.g.maxnreg:
+            out.append(f".maxnreg {self.g.maxnreg}")
         out.append("{")
         for cls, n in self.counts.items():
             if n:

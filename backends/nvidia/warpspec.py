@@ -128,7 +128,7 @@ def plan(graph: Graph, target: str) -> WarpPlan | None:
     bases = _bases(nw, spans)
     w_regs, d_regs, start = (), 0, 0
     if move:
-        start = min(REGFILE // (32 * total) // 8 * 8, 248)
+        start = min(REGFILE // (32 * total) // 8 * 8, 248, (graph.maxnreg or 256) // 8 * 8)
         pool = start * 32 * total - sum(32 * s * r for s, r in zip(spans, regs))
         d_regs = min(pool // (32 * nw) // 8 * 8, 256)
         if d_regs >= 24:
