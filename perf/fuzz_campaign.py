@@ -66,10 +66,16 @@ PRESETS = {
     # long chains with every op kind on
     "stress": dict(max_numel=256, max_ops=20, max_inputs=4, max_trip=4, dot_fma=True,
                    split_join=True),
+    # longer still over small tiles: many live values, loops and branches in one kernel
+    "marathon": dict(max_numel=64, max_ops=40, max_inputs=4, max_trip=3, dot_fma=True,
+                     split_join=True),
 }
 # interpNN: the interpreter on the programs of NN-wide warps; gfx90a (64-wide) runs with --targets
 TARGETS = ("interp32", "interp64", "sm_90", "sm_80", "gfx942", "gfx1100")
 WARP32 = ("interp32", "sm_90", "sm_80", "gfx1100")
+
+
+ASSEMBLE_PTX = False  # --ptxas
 
 
 class Timeout(Exception):
@@ -95,6 +101,8 @@ def run_ptx(prog, target: str, inputs, args) -> None:
     graph = fuzz.trace_program(prog, target).graph
     text, _, smem = emit(graph, target)
     ptxsim.run(text, (1, 1, 1), args, smem)
+    if ASSEMBLE_PTX:  # the simulator takes PTX that ptxas might refuse: assemble it too
+        fuzz.compile_program(prog, target)
 
 
 def run_amd(prog, target: str, inputs, args) -> None:
@@ -140,6 +148,8 @@ def check(seed: int, preset: str, target: str, timeout: float) -> dict:
 
 
 def campaign(args) -> None:
+    global ASSEMBLE_PTX
+    ASSEMBLE_PTX = args.ptxas
     os.environ.setdefault("GLUON_TRACE_FUZZ_DIR", args.failures)
     targets = args.targets.split(",")
     with open(args.out, "a") as f:
@@ -227,6 +237,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--out", default="fuzz_campaign.jsonl")
     ap.add_argument("--failures", default=".fuzz_failures")
+    ap.add_argument("--ptxas", action="store_true", help="assemble the NVIDIA targets' PTX too")
     args = ap.parse_args()
     if args.cmd == "summary":
         summary(args.paths)
