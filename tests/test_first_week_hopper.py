@@ -467,3 +467,187 @@ def test_maxnreg_is_a_launch_option():
     assert g2.maxnreg is None and g2.text != g.text
     with pytest.raises(ArgumentValueError, match=r"maxnreg=300 must be an int in \[24, 256\]"):
         add_ws.trace(*make(), XBLOCK=32, YBLOCK=64, NL=1, NS=1, num_warps=4, maxnreg=300, target="sm_90a")
+
+
+# -- Gluon's persistence tutorial shape: @aggregate state carried through run-time loops ---------
+
+@gt.constexpr_function
+def wgmma_layout(BN, num_warps):
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BN, 16])
+
+
+@gl.aggregate
+class WGMMA:
+    """An async wgmma accumulator and whether the next MMA adds to it; each call returns a new one."""
+
+    def __init__(self, acc, use_acc):
+        self.acc = acc
+        self.use_acc = use_acc
+
+    @staticmethod
+    def initialize(BM, BN, num_warps):
+        return WGMMA(gl.zeros((BM, BN), gl.float32, wgmma_layout(BN, num_warps)), gl.to_tensor(False))
+
+    def issue(self, a, b):
+        return WGMMA(warpgroup_mma(a, b, self.acc, is_async=True, use_acc=self.use_acc), gl.to_tensor(True))
+
+    def wait(self, n):
+        return WGMMA(warpgroup_mma_wait(n, (self.acc,)), self.use_acc)
+
+    def take(self):
+        return self.acc, WGMMA(self.acc, gl.to_tensor(False))
+
+
+@gl.aggregate
+class Scheduler:
+    """Contiguous ranges of tiles per program, tiles numbered along M first."""
+
+    def __init__(self, start, end, num_m):
+        self.start, self.end, self.num_m = start, end, num_m
+
+    @staticmethod
+    def initialize(M, N, BM, BN):
+        num_m = gl.cdiv(M, BM)
+        total = num_m * gl.cdiv(N, BN)
+        per = gl.cdiv(total, gl.num_programs(0))
+        start = gl.program_id(0) * per
+        return Scheduler(start, gl.minimum(start + per, total), num_m)
+
+    def tile(self, idx):
+        pid = self.start + idx
+        return pid % self.num_m, pid // self.num_m
+
+
+def _issue_loads(producer, a_desc, b_desc, off_m, off_n, k, bars, a_bufs, b_bufs, NB):
+    index = producer % NB
+    mbarrier.expect(bars.index(index), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(a_desc, [off_m, k], bars.index(index), a_bufs.index(index))
+    tma.async_copy_global_to_shared(b_desc, [k, off_n], bars.index(index), b_bufs.index(index))
+    return producer + 1
+
+
+def _issue_mma(consumer, mma, bars, a_bufs, b_bufs, NB):
+    index = consumer % NB
+    mbarrier.wait(bars.index(index), consumer // NB & 1)
+    mma = mma.wait(0)   # the wgmma before still reads the slot the next load refills
+    return consumer + 1, mma.issue(a_bufs.index(index), b_bufs.index(index))
+
+
+@gt.jit
+def persistent_matmul(a_desc, b_desc, c_desc, M, N, NB: gl.constexpr, num_warps: gl.constexpr):
+    """C = A @ B, persistent: the MMA state and the tile scheduler are objects, the ring's
+    producer and consumer counts scalars, all carried through the tile and K loops."""
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    bars = gl.allocate_shared_memory(gl.int64, [NB, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NB):
+        mbarrier.init(bars.index(i), count=1)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NB] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [NB] + b_desc.block_type.shape, b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    producer = gl.to_tensor(0)
+    consumer = gl.to_tensor(0)
+    mma = WGMMA.initialize(BM, BN, num_warps)
+    sched = Scheduler.initialize(M, N, BM, BN)
+    for idx in gl.range(sched.end - sched.start):
+        pid_m, pid_n = sched.tile(idx)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        for k in gl.static_range(0, BK * (NB - 2), BK):
+            producer = _issue_loads(producer, a_desc, b_desc, off_m, off_n, k, bars, a_bufs, b_bufs, NB)
+        for k in gl.range(BK * (NB - 2), a_desc.shape[1], BK):
+            producer = _issue_loads(producer, a_desc, b_desc, off_m, off_n, k, bars, a_bufs, b_bufs, NB)
+            consumer, mma = _issue_mma(consumer, mma, bars, a_bufs, b_bufs, NB)
+        for _ in gl.static_range(NB - 2):
+            consumer, mma = _issue_mma(consumer, mma, bars, a_bufs, b_bufs, NB)
+        c, mma = mma.wait(0).take()
+        tma.store_wait(0)
+        c_smem.store(c.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+# (M, N, K), ring slots, programs, num_warps
+PERSISTENT = [((128, 96, 128), 3, 2, 4), ((64, 64, 64), 2, 3, 4), ((192, 64, 96), 4, 2, 8)]
+
+
+def persistent_args(M, N, K, num_warps, rng):
+    BM, BN, BK = (64 if num_warps == 4 else 128), 32, 32
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    exp = a.astype(np.float32) @ b.astype(np.float32)
+    return (lambda: [TensorDescriptor.from_tensor(a.copy(), [BM, BK], NV([BM, BK], gl.float16)),
+                     TensorDescriptor.from_tensor(b.copy(), [BK, BN], NV([BK, BN], gl.float16)),
+                     TensorDescriptor.from_tensor(_nan((M, N), np.float16), [BM, BN], NV([BM, BN], gl.float16)),
+                     M, N]), exp
+
+
+@pytest.mark.parametrize("shape, nb, grid, num_warps", PERSISTENT)
+def test_persistent_matmul_with_aggregates(shape, nb, grid, num_warps):
+    make, exp = persistent_args(*shape, num_warps, np.random.default_rng())
+    args = make()
+    persistent_matmul[(grid,)](*args, NB=nb, num_warps=num_warps, backend="interpreter")
+    np.testing.assert_allclose(args[2].base.astype(np.float32), exp, rtol=2e-3, atol=2e-2)
+
+
+def test_tuples_and_objects_are_carried_tile_by_tile():
+    class Stats:
+        def __init__(self, total, count, scale):
+            self.total, self.count, self.scale = total, count, scale
+
+    @gt.jit
+    def k(x_ptr, out_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        st = Stats(gl.zeros([128], gl.float32, L), gl.to_tensor(0), 0.5)   # scale: a Python float
+        pair = (gl.zeros([128], gl.float32, L), [gl.full([128], -1e30, gl.float32, L)])
+        for i in gl.range(0, n):
+            x = gl.load(x_ptr + i * 128 + gl.arange(0, 128, L))
+            st = Stats(st.total + x, st.count + 1, st.scale)
+            pair = (pair[0] - x, [gl.maximum(pair[1][0], x)])
+        with gl.if_(n > 2):
+            st.total = st.total * st.scale        # in place, in a branch
+        gl.store(out_ptr + gl.arange(0, 128, L), st.total / st.count.to(gl.float32))
+        gl.store(out_ptr + 128 + gl.arange(0, 128, L), pair[0] + pair[1][0])
+    rng = np.random.default_rng()
+    for n in (2, 3):
+        x = rng.standard_normal(n * 128).astype(np.float32).reshape(n, 128)
+        out = _nan(256)
+        k[(1,)](x, out, n, backend="interpreter")
+        total = x.sum(0, dtype=np.float32) * (0.5 if n > 2 else 1)
+        np.testing.assert_allclose(out[:128], total / n, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out[128:], -x.sum(0) + x.max(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_carried_structure_that_changes_shape_is_named():
+    @gt.jit
+    def k(out_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        pair = (gl.zeros([128], gl.float32, L), gl.zeros([128], gl.float32, L))
+        for i in gl.range(0, n):
+            pair = (pair[0] + 1.0, 0.0)
+        gl.store(out_ptr + gl.arange(0, 128, L), pair[0])
+    with pytest.raises(TraceError, match=r"`pair` changes structure in the loop at line \d+: pair\[1\] holds a tile"):
+        k[(1,)](np.zeros(128, np.float32), 3, backend="interpreter")
+
+
+def test_a_list_a_helper_updates_in_a_loop_is_the_callers():
+    """Lists and objects get the carried tiles in place, so the caller of a helper that loops over
+    them sees the result (a copy would leave the caller's list at its values before the loop)."""
+    def accumulate(accs, x_ptr, n, L):
+        for i in gl.range(0, n):
+            for j in gl.static_range(2):
+                accs[j] = accs[j] + gl.load(x_ptr + (2 * i + j) * 128 + gl.arange(0, 128, L))
+
+    @gt.jit
+    def k(x_ptr, out_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        accs = [gl.zeros([128], gl.float32, L), gl.zeros([128], gl.float32, L)]
+        accumulate(accs, x_ptr, n, L)
+        gl.store(out_ptr + gl.arange(0, 128, L), accs[0])
+        gl.store(out_ptr + 128 + gl.arange(0, 128, L), accs[1])
+    x = np.random.default_rng().standard_normal((3, 2, 128)).astype(np.float32)
+    out = _nan(256)
+    k[(1,)](x, out, 3, backend="interpreter")
+    np.testing.assert_allclose(out.reshape(2, 128), x.sum(0), rtol=1e-5, atol=1e-6)

@@ -15,8 +15,10 @@ as an escaped value when used after the loop.
 from __future__ import annotations
 
 import builtins
+import re
 import ctypes
 import sys
+import types
 
 from .. import dtypes as dt
 from ..errors import TraceError, user_location
@@ -27,23 +29,112 @@ from .tensor import cast, tensor, to_tensor, wrap
 _WRITE_THROUGH = sys.version_info >= (3, 13)  # PEP 667: f_locals is a write-through proxy
 
 
-def _proxies(frame) -> dict[str, tensor]:
-    """The tile-valued locals still visible here: a temporary an earlier loop or branch body
-    left in a local (``s = i % STAGES`` inside a finished loop) is not carried again."""
+# A local holding tiles inside a tuple, a list or an object (Gluon's @aggregate classes: a
+# scheduler, an MMA state rebuilt by each call) is carried leaf by leaf: each visible tile in it
+# is a slot named like ``st.acc`` or ``st[1]`` next to the plain locals, and writing slots back
+# puts the tiles in place (a tuple on the way is rebuilt).
+_MAX_DEPTH = 3
+
+
+def _is_record(v) -> bool:
+    """A user's object whose attributes may hold tiles (not a library object, class or function)."""
+    return (hasattr(v, "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                                            types.MethodType, tensor))
+            and not type(v).__module__.startswith("gluon_trace"))
+
+
+def _leaves(v, depth=0):
+    """[(path, tile)] of the tiles in ``v``: () for a tile itself; steps are ints (tuple and
+    list items) and attribute names."""
+    if isinstance(v, tensor):
+        return [((), v)]
+    if depth >= _MAX_DEPTH:
+        return []
+    if isinstance(v, (tuple, list)):
+        items = enumerate(v)
+    elif _is_record(v):
+        items = list(vars(v).items())
+    else:
+        return []
+    return [((k,) + p, t) for k, x in items for p, t in _leaves(x, depth + 1)]
+
+
+def _slot(name: str, path: tuple) -> str:
+    return name + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in path)
+
+
+def _flat(frame, visible_only: bool) -> tuple[dict, dict]:
+    """(slot -> tile, slot -> (local name, path)) of the frame's locals; with ``visible_only``
+    a temporary an earlier loop or branch body left (``s = i % STAGES`` inside a finished loop)
+    is no slot."""
     here = current().block
-    return {k: v for k, v in frame.f_locals.items()
-            if isinstance(v, tensor) and (v.value.block is None or here.is_within(v.value.block))}
+    slots, where = {}, {}
+    for name, v in frame.f_locals.items():
+        for path, t in _leaves(v):
+            if visible_only and not (t.value.block is None or here.is_within(t.value.block)):
+                continue
+            k = _slot(name, path)
+            slots[k], where[k] = t, (name, path)
+    return slots, where
+
+
+def _proxies(frame) -> dict[str, tensor]:
+    """The tile slots still visible here."""
+    return _flat(frame, True)[0]
+
+
+def _assigned(v, path: tuple, leaf):
+    """``v`` with the tile at ``path`` replaced: lists and objects in place (so a caller holding
+    the same list or object sees what the loop or branch made of it, as Python would), tuples
+    rebuilt."""
+    if not path:
+        return leaf
+    k, rest = path[0], path[1:]
+    if isinstance(v, list):
+        v[k] = _assigned(v[k], rest, leaf)
+        return v
+    if isinstance(v, tuple):
+        items = list(v)
+        items[k] = _assigned(items[k], rest, leaf)
+        return type(v)._make(items) if hasattr(type(v), "_make") else type(v)(items)
+    object.__setattr__(v, k, _assigned(getattr(v, k), rest, leaf))  # (frozen dataclasses too)
+    return v
 
 
 def _set_locals(frame, updates: dict) -> None:
     if not updates:
         return
+    plain = {k: v for k, v in updates.items() if k.isidentifier()}
+    nested = [k for k in updates if not k.isidentifier()]
+    if nested:
+        _, where = _flat(frame, False)
+        for k in nested:
+            if k not in where:
+                continue  # the structure changed: reported by _check_structures
+            name, path = where[k]
+            base = plain.get(name, frame.f_locals[name])
+            plain[name] = _assigned(base, path, updates[k])
     if _WRITE_THROUGH:
-        for k, v in updates.items():
+        for k, v in plain.items():
             frame.f_locals[k] = v
         return
-    frame.f_locals.update(updates)
+    frame.f_locals.update(plain)
     ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+def _check_structures(entry: dict, frame, loc, where: str) -> None:
+    """A carried tuple, list or object keeps its tiles where they were."""
+    now, _ = _flat(frame, False)
+    for k in entry:
+        if not k.isidentifier() and k not in now:
+            name = k.split(".")[0].split("[")[0]
+            raise TraceError(f"`{name}` changes structure in {where}: {k} holds a tile before it but not after",
+                             loc, notes=("a carried tuple, list or object keeps its shape: rebuild it with a tile "
+                                         "in every place that held one",))
+
+
+def _exit_values(frame) -> dict:
+    return _flat(frame, False)[0] | {k: v for k, v in frame.f_locals.items() if not isinstance(v, tensor)}
 
 
 def _bound(x, what: str) -> tensor:
@@ -135,12 +226,13 @@ class range:
         numbers = _numbers(frame)
         body = Block(b.block)
         iv = body.add_arg(Type(ity), "i")
-        fresh = {name: wrap(body.add_arg(p.type, name)) for name, p in entry.items()}
+        fresh = {name: wrap(body.add_arg(p.type, re.sub(r"\W", "_", name))) for name, p in entry.items()}
         _set_locals(frame, fresh)
         with b.region(body, "the loop", loc):
             yield tensor(iv)
             _check_numbers(numbers, frame, loc, f"the gl.range loop at line {loc.line}")
-            exit_ = frame.f_locals
+            _check_structures(entry, frame, loc, f"the loop at line {loc.line}")
+            exit_ = _exit_values(frame)
             carried, restore, fold = [], {}, {}
             for name, p in entry.items():
                 now = exit_.get(name)
@@ -217,7 +309,8 @@ class _BranchBody:
             return False
         frame = sys._getframe(1)
         _check_numbers(self.numbers, frame, self.br.loc, f"the branch at line {self.br.loc.line}")
-        now = frame.f_locals
+        _check_structures(self.br.entry, frame, self.br.loc, f"the branch at line {self.br.loc.line}")
+        now = _exit_values(frame)
         rebound = {n: now[n] for n, p in self.br.entry.items() if now.get(n) is not p}
         self._close(frame, rebound)
         return False

@@ -506,6 +506,19 @@ def max_contiguous(input, values) -> tensor:
     return tensor(current().value("hint", [x.value], {"max_contiguous": _int(values, "max_contiguous")}))
 
 
+def constexpr_function(fn):
+    """Gluon's decorator for a helper computed at compile time (a layout, a block size). A
+    trace runs every Python function at trace time, so it returns ``fn`` unchanged."""
+    return fn
+
+
+def aggregate(cls):
+    """Gluon's ``@aggregate`` (a class grouping kernel values): any Python class already is one
+    here -- locals holding such objects, tuples or lists of tiles are carried through gl.range
+    and gl.if_ tile by tile. Returns ``cls`` unchanged."""
+    return cls
+
+
 def static_assert(cond, msg: str = "") -> None:
     if isinstance(cond, tensor):
         raise TraceError("gl.static_assert needs a condition known at trace time", user_location())

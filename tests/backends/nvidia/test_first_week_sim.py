@@ -27,8 +27,9 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
-from test_first_week_hopper import (ADD_WS, BATCHED, SMALL_MMA, add_ws, add_ws_args, batched_args,  # noqa: E402
-                                    batched_half_transpose, small_mma, small_mma_args)
+from test_first_week_hopper import (ADD_WS, BATCHED, PERSISTENT, SMALL_MMA, add_ws, add_ws_args,  # noqa: E402
+                                    batched_args, batched_half_transpose, persistent_args, persistent_matmul,
+                                    small_mma, small_mma_args)
 
 NV = gl.NVMMASharedLayout.get_default_for
 
@@ -438,3 +439,14 @@ def test_maxnreg_reaches_ptxas():
     ck = small_mma.trace(*make(), LHS_IN_REG=True, INSTR_N=32, WARPS=[4, 1], num_warps=4, maxnreg=64,
                          target="sm_90a").compile("sm_90a")
     assert ".maxnreg 64" in ck.asm and ck.registers <= 64
+
+
+@pytest.mark.parametrize("shape, nb, grid, num_warps", PERSISTENT)
+def test_persistent_matmul_with_aggregates(shape, nb, grid, num_warps):
+    """Gluon's persistence tutorial shape: the wgmma state and the scheduler are objects carried
+    through the tile and K loops (they were escaped values)."""
+    make, exp = persistent_args(*shape, num_warps, np.random.default_rng())
+    ref, sim, _ = both(persistent_matmul, make, (grid,), num_warps=num_warps, NB=nb)
+    np.testing.assert_allclose(_arr(sim[2]).astype(np.float32), exp, rtol=2e-3, atol=2e-2)
+    # (the order of a wgmma's f32 sums is the hardware's: an fp16 rounding apart at most)
+    np.testing.assert_allclose(_arr(sim[2]).astype(np.float32), _arr(ref[2]).astype(np.float32), rtol=1e-3, atol=1e-2)
