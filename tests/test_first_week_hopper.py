@@ -651,3 +651,20 @@ def test_a_list_a_helper_updates_in_a_loop_is_the_callers():
     out = _nan(256)
     k[(1,)](x, out, 3, backend="interpreter")
     np.testing.assert_allclose(out.reshape(2, 128), x.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_a_python_count_kept_in_an_object_is_reported_too():
+    class State:
+        def __init__(self, acc, count):
+            self.acc, self.count = acc, count
+
+    @gt.jit
+    def k(x_ptr, out_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        st = State(gl.zeros([128], gl.float32, L), 0)
+        for i in gl.range(0, n):
+            st = State(st.acc + gl.load(x_ptr + i * 128 + gl.arange(0, 128, L)), st.count + 1)
+        gl.store(out_ptr + gl.arange(0, 128, L), st.acc / st.count)
+    with pytest.raises(TraceError, match=r"`st.count` is a Python int that the gl.range loop at line \d+ changes "
+                                         r"\(0 before, 1 after\)"):
+        k[(1,)](np.zeros(512, np.float32), _nan(128), 4, backend="interpreter")

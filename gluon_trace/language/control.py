@@ -147,9 +147,24 @@ def _bound(x, what: str) -> tensor:
 _NUMBER = (builtins.int, builtins.float, builtins.bool)
 
 
+def _number_leaves(v, depth=0):
+    if type(v) in _NUMBER:
+        return [((), v)]
+    if depth >= _MAX_DEPTH or isinstance(v, tensor):
+        return []
+    if isinstance(v, (tuple, list)):
+        items = enumerate(v)
+    elif _is_record(v):
+        items = list(vars(v).items())
+    else:
+        return []
+    return [((k,) + p, x) for k, y in items for p, x in _number_leaves(y, depth + 1)]
+
+
 def _numbers(frame) -> dict:
-    """The Python-number locals (a counter ``i = 0``, a phase ``phase = 0``) before a body."""
-    return {k: v for k, v in frame.f_locals.items() if type(v) in _NUMBER}
+    """The Python numbers in locals (a counter ``i = 0``, a phase, a count kept in an object or
+    a tuple) before a body, by slot."""
+    return {_slot(name, p): x for name, v in frame.f_locals.items() for p, x in _number_leaves(v)}
 
 
 _for_targets_cache: dict = {}
@@ -177,8 +192,8 @@ def _for_targets(code) -> frozenset | None:
 def _check_numbers(before: dict, frame, loc, where: str) -> None:
     """A Python number the body rebinds changed once, when the body was traced, whatever the
     run-time trip count or condition: Gluon carries it, we cannot, so say how to carry it."""
-    changed = [(k, v, frame.f_locals.get(k)) for k, v in before.items()
-               if type(frame.f_locals.get(k)) in _NUMBER and frame.f_locals.get(k) != v]
+    now = _numbers(frame)
+    changed = [(k, v, now[k]) for k, v in before.items() if k in now and now[k] != v]
     if not changed:
         return
     skip = _for_targets(frame.f_code)
@@ -188,11 +203,13 @@ def _check_numbers(before: dict, frame, loc, where: str) -> None:
     if changed:
         name, old, new = changed[0]
         kind = {builtins.float: "gl.float32", builtins.bool: "gl.int1"}.get(type(old), "gl.int32")
+        fix = (f"{name} = gl.full([], {old!r}, {kind})" if name.isidentifier() else
+               f"hold a run-time value there (gl.full([], {old!r}, {kind}))")
         raise TraceError(
             f"`{name}` is a Python {type(old).__name__} that {where} changes ({old!r} before, {new!r} after): "
             "the body is traced once, so it changed once, at trace time, not at run time",
             loc, notes=(f"make it a run-time value before the {'loop' if 'loop' in where else 'branch'}: "
-                        f"{name} = gl.full([], {old!r}, {kind}); it is then carried",))
+                        f"{fix}; it is then carried",))
 
 
 def _carry_type_check(name, before: tensor, after, loc, where: str):
