@@ -174,6 +174,10 @@ def permute_shared_layout(layout, order):
         return dataclasses.replace(layout, transposed=not layout.transposed)
     if hasattr(layout, "order"):
         return dataclasses.replace(layout, order=tuple(inner.index(d) for d in layout.order))
+    if getattr(layout, "offset_bases", None) is not None and getattr(layout, "shape", None) is not None:
+        # a linear (padded) layout: the same offsets, each basis' coordinates reordered
+        return dataclasses.replace(layout, offset_bases=tuple(tuple(b[d] for d in inner) for b in layout.offset_bases),
+                                   shape=tuple(layout.shape[d] for d in inner))
     return None
 
 

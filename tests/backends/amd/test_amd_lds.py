@@ -711,3 +711,22 @@ def test_views_the_backend_cannot_address_are_errors_at_the_line(target):
                              NW=2, num_warps=2)
     np.testing.assert_array_equal(s, x[:, 4:12])
     np.testing.assert_array_equal(r, x[:, 4:12])
+
+
+@gt.jit
+def padded_transposed_read(y_ptr, x_ptr, N: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+    r = gl.arange(0, N, gl.SliceLayout(1, L))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, L))[None, :]
+    sl: gl.constexpr = gl.PaddedSharedLayout.with_identity_for([[N, 4]], [N, N], [1, 0])
+    s = gl.allocate_shared_memory(gl.float32, [N, N], sl, gl.load(x_ptr + r))
+    gl.store(y_ptr + r, s.permute((1, 0)).load(L))
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_permuted_view_of_a_padded_buffer(target):
+    """.permute of a PaddedSharedLayout buffer: its offset bases reordered (was refused as
+    'moves a stacked dim')."""
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    (s,), (r,), _ = run_both(padded_transposed_read, target, [np.zeros((32, 32), np.float32)], [x], N=32,
+                             num_warps=4)
+    assert np.array_equal(s, x.T) and np.array_equal(r, x.T)
