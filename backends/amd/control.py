@@ -42,9 +42,22 @@ def _align(x) -> int:
     return min(16, x.balign if x.base is not None else _BIG, _pow2_div(x.const))
 
 
-def _same_tables(em, x, first, what: str, align: bool) -> None:
-    from .lds import _view
-    x = _view(em, x) if not hasattr(x, "lin") else x
+def _canonical(x):
+    """``x`` with its table's origin moved into the address: lin = L0 + lin', lin' XOR-linear from
+    0, when L0's bits and the rest are disjoint (a slot, a row half: padding then adds up too).
+    Two views one carried address can stand for have equal canonical tables."""
+    from .lds_address import pad
+    lin = np.asarray(x.lin, np.int64)
+    l0 = int(lin.flat[0]) if lin.size else 0
+    rel = lin ^ l0
+    if not l0 or (rel & l0).any() or not np.array_equal(rel + l0, lin):
+        return x
+    return x.with_(const=x.const + x.es * int(pad(np.int64(l0), x.pads)), lin=rel)
+
+
+def _as_first(em, x, first, what: str, align: bool):
+    """``x`` in the form of ``first`` (already canonical): the same tables, another address."""
+    x = _canonical(x)
     same = (x.lead == first.lead and x.pads == first.pads and x.dtype == first.dtype
             and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin))
     if not same:
@@ -54,10 +67,11 @@ def _same_tables(em, x, first, what: str, align: bool) -> None:
     if align and _align(x) < _align(first):
         raise em.error(f"{what} yields a shared-memory view less aligned than its first value; carry "
                        "views of whole slots")
+    return x
 
 
-def _home_view(first, home):
-    return first.with_(base=home, const=0, balign=_align(first))
+def _home_view(first, home, align=None):
+    return first.with_(base=home, const=0, balign=_align(first) if align is None else align)
 
 
 def rule_for(em, op):
@@ -67,10 +81,10 @@ def rule_for(em, op):
     inits = op.operands[3:]
     body = op.regions[0]
     homes = [em.new_home(v.type) for v in inits]
-    firsts = {i: em.vals[v] for i, v in enumerate(inits) if _is_view(v)}
+    firsts = {i: _canonical(em.vals[v]) for i, v in enumerate(inits) if _is_view(v)}
     pairs = []
-    for h, v in zip(homes, inits):
-        x = _address(em, em.vals[v])
+    for i, (h, v) in enumerate(zip(homes, inits)):
+        x = _address(em, firsts.get(i, em.vals[v]))
         if isinstance(h, list):
             pairs += list(zip(h, x))
         else:
@@ -102,9 +116,9 @@ def rule_for(em, op):
     # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
     # computed on the body's path only, from the home's value of that iteration
     with em.scope():
-        ys = em.emit_block(body)
+        ys = list(em.emit_block(body))
         for i, f in firsts.items():
-            _same_tables(em, ys[i], f, "this loop's body", align=True)
+            ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True)
         ys = [_address(em, y) for y in ys]
         pairs = []
         for h, y in zip(homes, ys):
@@ -129,7 +143,7 @@ def rule_if(em, op):
             em.vals[r] = y
         return
     homes = [em.new_home(r.type) for r in op.results]
-    firsts = {}
+    firsts, aligns = {}, {}
     els, end = em.label("else"), em.label("endif")
     _scc_from_bool(em, c)
     em.emit("s_cbranch_scc0", kind="cbranch", target=els.name)
@@ -138,14 +152,14 @@ def rule_if(em, op):
             em.place(els)
         with em.scope():  # copies too: what one arm materializes the other has not computed
             ys = em.emit_block(block)
+            ys = list(ys)
             for i, r in enumerate(op.results):
                 if _is_view(r):
                     if i not in firsts:
-                        firsts[i] = ys[i]
-                    else:   # the join's alignment: the weaker arm's
-                        _same_tables(em, ys[i], firsts[i], "this branch", align=False)
-                        if _align(ys[i]) < _align(firsts[i]):
-                            firsts[i] = ys[i]
+                        firsts[i] = ys[i] = _canonical(ys[i])
+                    else:
+                        ys[i] = _as_first(em, ys[i], firsts[i], "this branch", align=False)
+                    aligns[i] = min(aligns.get(i, 16), _align(ys[i]))   # the join's: the weaker arm's
             ys = [_address(em, y) for y in ys]
             pairs = []
             for h, y in zip(homes, ys):
@@ -155,7 +169,7 @@ def rule_if(em, op):
             em.emit("s_branch", kind="branch", target=end.name)
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
-        em.vals[r] = _home_view(firsts[i], h) if i in firsts else h
+        em.vals[r] = _home_view(firsts[i], h, aligns[i]) if i in firsts else h
 
 
 def rule_yield(em, op):

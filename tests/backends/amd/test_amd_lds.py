@@ -730,3 +730,29 @@ def test_permuted_view_of_a_padded_buffer(target):
     (s,), (r,), _ = run_both(padded_transposed_read, target, [np.zeros((32, 32), np.float32)], [x], N=32,
                              num_warps=4)
     assert np.array_equal(s, x.T) and np.array_equal(r, x.T)
+
+
+@gt.jit
+def row_half_by_branch(out, x_ptr, c):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+    rows = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None]
+    cols = gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [32, 32], gl.SwizzledSharedLayout(4, 1, 8, [1, 0]))
+    buf.store(gl.load(x_ptr + rows * 32 + cols))
+    v = buf.slice(0, 16, dim=0)
+    with gl.if_(c > 0):
+        v = buf.slice(16, 16, dim=0)
+    H: gl.constexpr = gl.BlockedLayout([1, 2], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, H))[:, None]
+    q = gl.arange(0, 32, gl.SliceLayout(0, H))[None, :]
+    gl.store(out + r * 32 + q, v.load(H))
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_row_halves_picked_by_a_branch(target):
+    """A slice's table keeps the buffer's offsets (rows 16.. at +2 KB): the carried address takes
+    each view's origin, so the arms' tables agree (a branch-selected view was refused on AMD)."""
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    for c in (0, 1):
+        (s,), (r,), _ = run_both(row_half_by_branch, target, [np.zeros((16, 32), np.float32)], [x, c], num_warps=4)
+        assert np.array_equal(s, x[16 * c:16 * c + 16]) and np.array_equal(r, s)
