@@ -668,3 +668,48 @@ def test_a_python_count_kept_in_an_object_is_reported_too():
     with pytest.raises(TraceError, match=r"`st.count` is a Python int that the gl.range loop at line \d+ changes "
                                          r"\(0 before, 1 after\)"):
         k[(1,)](np.zeros(512, np.float32), _nan(128), 4, backend="interpreter")
+
+
+def _producer(x_desc, bufs, ready, empty, n, EXTRA: gl.constexpr):
+    for i in gl.range(0, n + EXTRA):
+        s = i % 2
+        mbarrier.wait(empty.index(s), ((i // 2) & 1) ^ 1)
+        mbarrier.expect(ready.index(s), x_desc.block_type.nbytes)
+        tma.async_load(x_desc, [i * 32, 0], ready.index(s), bufs.index(s))
+
+
+def _consumer(out_ptr, bufs, ready, empty, n):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    acc = gl.zeros([32, 32], gl.float32, L)
+    for i in gl.range(0, n):
+        s = i % 2
+        mbarrier.wait(ready.index(s), (i // 2) & 1)
+        acc += bufs.index(s).load(L)
+        mbarrier.arrive(empty.index(s))
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    gl.store(out_ptr + r, acc)
+
+
+@gt.jit
+def ws_block_sum(x_desc, out_ptr, n, EXTRA: gl.constexpr):
+    bufs = gl.allocate_shared_memory(gl.float32, [2, 32, 32], x_desc.layout)
+    ready = mbarrier.allocate_mbarrier(batch=2)
+    empty = mbarrier.allocate_mbarrier(batch=2)
+    for s in gl.static_range(2):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    gl.warp_specialize([(_consumer, (out_ptr, bufs, ready, empty, n)),
+                        (_producer, (x_desc, bufs, ready, empty, n, EXTRA))], [1], [24])
+
+
+def test_a_producer_that_loads_more_than_is_consumed_is_reported():
+    """Its last loads are never waited for: on the GPU they may land after the CTA exited, in the
+    shared memory of the next CTA on the SM. The interpreter let such a kernel end silently."""
+    x = np.random.default_rng().standard_normal((256, 32)).astype(np.float32)
+    desc = TensorDescriptor.from_tensor(x, [32, 32], NV([32, 32], gl.float32))
+    out = _nan((32, 32))
+    ws_block_sum[(1,)](desc, out, 5, EXTRA=0, backend="interpreter")
+    np.testing.assert_allclose(out, x[:160].reshape(5, 32, 32).sum(0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(InterpreterError, match=r"ends with the TMA load at line \d+ possibly in flight") as e:
+        ws_block_sum[(1,)](desc, _nan((32, 32)), 5, EXTRA=1, backend="interpreter")
+    assert "test_first_week_hopper.py" in str(e.value)

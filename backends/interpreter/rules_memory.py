@@ -276,6 +276,9 @@ def _mb_wait(p, op, v, phase, *rest):
         s.scheduler.block(ready, lambda: f"{op.loc}: mbarrier.wait for {_describe_wait(bar, parity)}")
     if bar.phase:
         s.acquire(bar.done_clock)
+    if bar.inflight:  # the phase seen complete, and every one before it: their loads have landed
+        seen = bar.phase - 1 if (bar.phase - 1) & 1 == parity else bar.phase - 2
+        bar.inflight = [x for x in bar.inflight if x[0] > seen]
 
 
 # -- Ampere async copies -------------------------------------------------------------------------
@@ -406,6 +409,7 @@ def _tma_load(p, op, desc, *rest):
                    f"so the load counts toward phase {bar.phase}: did the expect of phase {bar.phase - 1} count "
                    "fewer bytes than its copies? (expect the sum of their block_type.nbytes)")
     for tv, tb in targets:
+        tb.inflight.append((tb.phase, op.loc))
         s.write(tv, block, op, "tma.async_load", writer=ev, raw=True)
         tb.tx -= nbytes
         tb.arrived += nbytes
@@ -443,11 +447,21 @@ def _store_wait(p, op):
 
 
 def check_stores_retired(p) -> None:
-    """At a CTA's exit: every TMA store waited for. The GPU frees the CTA's shared memory when it
-    exits, while a store may still be reading it (ptxsim refuses such a kernel too)."""
+    """At a CTA's exit: every TMA store waited for, every TMA load seen complete by a wait. The
+    GPU frees the CTA's shared memory when it exits, while a store may still be reading it
+    (ptxsim refuses such a kernel too) or a load still writing it (into the next CTA's)."""
     s = p.sync
     if s is None:
         return
+    for bar in s.bars.values():
+        if bar.inflight:
+            ph, loc = bar.inflight[0]
+            raise InterpreterError(
+                f"the kernel ends with the TMA load at line {loc.line} possibly in flight: no mbarrier.wait saw "
+                f"the phase it completes (phase {ph} of the mbarrier initialized at line {bar.init_loc.line}), "
+                "so it may still be writing shared memory when the program exits", loc,
+                notes=("issue only the loads the kernel consumes (a producer running more iterations than its "
+                       "consumer?), or wait on their phase before the end",))
     for groups in s.store_groups.values():
         if groups:
             raise InterpreterError(

@@ -92,7 +92,7 @@ class View:
 
 class MBarrier:
     __slots__ = ("count", "pending", "tx", "phase", "arrive_clock", "events", "done_clock",
-                 "init_loc", "expect_locs", "expected", "arrived", "valid", "stamp", "copy_locs")
+                 "init_loc", "expect_locs", "expected", "arrived", "valid", "stamp", "copy_locs", "inflight")
 
     def __init__(self, count: int, loc):
         self.count, self.pending, self.tx, self.phase = count, count, 0, 0
@@ -104,6 +104,7 @@ class MBarrier:
         self.valid = True
         self.stamp = None  # (component, time) of the init, in a cluster (peers must see it)
         self.copy_locs = []  # this phase's async_copy.mbarrier_arrive(increment_count=True): no arrival
+        self.inflight = []   # (phase index, loc) of TMA loads no wait has yet seen complete
 
 
 class SyncState:
