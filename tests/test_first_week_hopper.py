@@ -713,3 +713,18 @@ def test_a_producer_that_loads_more_than_is_consumed_is_reported():
     with pytest.raises(InterpreterError, match=r"ends with the TMA load at line \d+ possibly in flight") as e:
         ws_block_sum[(1,)](desc, _nan((32, 32)), 5, EXTRA=1, backend="interpreter")
     assert "test_first_week_hopper.py" in str(e.value)
+
+
+def test_a_nan_constant_is_not_a_changed_number():
+    @gt.jit
+    def k(x_ptr, out_ptr, n):
+        L: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+        fill = float("nan")              # NaN != NaN: must not read as rebound
+        acc = gl.zeros([128], gl.float32, L)
+        for i in gl.range(0, n):
+            acc += gl.load(x_ptr + i * 128 + gl.arange(0, 128, L), mask=gl.arange(0, 128, L) < 200, other=fill)
+        gl.store(out_ptr + gl.arange(0, 128, L), acc)
+    x = np.ones(256, np.float32)
+    out = _nan(128)
+    k[(1,)](x, out, 2, backend="interpreter")
+    assert (out == 2).all()

@@ -193,7 +193,7 @@ def _check_numbers(before: dict, frame, loc, where: str) -> None:
     """A Python number the body rebinds changed once, when the body was traced, whatever the
     run-time trip count or condition: Gluon carries it, we cannot, so say how to carry it."""
     now = _numbers(frame)
-    changed = [(k, v, now[k]) for k, v in before.items() if k in now and now[k] != v]
+    changed = [(k, v, now[k]) for k, v in before.items() if k in now and now[k] != v and now[k] == now[k]]
     if not changed:
         return
     skip = _for_targets(frame.f_code)
