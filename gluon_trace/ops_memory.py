@@ -390,8 +390,11 @@ def _tma_common(ctx, d: TensorDescType, coords, smem):
         _int_scalar(ctx, c, "a TMA coordinate")
     m = _memdesc(ctx, smem, "the shared buffer")
     if m.shape != d.shape or m.dtype != d.dtype:
+        swapped = type(m.layout).__name__ == "MBarrierLayout"
         raise ctx.error(f"the shared buffer {list(m.shape)} x {m.dtype} does not match the descriptor's "
-                        f"block {list(d.shape)} x {d.dtype}")
+                        f"block {list(d.shape)} x {d.dtype}",
+                        notes=("it is an mbarrier: tma.async_load(desc, coords, barrier, buffer) takes the "
+                               "barrier before the buffer",) if swapped else ())
     if m.layout != d.layout:
         raise ctx.error(f"the shared buffer's layout {m.layout!r} differs from the descriptor's "
                         f"{d.layout!r}; allocate the buffer with desc.layout", LayoutError)

@@ -728,3 +728,16 @@ def test_a_nan_constant_is_not_a_changed_number():
     out = _nan(128)
     k[(1,)](x, out, 2, backend="interpreter")
     assert (out == 2).all()
+
+
+def test_barrier_and_buffer_swapped_in_a_tma_load_says_so():
+    @gt.jit
+    def k(x_desc):
+        s = gl.allocate_shared_memory(gl.float32, [32, 32], x_desc.layout)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        mbarrier.expect(bar, x_desc.block_type.nbytes)
+        tma.async_load(x_desc, [0, 0], s, bar)
+    d = TensorDescriptor.from_tensor(np.zeros((32, 32), np.float32), [32, 32], NV([32, 32], gl.float32))
+    with pytest.raises(TraceError, match="takes the barrier before the buffer"):
+        k[(1,)](d, backend="interpreter")
