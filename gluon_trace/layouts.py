@@ -362,9 +362,18 @@ class BlockedLayout(DistributedLayout):
     threads_per_warp: tuple[int, ...]
     warps_per_cta: tuple[int, ...]
     order: tuple[int, ...]
+    # Gluon's multi-CTA sharding of a tile over a cluster's CTAs: accepted empty only
+    cga_layout: tuple = field(default=(), repr=False, compare=False)
 
     def __post_init__(self):
         super().__post_init__()
+        if self.cga_layout:
+            raise LayoutError(
+                f"BlockedLayout cga_layout={[list(b) for b in self.cga_layout]} (a tile sharded over a cluster's "
+                "CTAs) is not supported: each CTA of a num_ctas cluster runs as its own program here; share "
+                "tiles between them with tma.async_load(..., multicast=...) and mbarrier.arrive(bar, cta=r)",
+                self.loc)
+        object.__setattr__(self, "cga_layout", ())
         names = ("size_per_thread", "threads_per_warp", "warps_per_cta", "order")
         for n in names:
             object.__setattr__(self, n, _int_tuple(getattr(self, n), f"BlockedLayout {n}", self.loc))

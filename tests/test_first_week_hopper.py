@@ -741,3 +741,12 @@ def test_barrier_and_buffer_swapped_in_a_tma_load_says_so():
     d = TensorDescriptor.from_tensor(np.zeros((32, 32), np.float32), [32, 32], NV([32, 32], gl.float32))
     with pytest.raises(TraceError, match="takes the barrier before the buffer"):
         k[(1,)](d, backend="interpreter")
+
+
+def test_a_cluster_sharded_blocked_layout_is_refused_clearly():
+    """Gluon's newer multi-CTA tutorial shards a register tile over the cluster (cga_layout); here
+    each CTA is its own program: a clear error at the line (was 'unexpected keyword argument')."""
+    with pytest.raises(gt.LayoutError, match=r"cga_layout=\[\[1\]\] .* each CTA of a num_ctas cluster") as e:
+        gl.BlockedLayout([4], [32], [4], [0], cga_layout=[[1]])
+    assert "test_first_week_hopper.py" in str(e.value)
+    assert gl.BlockedLayout([4], [32], [4], [0], cga_layout=[]) == gl.BlockedLayout([4], [32], [4], [0])
