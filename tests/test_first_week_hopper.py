@@ -35,7 +35,7 @@ def memcpy_1d(in_desc, out_desc, XBLOCK: gl.constexpr):
     mbarrier.init(bar, count=1)
     gl.static_assert(in_desc.block_type == out_desc.block_type)
     gl.static_assert(in_desc.type.block_type.element_ty == out_desc.dtype)
-    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    mbarrier.expect(bar, in_desc.nbytes_per_cta)
     tma.async_copy_global_to_shared(in_desc, [pid * XBLOCK], bar, smem)
     mbarrier.wait(bar, phase=0)
     mbarrier.invalidate(bar)

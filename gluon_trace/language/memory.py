@@ -126,6 +126,12 @@ class tensor_descriptor(tensor):
         return list(self.value.type.shape)
 
     @property
+    def nbytes_per_cta(self) -> int:
+        """Gluon's name for the bytes one copy of the block brings a CTA (each CTA of a cluster
+        loads its own block here): what mbarrier.expect counts."""
+        return self.block_type.nbytes
+
+    @property
     def shape(self) -> list[tensor]:  # the global tensor's shape: run-time int32 scalars
         b = current()
         return [tensor(b.value("tensordesc_dim", [self.value], {"dim": d}))
