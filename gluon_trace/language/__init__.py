@@ -13,7 +13,7 @@ from .core import (abs, aggregate, arange, argmax, argmin, associative_scan, ato
                    rsqrt, sin, split, sqrt, static_assert, static_print, store, sum, threads_per_warp,
                    trans, where, zeros, zeros_like)
 from .tensor import broadcast_to, tensor, to_tensor
-from ..shared_layouts import (MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout,  # noqa: E402
+from ..shared_layouts import (MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout, SharedLinearLayout,  # noqa: E402
                               SharedLayout, SwizzledSharedLayout)
 from ..mma_layouts import (AMDMFMALayout, AMDWMMALayout, DotOperandLayout,  # noqa: E402,F401
                            NVMMADistributedLayout)

@@ -756,3 +756,20 @@ def test_row_halves_picked_by_a_branch(target):
     for c in (0, 1):
         (s,), (r,), _ = run_both(row_half_by_branch, target, [np.zeros((16, 32), np.float32)], [x, c], num_warps=4)
         assert np.array_equal(s, x[16 * c:16 * c + 16]) and np.array_equal(r, s)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_permuted_view_of_a_shared_linear_layout(target):
+    """The padded kernel above with a hand-made XOR swizzle as a gl.SharedLinearLayout."""
+    bases = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 4], [2, 8], [4, 16], [8, 0], [16, 0]]
+
+    @gt.jit
+    def k(y_ptr, x_ptr, SL: gl.constexpr):
+        L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+        r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+        s = gl.allocate_shared_memory(gl.float32, [32, 32], SL, gl.load(x_ptr + r))
+        gl.store(y_ptr + r, s.permute((1, 0)).load(L))
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    (s,), (r,), _ = run_both(k, target, [np.zeros((32, 32), np.float32)], [x],
+                             SL=gl.SharedLinearLayout(offset_bases=bases), num_warps=4)
+    assert np.array_equal(s, x.T) and np.array_equal(r, x.T)

@@ -451,3 +451,23 @@ def test_persistent_matmul_with_aggregates(shape, nb, grid, num_warps):
     np.testing.assert_allclose(_arr(sim[2]).astype(np.float32), exp, rtol=2e-3, atol=2e-2)
     # (the order of a wgmma's f32 sums is the hardware's: an fp16 rounding apart at most)
     np.testing.assert_allclose(_arr(sim[2]).astype(np.float32), _arr(ref[2]).astype(np.float32), rtol=1e-3, atol=1e-2)
+
+
+@gt.jit
+def linear_smem_transpose(x_ptr, y_ptr, SL: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    s = gl.allocate_shared_memory(gl.float32, [32, 32], SL, gl.load(x_ptr + r))
+    gl.store(y_ptr + r, s.permute((1, 0)).load(L))
+
+
+# columns, then rows, the row bits XORed into the column's groups of 4 (a hand-made swizzle)
+LINEAR_BASES = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 4], [2, 8], [4, 16], [8, 0], [16, 0]]
+
+
+def test_a_transposed_read_through_a_shared_linear_layout():
+    """gl.SharedLinearLayout (Gluon's name; it was not exported) and .permute of it (was refused)."""
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    sl = gl.SharedLinearLayout(offset_bases=LINEAR_BASES)
+    ref, sim, _ = both(linear_smem_transpose, lambda: [x.copy(), np.full((32, 32), np.nan, np.float32)], (1,), SL=sl)
+    assert np.array_equal(sim[1], x.T) and np.array_equal(ref[1], x.T)
