@@ -186,7 +186,7 @@ def _wgmma(ctx, ts, attrs, regions):
         raise ctx.error(f"{name}: A must be a register tile or a shared buffer, got {a}")
     else:
         _check_operand(ctx, name, a, 0, acc)
-    _check_dtypes(ctx, name, a, b, acc, _FLOAT_IN + _FP8 + ("int8",))
+    _check_dtypes(ctx, name, a, b, acc, _FLOAT_IN + _FP8 + ("int8", "uint8"))
     if a.dtype.bits != 16:  # only 16-bit operands may be MN-major in shared memory
         for what, t, k_major in (("A", a, False), ("B", b, True)):
             if isinstance(t, MemDescType) and bool(getattr(t.layout, "transposed", False)) != k_major:

@@ -319,6 +319,7 @@ def _dim(em, op):
 # operand dtype -> (instruction K, type suffix, elements per A register, trans flags allowed)
 _WGMMA = {"float16": (16, "f32.f16.f16", 2, True), "bfloat16": (16, "f32.bf16.bf16", 2, True),
           "float32": (8, "f32.tf32.tf32", 1, False), "int8": (32, "s32.s8.s8", 4, False),
+          "uint8": (32, "s32.u8.u8", 4, False),
           "float8e4nv": (32, "f32.e4m3.e4m3", 4, False), "float8e5": (32, "f32.e5m2.e5m2", 4, False)}
 
 
@@ -420,12 +421,12 @@ def _wgmma(em, op):
     kind = _WGMMA.get(t.name)
     if kind is None:
         raise CompileError(f"warpgroup_mma on {t} operands is not lowered by the NVIDIA backend yet; use "
-                           "float16, bfloat16, float32 (tf32), int8 or fp8", op.loc)
+                           "float16, bfloat16, float32 (tf32), int8, uint8 or fp8", op.loc)
     if a_v.type.dtype != t:
         raise CompileError(f"warpgroup_mma on NVIDIA takes A and B of one type, got {a_v.type.dtype} and {t}",
                            op.loc)
     if acc_t.name not in ("float32", "int32"):
-        raise CompileError(f"warpgroup_mma accumulates in float32 (int32 for int8) on NVIDIA, not {acc_t}; "
+        raise CompileError(f"warpgroup_mma accumulates in float32 (int32 for 8-bit integers) on NVIDIA, not {acc_t}; "
                            "accumulate in float32 and convert the result with .to()", op.loc)
     K, types, kw, transposable = kind
     em.flags["wgmma"] = True
@@ -487,7 +488,7 @@ def _wgmma(em, op):
                                                      for r in regs[i:i + kw]])
                                        for i in range(0, 4 * kw, kw)) + "}"
             scale = use if ki == 0 else true
-            if t.name == "int8":
+            if t.name in ("int8", "uint8"):   # the integer forms take scale-d only
                 tail = ""
             elif t.is_fp8:  # 8-bit floats: K-major operands only, no transpose flags
                 tail = ", 1, 1"

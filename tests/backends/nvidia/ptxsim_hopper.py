@@ -26,7 +26,8 @@ address, dims and byte strides innermost first, box, element size, swizzle, OOB 
   ``cp.async.bulk.wait_group[.read] N`` retires its group; shared bytes changed between the
   store and that wait raise. A kernel that exits with a store not waited for raises.
 
-wgmma (``wgmma.mma_async.sync.aligned.m64nNk{16,8,32}.f32.{f16,bf16,tf32,e4m3,e5m2}``, A from a
+wgmma (``wgmma.mma_async.sync.aligned.m64nNk{16,8,32}.f32.{f16,bf16,tf32,e4m3,e5m2}`` and
+``.s32.{s8,u8}.{s8,u8}``, A from a
 shared-memory descriptor or from registers, B from a descriptor; ``wgmma.fence`` /
 ``commit_group`` / ``wait_group``). A descriptor is decoded as the ISA's matrix-descriptor
 format (start address, leading and stride byte offsets, each >> 4, in bits 0-13, 16-29, 32-45;
@@ -62,7 +63,8 @@ from ptxsim_async import AsyncSim
 
 _SWIZZLE_BITS = {0: 0, 32: 1, 64: 2, 128: 3}
 _DESC_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzle width in bytes
-_WG_TYPES = {"f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8), "e4m3": (1, 32), "e5m2": (1, 32)}  # bytes, K
+_WG_TYPES = {"f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8), "e4m3": (1, 32), "e5m2": (1, 32),  # bytes, K
+             "s8": (1, 32), "u8": (1, 32)}
 _PARAM_SPACE = 0xFFFF << 40      # fake generic addresses of array parameters (tensor maps)
 
 
@@ -406,6 +408,8 @@ class HopperSim(AsyncSim):
             return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
         if ty == "tf32":   # the tensor core reads the top 19 bits
             return (raw.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+        if ty in ("s8", "u8"):
+            return raw.astype(np.uint8).view(np.int8 if ty == "s8" else np.uint8).astype(np.float64)
         from gluon_trace import fp8
         return fp8.decode(raw.astype(np.uint8), {"e4m3": "float8e4nv", "e5m2": "float8e5"}[ty]).astype(np.float64)
 
@@ -456,7 +460,9 @@ class HopperSim(AsyncSim):
         shape = next(p for p in parts if p.startswith("m64n"))
         N, K = (int(x) for x in re.fullmatch(r"m64n(\d+)k(\d+)", shape).groups())
         dty, aty, bty = parts[parts.index(shape) + 1:parts.index(shape) + 4]
-        if dty != "f32" or aty != bty or aty not in _WG_TYPES or _WG_TYPES[aty][1] != K:
+        integer = dty == "s32"
+        if (dty != "f32" and not (integer and aty in ("s8", "u8") and bty in ("s8", "u8"))) \
+                or (not integer and aty != bty) or aty not in _WG_TYPES or _WG_TYPES[aty][1] != K:
             raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
         e = _WG_TYPES[aty][0]
         d_regs = [x.strip() for x in args[0][1:-1].split(",")]
@@ -465,6 +471,10 @@ class HopperSim(AsyncSim):
         a_regs = [x.strip() for x in args[1][1:-1].split(",")] if args[1].startswith("{") else None
         rest = args[3:]
         scale_d = self.val(rest[0], "pred") if rest[0].startswith("%") else np.full(self.N, bool(int(rest[0])))
+        if integer:   # (the integer forms take scale-d only: no negation, K-major operands)
+            if len(rest) != 1:
+                raise RuntimeError(f"integer wgmma takes scale-d only, got {rest}")
+            rest = rest + ["1", "1"]
         neg_a, neg_b = int(rest[1]), int(rest[2])
         trans = [int(x) for x in rest[3:]]
         trans_a = 0 if a_regs is not None or not trans else trans[0]
@@ -505,9 +515,13 @@ class HopperSim(AsyncSim):
                 col = 8 * j + 2 * t + (q % 2)
                 cur = self.R.get(r)
                 cur = np.zeros(self.N, np.uint32) if cur is None else cur
-                acc = cur[sl].view(np.float32).astype(np.float64) if scale[0] else 0.0
                 out = cur.copy()
-                out[sl] = (P[row, col] + acc).astype(np.float32).view(np.uint32)
+                if integer:   # exact products (|sum| < 2**53), wrapped into the s32 accumulator
+                    acc = cur[sl].view(np.int32).astype(np.int64) if scale[0] else 0
+                    out[sl] = ((P[row, col].astype(np.int64) + acc) & 0xFFFFFFFF).astype(np.uint32)
+                else:
+                    acc = cur[sl].view(np.float32).astype(np.float64) if scale[0] else 0.0
+                    out[sl] = (P[row, col] + acc).astype(np.float32).view(np.uint32)
                 self.R[r] = out
             # the operands are read until the group retires: nothing may overwrite them before
             addrs = np.unique(np.concatenate([(x.reshape(-1, 1) + np.arange(e)).reshape(-1) for x in read]))
