@@ -1,5 +1,5 @@
 """ptxsim extended with the Ampere tensor-core path: cp.async (+ commit/wait groups),
-mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8), cvt.rna.tf32.f32, ldmatrix, stmatrix
+mma.sync.aligned (m16n8k16 f16/bf16, m16n8k8 tf32, m16n8k32 s8 and e4m3/e5m2), cvt.rna.tf32.f32, ldmatrix, stmatrix
 (x1/x2/x4, .trans), and
 alignment checks on vector shared-memory accesses (a misaligned one faults on the GPU).
 
@@ -185,6 +185,10 @@ class TCSim(Sim):
             return (w & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
         if ty == "s8":
             return ((w >> np.uint32(8 * j)) & np.uint32(0xFF)).astype(np.uint8).view(np.int8).astype(np.float64)
+        if ty in ("e4m3", "e5m2"):  # sm_89's fp8 mma.sync: the OCP formats, exact in float64
+            from gluon_trace import fp8
+            b = ((w >> np.uint32(8 * j)) & np.uint32(0xFF)).astype(np.uint8)
+            return fp8.decode(b, {"e4m3": "float8e4nv", "e5m2": "float8e5"}[ty]).astype(np.float64)
         raise NotImplementedError(ty)
 
 
