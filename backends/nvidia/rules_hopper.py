@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 
 from . import ptx
@@ -425,9 +426,14 @@ def _wgmma(em, op):
     if a_v.type.dtype != t:
         raise CompileError(f"warpgroup_mma on NVIDIA takes A and B of one type, got {a_v.type.dtype} and {t}",
                            op.loc)
-    if acc_t.name not in ("float32", "int32"):
-        raise CompileError(f"warpgroup_mma accumulates in float32 (int32 for 8-bit integers) on NVIDIA, not {acc_t}; "
-                           "accumulate in float32 and convert the result with .to()", op.loc)
+    if acc_t.name not in ("float32", "int32", "float16"):
+        raise CompileError(f"warpgroup_mma accumulates in float32, float16 (int32 for 8-bit integers) on NVIDIA, "
+                           f"not {acc_t}; accumulate in float32 and convert the result with .to()", op.loc)
+    # a float16 accumulator (held widened in f32 registers, as every float16 tile here) runs the
+    # f32-accumulating form and is rounded to float16 once the group retires: at a wait that
+    # passes it on, or here for a synchronous one (one rounding an op, as the interpreter does;
+    # an async chain rounds once at its wait, closer to the exact sum)
+    round16 = acc_t.name == "float16"
     K, types, kw, transposable = kind
     em.flags["wgmma"] = True
     lc = em.lin(op.results[0])
@@ -509,9 +515,21 @@ def _wgmma(em, op):
     for key, regs in gc.items():
         for r, x in zip(regs, cur[key]):
             out[r] = x
+    for x in out:  # overwritten in place: a 16-bit pattern remembered for the old value is stale
+        em.bits16.pop((x, "float16"), None)
+        em.bits16.pop((x, "bfloat16"), None)
     if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
         em.flags.setdefault("wgmma_inflight", []).append(set(out))
+        if round16:
+            em.flags.setdefault("wgmma_round16", set()).update(out)
+    elif round16:
+        out = [_round16(em, x) for x in out]
     return [out]
+
+
+def _round16(em, r: str) -> str:
+    """An f32 register's value rounded to float16, widened again (the tile's representation)."""
+    return em.widen16(em.ins("b16", f"cvt.rn.f16.f32 {{d}}, {r};"), dt.float16)
 
 
 def settle_inflight(em, regs) -> None:
@@ -533,4 +551,17 @@ def _wgmma_wait(em, op):
     live = em.flags.get("wgmma_inflight")
     if live:  # all but the newest n groups have retired: their registers may be read
         del live[:max(len(live) - n, 0)]
-    return [em.vals[v] for v in op.operands]
+    pending16 = em.flags.get("wgmma_round16")
+    outs = []
+    for v in op.operands:
+        regs = em.vals[v]
+        if pending16 and v.type.dtype.name == "float16":
+            # a float16 accumulator whose group has retired (one still in flight stays f32: a
+            # chain's next wgmma adds to it, a later wait rounds it)
+            busy = set().union(*live) if live else set()
+            done = [r in pending16 and r not in busy for r in regs]
+            if any(done):
+                pending16.difference_update(r for r, d in zip(regs, done) if d)
+                regs = [_round16(em, r) if d else r for r, d in zip(regs, done)]
+        outs.append(regs)
+    return outs

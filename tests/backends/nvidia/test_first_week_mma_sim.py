@@ -286,3 +286,60 @@ def test_fp8_mma_v2(dtype):
     assert "mma.sync.aligned.m16n8k32" in text
     np.testing.assert_allclose(sim[2], exp, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(sim[2], ref[2], rtol=1e-5, atol=1e-4)
+
+
+@gt.jit
+def f16_accumulator_loop(a_desc, b_desc, out_ptr, K, ASYNC: gl.constexpr):
+    """acc (float16, starting at 0.5) += A @ B over a 2-slot TMA ring, the wgmma synchronous or
+    one group in flight; the accumulator is carried by the loop (in its 16 bits)."""
+    BM: gl.constexpr = a_desc.block_type.shape[0]
+    BK: gl.constexpr = a_desc.block_type.shape[1]
+    BN: gl.constexpr = b_desc.block_type.shape[1]
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    a_bufs = gl.allocate_shared_memory(gl.float16, [2, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(gl.float16, [2, BK, BN], b_desc.layout)
+    bars = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    nk = gl.cdiv(K, BK)
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    mbarrier.expect(bars.index(0), nbytes)
+    tma.async_load(a_desc, [0, 0], bars.index(0), a_bufs.index(0))
+    tma.async_load(b_desc, [0, 0], bars.index(0), b_bufs.index(0))
+    acc = gl.full([BM, BN], 0.5, gl.float16, acc_l)
+    for k in gl.range(0, nk):
+        s = k % 2
+        mbarrier.wait(bars.index(s), (k // 2) & 1)
+        if ASYNC:
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=[acc])
+        else:
+            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc)
+        with gl.if_(k + 1 < nk):
+            ns = (k + 1) % 2
+            mbarrier.expect(bars.index(ns), nbytes)
+            tma.async_load(a_desc, [0, (k + 1) * BK], bars.index(ns), a_bufs.index(ns))
+            tma.async_load(b_desc, [(k + 1) * BK, 0], bars.index(ns), b_bufs.index(ns))
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    rows = gl.arange(0, BM, gl.SliceLayout(1, acc_l))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, acc_l))
+    gl.store(out_ptr + rows[:, None] * BN + cols[None, :], acc)
+
+
+@pytest.mark.parametrize("K, is_async", [(96, True), (96, False), (32, True)])
+def test_float16_accumulator_wgmma(K, is_async):
+    """The NVIDIA emitter refused a float16 accumulator ('accumulates in float32') that the
+    interpreter ran; it now runs the f32 form and rounds to float16 when the group retires. The
+    in-place async form read the loop carrier's old 16 bits (a stale cache) until that was fixed."""
+    rng = np.random.default_rng()
+    a = (rng.standard_normal((64, K)) * 0.25).astype(np.float16)
+    b = (rng.standard_normal((K, 32)) * 0.25).astype(np.float16)
+
+    def make():
+        return [TensorDescriptor.from_tensor(a.copy(), [64, 32], NV([64, 32], gl.float16)),
+                TensorDescriptor.from_tensor(b.copy(), [32, 32], NV([32, 32], gl.float16)),
+                np.full((64, 32), np.nan, np.float16), K]
+    ref, sim, _ = both(f16_accumulator_loop, make, (1,), ASYNC=is_async)
+    exp = a.astype(np.float64) @ b.astype(np.float64) + 0.5
+    np.testing.assert_allclose(sim[2].astype(np.float64), exp, rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(sim[2].astype(np.float64), ref[2].astype(np.float64), rtol=5e-3, atol=5e-3)
