@@ -98,9 +98,11 @@ def _const_value(v):
 
 
 # -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
-# A view is a base register plus a compile-time table of byte offsets (rules_smem.Smem); what a
-# loop or branch may change is the base only (a ring slot, buffers swapped), so it is carried as
-# one b32 register holding base + const, the table fixed by its first value.
+# A view is a base register, a constant and a compile-time table of byte offsets (rules_smem.Smem);
+# what a loop or branch may change is where the view starts (a ring slot, buffers swapped, a row
+# half), so it is carried as one b32 register: base + const. A slice from inside a swizzle's
+# period is XOR-linear only with its constant (rules_smem._xor_affine), so such a view keeps its
+# constant and the register carries base + (const - the first value's const), never below the base.
 
 def _carrier_types(vals) -> list:
     """The carried registers' types: a shared view's home is one b32 address."""
@@ -115,41 +117,52 @@ def _refuse_tensordesc(vals, loc) -> None:
                                "or branch around the tma call itself", loc)
 
 
-def _home_align(s) -> int:
-    return min(s.align, ptx.pow2_div(s.const, 16) if s.const else 16)
+def _kept_const(first) -> int:
+    """The constant a carried view keeps (0: all of it goes into the carried register)."""
+    from .rules_smem import _linear_bits
+    linear = _linear_bits(tuple(first.rel.shape), np.ascontiguousarray(first.rel).tobytes()) is not None
+    return 0 if linear else first.const
 
 
-def _addresses(em, vals: list, regs: list[list], loc) -> list[list[str]]:
-    """``regs`` with each shared view replaced by a register holding its address (base + const)."""
+def _home_align(s, first) -> int:
+    """Alignment of the carried register for view ``s`` (base + s.const - the kept constant)."""
+    d = s.const - _kept_const(first)
+    return min(s.align, ptx.pow2_div(d, 16) if d else 16)
+
+
+def _addresses(em, vals: list, regs: list[list], firsts: dict, loc) -> list[list[str]]:
+    """``regs`` with each shared view replaced by the register carrying it."""
     out = []
-    for v, r in zip(vals, regs):
-        if isinstance(v.type, MemDescType):
+    for i, (v, r) in enumerate(zip(vals, regs)):
+        if i in firsts:
             s = r[0]
-            out.append([em.ins("b32", f"add.u32 {{d}}, {s.base}, {s.const};") if s.const else s.base])
+            d = s.const - _kept_const(firsts[i])
+            if d < 0:   # (an address below the view's base would wrap)
+                raise CompileError("views of a slice from inside a swizzle's period carried by a loop or branch "
+                                   "must not start before the first one; carry the slot index instead and "
+                                   "slice inside", loc)
+            out.append([em.ins("b32", f"add.u32 {{d}}, {s.base}, {d};") if d else s.base])
         else:
             out.append(r)
     return out
 
 
-def _check_same_view(s, first, loc, what: str, align: bool = True) -> None:
-    """A view joined with ``first`` (an Smem): the same offset table, no weaker alignment."""
+def _check_same_view(s, first, loc, what: str) -> None:
+    """A view joined with ``first`` (an Smem): the same offset table."""
     if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel):
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
                            "slice or permutation of the buffer): only the base may change, e.g. "
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
-    if align and _home_align(s) < _home_align(first):  # the body was emitted for the first's
-        raise CompileError(f"{what} yields a shared-memory view less aligned ({_home_align(s)} bytes) "
-                           f"than its first value ({_home_align(first)}); carry views of whole slots", loc)
 
 
-def _as_views(vals, regs: list[list[str]], firsts: dict) -> list[list]:
+def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict) -> list[list]:
     """Carried registers back as the Smem views the other rules read."""
     from .rules_smem import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
         if i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], 0, f.rel, f.dtype, _home_align(f))])
+            out.append([Smem(r[0], _kept_const(f), f.rel, f.dtype, aligns[i])])
         else:
             out.append(r)
     return out
@@ -170,8 +183,9 @@ def _for(em, op):
     types = _carrier_types(carried)
     ns = [len(em.vals[v]) for v in carried]
     firsts = _first_views(carried, [em.vals[v] for v in carried])
+    aligns = {i: _home_align(f, f) for i, f in firsts.items()}  # the body is emitted for the first's
     phis = _carried(em, types, ns)
-    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], op.loc), types, ns)
+    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc), types, ns)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
     head, end = em.label("loop"), em.label("loop_end")
@@ -199,17 +213,22 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        ys = em.run_block(op.regions[0], [[iv]] + _as_views(carried, _widened(em, phis, types, ns), firsts))
+        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns)
+        ys = em.run_block(op.regions[0], [[iv]] + args)
         em.loc = saved
         for i, f in firsts.items():
             _check_same_view(ys[i][0], f, op.loc, "this loop's body")
-        _copy(em, phis, _addresses(em, carried, ys, op.loc), types, ns)
+            if _home_align(ys[i][0], f) < aligns[i]:
+                raise CompileError(f"this loop's body yields a shared-memory view less aligned "
+                                   f"({_home_align(ys[i][0], f)} bytes) than its first value ({aligns[i]}); "
+                                   "carry views of whole slots", op.loc)
+        _copy(em, phis, _addresses(em, carried, ys, firsts, op.loc), types, ns)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
     em.emit(f"bra.uni {head};")
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _as_views(carried, _widened(em, phis, types, ns), firsts)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns)
 
 
 @rule("if")
@@ -218,7 +237,7 @@ def _if(em, op):
     _refuse_tensordesc(op.results, op.loc)
     types = _carrier_types(op.results)
     ns = [1 if isinstance(r.type, MemDescType) else em.nregs(r) for r in op.results]
-    firsts = {}
+    firsts, aligns = {}, {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
@@ -231,7 +250,8 @@ def _if(em, op):
         ys = em.run_block(then_b, [])
         em.loc = saved
         firsts = _first_views(op.results, ys)
-        _copy(em, outs, _addresses(em, op.results, ys, op.loc), types, ns)
+        aligns = {i: _home_align(f, f) for i, f in firsts.items()}
+        _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc), types, ns)
     dirty_then = em.smem_dirty
     inflight_then = list(em.flags.get("wgmma_inflight", []))
     em.flags["wgmma_inflight"] = list(inflight0)  # the else branch starts where the then did
@@ -243,17 +263,16 @@ def _if(em, op):
             ys = em.run_block(else_b, [])
             em.loc = saved
             for i, f in firsts.items():  # the join's alignment: the weaker arm's
-                _check_same_view(ys[i][0], f, op.loc, "this branch", align=False)
-                if _home_align(ys[i][0]) < _home_align(f):
-                    firsts[i] = ys[i][0]
-            _copy(em, outs, _addresses(em, op.results, ys, op.loc), types, ns)
+                _check_same_view(ys[i][0], f, op.loc, "this branch")
+                aligns[i] = min(aligns[i], _home_align(ys[i][0], f))
+            _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
     # after the join a wgmma group is in flight if it may be on either path
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _as_views(op.results, _widened(em, outs, types, ns), firsts)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns)
 
 
 @rule("yield")

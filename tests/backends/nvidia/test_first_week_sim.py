@@ -287,3 +287,29 @@ def test_a_transposed_read_through_a_shared_linear_layout():
     sl = gl.SharedLinearLayout(offset_bases=LINEAR_BASES)
     ref, sim, _ = both(linear_smem_transpose, lambda: [x.copy(), np.full((32, 32), np.nan, np.float32)], (1,), SL=sl)
     assert np.array_equal(sim[1], x.T) and np.array_equal(ref[1], x.T)
+
+
+@gt.jit
+def right_halves_of_a_ring(x_ptr, out_ptr, n):
+    """The right column half of each slot of a 2-slot ring (a slice from inside the 128-byte
+    swizzle's period) carried through the loop: its table is XOR-linear only with its constant."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    H: gl.constexpr = gl.BlockedLayout([1, 2], [4, 8], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 32, gl.SliceLayout(1, H))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, H))[None, :]
+    bufs = gl.allocate_shared_memory(gl.float32, [2, 32, 32], gl.NVMMASharedLayout.get_default_for([32, 32], gl.float32))
+    half = bufs.index(0).slice(16, 16, dim=1)
+    acc = gl.zeros([32, 16], gl.float32, H)
+    for i in gl.range(0, n):
+        bufs.index(i % 2).store(gl.load(x_ptr + i * 1024 + r))
+        acc += half.load(H)
+        half = bufs.index((i + 1) % 2).slice(16, 16, dim=1)
+    gl.store(out_ptr + rh, acc)
+
+
+def test_a_carried_slice_from_inside_the_swizzle_period():
+    x = np.random.default_rng().standard_normal((3, 32, 32)).astype(np.float32)
+    ref, sim, _ = both(right_halves_of_a_ring, lambda: [x.copy(), np.full((32, 16), np.nan, np.float32), 3], (1,))
+    exp = x[:, :, 16:].sum(0, dtype=np.float32)
+    np.testing.assert_allclose(sim[1], exp, rtol=1e-6, atol=1e-6)
+    assert np.array_equal(sim[1], ref[1])
