@@ -24,7 +24,8 @@ address, dims and byte strides innermost first, box, element size, swizzle, OOB 
   through the async proxy or fenced (``fence.proxy.async``) since it was last written by
   ``st.shared``/``stmatrix``, else RuntimeError. It reads shared memory when a
   ``cp.async.bulk.wait_group[.read] N`` retires its group; shared bytes changed between the
-  store and that wait raise. A kernel that exits with a store not waited for raises.
+  store and that wait raise. A kernel that exits with a store not waited for raises, and so does
+  one that exits with a TMA load no wait needed (it may land after the CTA exited).
 
 wgmma (``wgmma.mma_async.sync.aligned.m64nNk{16,8,32}.f32.{f16,bf16,tf32,e4m3,e5m2}`` and
 ``.s32.{s8,u8}.{s8,u8}``, A from a
@@ -630,6 +631,11 @@ class HopperSim(AsyncSim):
         if left:
             raise RuntimeError(f"the kernel exits with {len(left)} TMA store(s) never waited for "
                                "(cp.async.bulk.wait_group)")
+        # loads land here when a wait needs them: one still tracked was never waited for, and on
+        # the GPU may land after the CTA exited (the interpreter refuses such a kernel too)
+        loads = sum(len(b[5]) for b in self.bars.values() if len(b) > 5)
+        if loads:
+            raise RuntimeError(f"the kernel exits with {loads} TMA load(s) no mbarrier wait saw complete")
 
 
 def load_kernel(ptx: str) -> Kernel:

@@ -313,3 +313,19 @@ def test_a_carried_slice_from_inside_the_swizzle_period():
     exp = x[:, :, 16:].sum(0, dtype=np.float32)
     np.testing.assert_allclose(sim[1], exp, rtol=1e-6, atol=1e-6)
     assert np.array_equal(sim[1], ref[1])
+
+
+def test_the_simulator_also_refuses_a_producer_that_loads_more_than_is_consumed():
+    """As the interpreter does (test_first_week_mistakes): the extra load is never waited for."""
+    from test_first_week_mistakes import ws_block_sum
+    x = np.random.default_rng().standard_normal((256, 32)).astype(np.float32)
+
+    def make():
+        return [TensorDescriptor.from_tensor(x.copy(), [32, 32], NV([32, 32], gl.float32)),
+                np.full((32, 32), np.nan, np.float32), 5]
+    ref, sim, _ = both(ws_block_sum, make, (1,), ws=True, EXTRA=0)
+    np.testing.assert_allclose(sim[1], x[:160].reshape(5, 32, 32).sum(0), rtol=1e-5, atol=1e-5)
+    g = ws_block_sum.trace(*make(), target="sm_90a", EXTRA=1).graph
+    text, _, smem = emit(g, "sm_90a")
+    with pytest.raises(RuntimeError, match=r"exits with 1 TMA load\(s\) no mbarrier wait saw complete"):
+        ptxsim_races.run(text, (1,), make(), smem, order="random", seed=1)
