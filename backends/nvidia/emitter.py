@@ -298,6 +298,30 @@ class Emitter:
         c = self.thread_cache[key] = (r, mask)  # XORs of the entries stay inside their OR
         return c
 
+    def thread_sum(self, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
+        """(register, OR of the values): the SUM over the lane's and warp's set bits of
+        ``lane_vals``/``warp_vals`` (a padded shared layout's offsets add)."""
+        key = ("tsum", lane_vals, warp_vals)
+        c = self.thread_cache.get(key)
+        if c is not None:
+            return c
+        _, lane, warp = self.tid()
+        terms = self._bit_terms(lane, lane_vals) + self._bit_terms(warp, warp_vals)
+        low = 0
+        for v in lane_vals + warp_vals:
+            low |= v
+        if not terms:
+            r = self.reg("b32")
+            self.pro(f"mov.u32 {r}, 0;")
+        else:
+            r = terms[0]
+            for t in terms[1:]:
+                x = self.reg("b32")
+                self.pro(f"add.u32 {x}, {r}, {t};")
+                r = x
+        c = self.thread_cache[key] = (r, low)
+        return c
+
     def thread_part(self, lin: LinearLayout, fn) -> tuple[str, int]:
         """Register with fn(lane part ^ warp part of the coordinate), fn linear over XOR."""
         return self.thread_xor(tuple(fn(b) for b in lin.lane_bases), tuple(fn(b) for b in lin.warp_bases))

@@ -168,22 +168,68 @@ def _linear_bits(shape: tuple, raw: bytes) -> tuple | None:
     return tuple(bits) if np.array_equal(exp, rel) else None
 
 
-def offset_fn(em, s: Smem, what: str):
-    """coordinate -> byte offset in the view (relative to its base + const)."""
-    bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
+@functools.lru_cache(maxsize=256)
+def _additive_bits(shape: tuple, raw: bytes) -> tuple | None:
+    """Per dim, the offset of each coordinate bit, if the table is their sum: a padded layout
+    (padding after every interval adds a multiple of the offset's high bits, so offsets of
+    coordinates with disjoint bits add up)."""
+    rel = np.frombuffer(raw, np.int64).reshape(shape)
+    bits, exp = [], np.zeros(shape, np.int64)
+    for d, n in enumerate(shape):
+        if n & (n - 1):
+            return None
+        col = []
+        idx = np.arange(n).reshape([n if e == d else 1 for e in range(len(shape))])
+        for j in range(n.bit_length() - 1):
+            unit = [0] * len(shape)
+            unit[d] = 1 << j
+            v = int(rel[tuple(unit)])
+            col.append(v)
+            exp = exp + (((idx >> j) & 1) * v)
+        bits.append(tuple(col))
+    return tuple(bits) if np.array_equal(exp, rel) else None
+
+
+def offset_fn(em, s: Smem, what: str, lin=None):
+    """coordinate -> byte offset in the view (relative to its base + const); ``f.additive``: the
+    offsets of coordinate bits add (a padded layout) rather than XOR, which holds for a tile in
+    ``lin`` only if its bases set disjoint coordinate bits."""
+    raw = np.ascontiguousarray(s.rel).tobytes()
+    bits = _linear_bits(tuple(s.rel.shape), raw)
+    additive = False
+    if bits is None and lin is not None and _disjoint_bases(lin):
+        bits = _additive_bits(tuple(s.rel.shape), raw)
+        additive = True
     if bits is None:
-        raise CompileError(f"{what}: this shared layout does not place elements XOR-linearly in their "
-                           "coordinates (a padded layout, or a slice at an unaligned start); the NVIDIA "
-                           "backend lowers swizzled and NVMMA shared layouts", em.loc)
+        raise CompileError(f"{what}: this shared layout does not place elements XOR-linearly (or, padded, "
+                           "additively) in their coordinates (a slice at an unaligned start?); the NVIDIA "
+                           "backend lowers swizzled, NVMMA, linear and padded shared layouts", em.loc)
 
     def f(c):
         v = 0
         for d, x in enumerate(c):
             for j, o in enumerate(bits[d]):
                 if x >> j & 1:
-                    v ^= o
+                    v = v + o if additive else v ^ o
         return v
+    f.additive = additive
     return f
+
+
+def _disjoint_bases(lin) -> bool:
+    """Whether the tile's register, lane and warp bases set pairwise disjoint coordinate bits
+    (then an element's coordinate is their sum as well as their XOR)."""
+    seen = None
+    for b in list(lin.reg_bases) + list(lin.lane_bases) + list(lin.warp_bases):
+        if not any(b):
+            continue
+        bits = tuple(int(x) for x in b)
+        if seen is None:
+            seen = [0] * len(bits)
+        if any(s & x for s, x in zip(seen, bits)):
+            return False
+        seen = [s | x for s, x in zip(seen, bits)]
+    return True
 
 
 def _xor_affine(s: Smem) -> tuple[Smem, int]:
@@ -205,14 +251,21 @@ class Access:
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
         s, self.xor = _xor_affine(s)
-        f = offset_fn(em, s, what)
+        f = offset_fn(em, s, what, lin if lane_fn is None else None)
         self.em, self.s, self.lin, self.f = em, s, lin, f
-        if lane_fn is None:
+        self.additive = f.additive
+        if self.additive:  # thread part and register parts add: nothing is XORed into the register
+            self.treg, low = em.thread_sum(tuple(f(b) for b in lin.lane_bases), tuple(f(b) for b in lin.warp_bases))
+            self.tmask, self.tlow = 0, low
+        elif lane_fn is None:
             self.treg, self.tmask = em.thread_part(lin, f)
+            self.tlow = self.tmask
         else:  # the lanes address something else than their own elements (ldmatrix rows)
             self.treg, self.tmask = em.thread_xor(tuple(lane_fn(f)), tuple(f(b) for b in lin.warp_bases))
+            self.tlow = self.tmask
         self.es = _esize(s.dtype)
-        self.offs = [em.reg_part(lin, r, f) ^ self.xor for r in range(lin.num_regs)]
+        self.offs = [(sum(f(b) for i, b in enumerate(lin.reg_bases) if r >> i & 1) if self.additive
+                      else em.reg_part(lin, r, f) ^ self.xor) for r in range(lin.num_regs)]
 
     def vec(self, cap_elems: int) -> int:
         """Registers per access: runs of 2**k registers at consecutive, aligned offsets."""
@@ -227,7 +280,7 @@ class Access:
             k = V.bit_length() - 1
             span = V * es
             rest = [self.f(b) for b in lin.reg_bases[k:]]
-            if self.s.align % span == 0 and self.s.const % span == 0 and not self.tmask & (span - 1) \
+            if self.s.align % span == 0 and self.s.const % span == 0 and not self.tlow & (span - 1) \
                     and self.xor % span == 0 and all(o % span == 0 for o in rest):
                 break
             V //= 2

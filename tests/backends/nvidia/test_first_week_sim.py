@@ -21,6 +21,7 @@ import gluon_trace as gt  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
+from gluon_trace.language.nvidia.ampere import async_copy  # noqa: E402
 from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -329,3 +330,37 @@ def test_the_simulator_also_refuses_a_producer_that_loads_more_than_is_consumed(
     text, _, smem = emit(g, "sm_90a")
     with pytest.raises(RuntimeError, match=r"exits with 1 TMA load\(s\) no mbarrier wait saw complete"):
         ptxsim_races.run(text, (1,), make(), smem, order="random", seed=1)
+
+
+@gt.jit
+def padded_ring(x_ptr, y_ptr, n, N: gl.constexpr, PAIRS: gl.constexpr, DT: gl.constexpr):
+    """Sum of transposed tiles: cp.async into a 2-slot ring of a PaddedSharedLayout buffer, read
+    back through a permuted view."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
+    LT: gl.constexpr = gl.BlockedLayout([4, 1], [8, 4], [1, gl.num_warps()], [0, 1])
+    r = gl.arange(0, N, gl.SliceLayout(1, L))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, L))[None, :]
+    rt = gl.arange(0, N, gl.SliceLayout(1, LT))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, LT))[None, :]
+    sl: gl.constexpr = gl.PaddedSharedLayout.with_identity_for(PAIRS, [N, N], [1, 0])
+    bufs = gl.allocate_shared_memory(DT, [2, N, N], sl)
+    acc = gl.zeros([N, N], gl.float32, LT)
+    for i in gl.range(0, n):
+        s = i % 2
+        async_copy.async_load(bufs.index(s), x_ptr + i * N * N + r)
+        async_copy.commit_group()
+        async_copy.wait_group(0)
+        acc += bufs.index(s).permute((1, 0)).load(LT).to(gl.float32)
+    gl.store(y_ptr + rt, acc)
+
+
+@pytest.mark.parametrize("N, pairs, dtype, num_warps", [(32, [[32, 4]], "float32", 4),
+                                                       (64, [[64, 8], [256, 4]], "float16", 4),
+                                                       (32, [[16, 2]], "float16", 2)])
+def test_padded_shared_layouts(N, pairs, dtype, num_warps):
+    """The NVIDIA backend refused PaddedSharedLayout (its addressing was XOR-linear only); padded
+    offsets add over coordinate bits, so the thread part and register parts are summed."""
+    x = np.random.default_rng().standard_normal((3, N, N)).astype(dtype)
+    ref, sim, text = both(padded_ring, lambda: [x.copy(), np.full((N, N), np.nan, np.float32), 3], (1,),
+                          num_warps=num_warps, N=N, PAIRS=pairs, DT=getattr(gl, dtype))
+    exp = x.astype(np.float32).transpose(0, 2, 1).sum(0)
+    np.testing.assert_allclose(sim[1], exp, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(sim[1], ref[1])
