@@ -137,15 +137,16 @@ class SlowAssembler:
 
 
 def test_gpu_variants_compile_in_parallel_and_assembler_failures_are_skipped(monkeypatch):
-    fake = SlowAssembler()
+    fake = SlowAssembler(delay=0.5)
     monkeypatch.setitem(backends._loaded, "nvidia", fake)
     cfgs = [{"BLOCK": b, "SPT": s, "num_warps": 4} for b in (1024, 2048, 4096, 8192) for s in (1, 2)]
-    t0 = time.perf_counter()
     # threads, so that the stand-in backend (patched into this process) does the compiling
     with ThreadPoolExecutor(8) as threads:
         s = gv.compile_variants(softmax, cfgs, *SPECS, target="sm_90", executor=threads, progress=False)
-    wall = time.perf_counter() - t0
-    assert fake.peak >= 4 and wall < 8 * fake.delay * 0.6  # overlapped, not one after another
+    # overlapped, not one after another: at least 4 assemblers were running at one moment (counted
+    # by the stand-in, not timed: a wall-clock bound failed on a loaded CI machine, where tracing
+    # the variants took longer than the assemblers' sleeps)
+    assert fake.peak >= 4
     assert [v.ok for v in s] == [True] * 4 + [False] * 4
     assert all(v.stage == "compile" and "too much shared data" in v.error for v in s.failed)
     assert [v.compiled.registers for v in s.succeeded] == [8, 16, 8, 16]
