@@ -417,21 +417,39 @@ def fma(em, d, a, b, c):
 
 def _fma16(em, a, b, c):
     """float16/bfloat16 fma rounded once: v_fma_f32 then f16 rounds twice (1 in ~25k random
-    cases off by an ulp). Instead: the float64 fma (exact product, one rounding), narrowed to
-    float32 rounded to odd (toward zero, last bit set when inexact), which ``norm`` then
-    rounds to 16 bits as one rounding would (24 >= 2*11 + 2; Boldo & Melquiond)."""
+    cases off by an ulp). Instead: the exact product in float64 plus c, with the sum's exact
+    error (TwoSum), narrowed to float32 rounded to odd (toward zero, last bit set when inexact),
+    which ``norm`` then rounds to 16 bits as one rounding would (24 >= 2*11 + 2; Boldo &
+    Melquiond). The error matters where c is too small for float64 to keep beside the product
+    (bfloat16's range: a product near 2^60 on a bfloat16 tie, plus or minus 1, went to even)."""
     x, y, z = (em.valu("v_cvt_f64_f32", em.v(2), [v], form="vop1") for v in (a, b, c))
-    return f32_round_odd(em, em.valu("v_fma_f64", em.v(2), [x, y, z], form="vop3"))
+    p = em.valu("v_mul_f64", em.v(2), [x, y], form="vop3")      # exact: at most 2 x 11 bits
+    s = binary(em, "add", dt.float64, p, z)
+    bb = binary(em, "sub", dt.float64, s, p)
+    err = binary(em, "add", dt.float64, binary(em, "sub", dt.float64, p, binary(em, "sub", dt.float64, s, bb)),
+                 binary(em, "sub", dt.float64, z, bb))
+    return f32_round_odd(em, s, err)
 
 
-def f32_round_odd(em, r):
+def f32_round_odd(em, r, err=None):
     """A float64 narrowed to float32 rounded to odd: then rounding that to 16 bits is one
-    rounding of the float64 (24 >= 2*11 + 2), where v_cvt_f32_f64's nearest would be two."""
+    rounding of the float64 (24 >= 2*11 + 2), where v_cvt_f32_f64's nearest would be two.
+    ``err``: the value is r + err (|err| below half r's ulp, 0 where r is 0, NaN where r is
+    not finite), so an r that is a float32 is still inexact, and toward zero is below it
+    where err's sign is r's opposite."""
     f = em.valu("v_cvt_f32_f64", em.v(), [r], form="vop1")
     back = em.valu("v_cvt_f64_f32", em.v(2), [f], form="vop1")
     away = compare(em, "gt", dt.float64, fmath._fabs64(em, back), fmath._fabs64(em, r))
+    if err is not None:
+        pos = compare(em, "gt", dt.float64, err, Imm(0, 2))
+        neg = compare(em, "lt", dt.float64, err, Imm(0, 2))       # both false for NaN
+        opposite = where(em, dt.int1, compare(em, "lt", dt.float64, r, Imm(0, 2)), pos, neg)
+        same = compare(em, "eq", dt.float64, back, r)
+        away = binary(em, "or", dt.int1, away, binary(em, "and", dt.int1, same, opposite))
     f = where(em, dt.int32, away, em.valu("v_sub_u32", em.v(), [f, Imm(1)]), f)
     inexact = compare(em, "ne", dt.float64, back, r)
+    if err is not None:
+        inexact = binary(em, "or", dt.int1, inexact, binary(em, "or", dt.int1, pos, neg))
     return where(em, dt.int32, inexact, em.valu("v_or_b32", em.v(), [Imm(1), f], comm=True), f)
 
 
