@@ -18,10 +18,9 @@ import ptxsim_races  # noqa: E402
 import ptxsim_ws  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
-from test_cluster import cluster_descs  # noqa: E402
 from test_kernels import BF16, check, operands, padded  # noqa: E402
 from test_warpspec import handoff  # noqa: E402
-from test_ws_sim import _bf16_descs, _fresh, trace  # noqa: E402
+from test_ws_sim import _bf16_descs, _fresh, streamk_case, trace  # noqa: E402
 
 RACE = r"shared-memory race: warp (\d+) of CTA (\d+) {} shared byte (\d+), which warp (\d+) {} with no barrier"
 
@@ -89,16 +88,7 @@ def test_streamk_broadcast_without_its_barrier():
     """The stream-K fix-up's counter value crosses from thread 0 to the other warps through shared
     memory; without the bar.sync between the st.shared and the ld.shared, they read it unordered
     (test_ws_sim needs warps drifting apart and luck to see it; here any order shows it)."""
-    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
-    m, n, k, programs = 64, 128, 96, 5
-    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
-    size, count = streamk_workspace(programs, 64, 64)
-
-    def args():
-        c = padded(np.full((m, n), np.nan, np.float32))
-        return [*cluster_descs(_fresh(a), _fresh(b), c, 64, 64, 32, 1), np.full(size, np.nan, np.float32),
-                np.zeros(count, np.int32), m, n, k]
-    _, text, smem = trace(matmul_hopper_streamk, args(), (programs,), STAGES=3, GROUP_M=2, num_warps=4)
+    text, smem, args, programs, *_ = streamk_case()
     lines = text.split("\n")
     st = next(i for i, line in enumerate(lines) if re.fullmatch(r"\t@%p\d+ st\.shared\.b32 \[%r\d+\], %r\d+;", line)
               and "atom.global" in lines[i - 2])
@@ -137,26 +127,12 @@ def test_reduction_scratch_read_before_every_warp_wrote_it():
     assert found.group(1) != found.group(4)
 
 
-def _streamk():
-    from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
-    m, n, k, programs = 64, 128, 96, 5
-    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
-    size, count = streamk_workspace(programs, 64, 64)
-
-    def args():
-        c = padded(np.full((m, n), np.nan, np.float32))
-        return [*cluster_descs(_fresh(a), _fresh(b), c, 64, 64, 32, 1), np.full(size, np.nan, np.float32),
-                np.zeros(count, np.int32), m, n, k]
-    _, text, smem = trace(matmul_hopper_streamk, args(), (programs,), STAGES=3, GROUP_M=2, num_warps=4)
-    return text, smem, args, programs
-
-
 def test_streamk_parts_published_before_every_warp_stored_its_share():
     """Each CTA's warps store their share of a partial tile, meet at bar.sync, and thread 0
     counts the part with atom.acq_rel.gpu (a release that carries the other warps' stores,
     ordered before it by the barrier); the last CTA's acquire makes them all visible to its
     warps. Without that bar.sync, the last CTA reads shares that nothing orders before it."""
-    text, smem, args, programs = _streamk()
+    text, smem, args, programs, *_ = streamk_case()
     lines = text.split("\n")
     atom = next(i for i, line in enumerate(lines) if "atom.global.acq_rel.gpu.add" in line)
     bar = max(i for i in range(atom) if lines[i].strip() == "bar.sync 1, 128;")
@@ -172,7 +148,7 @@ def test_streamk_counter_needs_acquire_and_release(sem):
     """The count is both: a release publishes this CTA's part, an acquire sees the others'. A
     relaxed, release-only or acquire-only atomic leaves the last CTA's reads of the parts
     unordered."""
-    text, smem, args, programs = _streamk()
+    text, smem, args, programs, *_ = streamk_case()
     assert text.count("atom.global.acq_rel.gpu.add.u32") == 1
     bad = text.replace("atom.global.acq_rel.gpu.add.u32", f"atom.global.{sem}.gpu.add.u32")
     _both(bad, (programs,), args, smem, r"global-memory race: warp \d+ of CTA \d+ reads byte \d+ of buffer 3")

@@ -453,11 +453,9 @@ def test_bar_arrive_hands_over_like_an_mbarrier(order):
         ptxsim_ws.run(named.replace(", 192;", ", 256;"), (2,), [x, np.full(258, np.nan, np.float32), 3], smem)
 
 
-def test_streamk_broadcast_barrier_dropped_is_caught_when_warps_drift():
-    """The stream-K fix-up broadcasts the counter thread 0 read through shared memory
-    (st.shared; bar.sync 1, 128; ld.shared). Without that bar.sync the other warps may read the
-    slot before it is written and disagree about who finishes the tile: the lockstep and
-    warpgroup orders cannot show it, warps drifting apart can (a deadlock or a wrong C)."""
+def streamk_case():
+    """The stream-K GEMM on a 64x128x96 problem over 5 CTAs (64x64 tiles whose K steps are cut
+    into parts): (PTX, shared bytes, a maker of fresh poisoned arguments, programs, A, B, N)."""
     from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace
     m, n, k, programs = 64, 128, 96, 5
     a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
@@ -468,6 +466,15 @@ def test_streamk_broadcast_barrier_dropped_is_caught_when_warps_drift():
         return [*cluster_descs(_fresh(a), _fresh(b), c, 64, 64, 32, 1), np.full(size, np.nan, np.float32),
                 np.zeros(count, np.int32), m, n, k]
     _, text, smem = trace(matmul_hopper_streamk, args(), (programs,), STAGES=3, GROUP_M=2, num_warps=4)
+    return text, smem, args, programs, a, b, n
+
+
+def test_streamk_broadcast_barrier_dropped_is_caught_when_warps_drift():
+    """The stream-K fix-up broadcasts the counter thread 0 read through shared memory
+    (st.shared; bar.sync 1, 128; ld.shared). Without that bar.sync the other warps may read the
+    slot before it is written and disagree about who finishes the tile: the lockstep and
+    warpgroup orders cannot show it, warps drifting apart can (a deadlock or a wrong C)."""
+    text, smem, args, programs, a, b, n = streamk_case()
     broadcast = re.search(r"(\t@%p\d+ atom\.global\.acq_rel\.gpu\.add\.u32 (%r\d+), [^\n]*\n\tbar\.sync 1, 128;\n"
                           r"\t@%p\d+ st\.shared\.b32 (\[%r\d+\]), \2;\n)\tbar\.sync 1, 128;\n(\tld\.shared\.b32 %r\d+, \3;\n)",
                           text)
