@@ -277,7 +277,17 @@ class Emitter:
     def thread_xor(self, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
         """(register, mask of bits it can have): XOR over the lane's and warp's set bits of
         ``lane_vals``/``warp_vals``. Zero entries are replicated bits."""
-        key = ("txor", lane_vals, warp_vals)
+        return self._thread_fold("xor.b32", lane_vals, warp_vals)  # XORs stay inside their OR
+
+    def thread_sum(self, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
+        """(register, OR of the values): the SUM over the lane's and warp's set bits of
+        ``lane_vals``/``warp_vals`` (a padded shared layout's offsets add)."""
+        return self._thread_fold("add.u32", lane_vals, warp_vals)
+
+    def _thread_fold(self, op: str, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
+        """(register, OR of the values): ``op`` folded over the values of the lane's and warp's
+        set bits, made once in the prologue per (op, values)."""
+        key = (op, lane_vals, warp_vals)
         c = self.thread_cache.get(key)
         if c is not None:
             return c
@@ -293,33 +303,9 @@ class Emitter:
             r = terms[0]
             for t in terms[1:]:
                 x = self.reg("b32")
-                self.pro(f"xor.b32 {x}, {r}, {t};")
+                self.pro(f"{op} {x}, {r}, {t};")
                 r = x
-        c = self.thread_cache[key] = (r, mask)  # XORs of the entries stay inside their OR
-        return c
-
-    def thread_sum(self, lane_vals: tuple, warp_vals: tuple) -> tuple[str, int]:
-        """(register, OR of the values): the SUM over the lane's and warp's set bits of
-        ``lane_vals``/``warp_vals`` (a padded shared layout's offsets add)."""
-        key = ("tsum", lane_vals, warp_vals)
-        c = self.thread_cache.get(key)
-        if c is not None:
-            return c
-        _, lane, warp = self.tid()
-        terms = self._bit_terms(lane, lane_vals) + self._bit_terms(warp, warp_vals)
-        low = 0
-        for v in lane_vals + warp_vals:
-            low |= v
-        if not terms:
-            r = self.reg("b32")
-            self.pro(f"mov.u32 {r}, 0;")
-        else:
-            r = terms[0]
-            for t in terms[1:]:
-                x = self.reg("b32")
-                self.pro(f"add.u32 {x}, {r}, {t};")
-                r = x
-        c = self.thread_cache[key] = (r, low)
+        c = self.thread_cache[key] = (r, mask)
         return c
 
     def thread_part(self, lin: LinearLayout, fn) -> tuple[str, int]:

@@ -148,31 +148,23 @@ def _reinterpret(em, op):
 
 # -- addressing ---------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=256)
 def _linear_bits(shape: tuple, raw: bytes) -> tuple | None:
     """Per dim, the offset of each coordinate bit, if the table is XOR-linear in them."""
-    rel = np.frombuffer(raw, np.int64).reshape(shape)
-    bits, exp = [], np.zeros(shape, np.int64)
-    for d, n in enumerate(shape):
-        if n & (n - 1):
-            return None
-        col = []
-        idx = np.arange(n).reshape([n if e == d else 1 for e in range(len(shape))])
-        for j in range(n.bit_length() - 1):
-            unit = [0] * len(shape)
-            unit[d] = 1 << j
-            v = int(rel[tuple(unit)])
-            col.append(v)
-            exp = exp ^ (((idx >> j) & 1) * v)
-        bits.append(tuple(col))
-    return tuple(bits) if np.array_equal(exp, rel) else None
+    return _bit_offsets(shape, raw, False)
 
 
-@functools.lru_cache(maxsize=256)
 def _additive_bits(shape: tuple, raw: bytes) -> tuple | None:
     """Per dim, the offset of each coordinate bit, if the table is their sum: a padded layout
     (padding after every interval adds a multiple of the offset's high bits, so offsets of
     coordinates with disjoint bits add up)."""
+    return _bit_offsets(shape, raw, True)
+
+
+@functools.lru_cache(maxsize=512)
+def _bit_offsets(shape: tuple, raw: bytes, additive: bool) -> tuple | None:
+    """Per dim, the offset of each coordinate bit, if the table (``raw``: int64 offsets of
+    ``shape``) is those offsets combined over a coordinate's set bits, by XOR or, ``additive``,
+    by sum."""
     rel = np.frombuffer(raw, np.int64).reshape(shape)
     bits, exp = [], np.zeros(shape, np.int64)
     for d, n in enumerate(shape):
@@ -185,7 +177,8 @@ def _additive_bits(shape: tuple, raw: bytes) -> tuple | None:
             unit[d] = 1 << j
             v = int(rel[tuple(unit)])
             col.append(v)
-            exp = exp + (((idx >> j) & 1) * v)
+            term = ((idx >> j) & 1) * v
+            exp = exp + term if additive else exp ^ term
         bits.append(tuple(col))
     return tuple(bits) if np.array_equal(exp, rel) else None
 
