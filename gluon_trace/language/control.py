@@ -43,12 +43,13 @@ def _is_record(v) -> bool:
             and not type(v).__module__.startswith("gluon_trace"))
 
 
-def _leaves(v, depth=0):
-    """[(path, tile)] of the tiles in ``v``: () for a tile itself; steps are ints (tuple and
-    list items) and attribute names."""
-    if isinstance(v, tensor):
+def _leaves(v, is_leaf=lambda x: isinstance(x, tensor), depth=0):
+    """[(path, leaf)] of the values in ``v`` that ``is_leaf`` takes (by default the tiles): ()
+    for ``v`` itself; steps are ints (tuple and list items) and attribute names. A tile that is
+    not a leaf is not looked into."""
+    if is_leaf(v):
         return [((), v)]
-    if depth >= _MAX_DEPTH:
+    if depth >= _MAX_DEPTH or isinstance(v, tensor):
         return []
     if isinstance(v, (tuple, list)):
         items = enumerate(v)
@@ -56,7 +57,7 @@ def _leaves(v, depth=0):
         items = list(vars(v).items())
     else:
         return []
-    return [((k,) + p, t) for k, x in items for p, t in _leaves(x, depth + 1)]
+    return [((k,) + p, t) for k, x in items for p, t in _leaves(x, is_leaf, depth + 1)]
 
 
 def _slot(name: str, path: tuple) -> str:
@@ -147,24 +148,14 @@ def _bound(x, what: str) -> tensor:
 _NUMBER = (builtins.int, builtins.float, builtins.bool)
 
 
-def _number_leaves(v, depth=0):
-    if type(v) in _NUMBER:
-        return [((), v)]
-    if depth >= _MAX_DEPTH or isinstance(v, tensor):
-        return []
-    if isinstance(v, (tuple, list)):
-        items = enumerate(v)
-    elif _is_record(v):
-        items = list(vars(v).items())
-    else:
-        return []
-    return [((k,) + p, x) for k, y in items for p, x in _number_leaves(y, depth + 1)]
+def _is_number(v) -> bool:
+    return type(v) in _NUMBER
 
 
 def _numbers(frame) -> dict:
     """The Python numbers in locals (a counter ``i = 0``, a phase, a count kept in an object or
     a tuple) before a body, by slot."""
-    return {_slot(name, p): x for name, v in frame.f_locals.items() for p, x in _number_leaves(v)}
+    return {_slot(name, p): x for name, v in frame.f_locals.items() for p, x in _leaves(v, _is_number)}
 
 
 _for_targets_cache: dict = {}
