@@ -154,13 +154,18 @@ def test_under_the_budget_nothing_changes():
     assert spill.choose(BODY, 0, 0, keep, 64, 8) == set()  # under the trigger
 
 
-def test_liveness_counts_the_loop_carry_over_the_whole_loop():
-    info = [spill._parse(t) for t in BODY]
+def _segments(lines):
+    """(the dataflow's live stretches, register -> id) of ``lines``."""
+    info = [spill._parse(t) for t in lines]
     ids = {}
     for *_x, w, r, _e in info:
         for x in (*w, *r):
             ids.setdefault(x, len(ids))
-    seg = spill._liveness(info, ids)
+    return spill._liveness(info, ids), ids
+
+
+def test_liveness_counts_the_loop_carry_over_the_whole_loop():
+    seg, ids = _segments(BODY)
     head, back = BODY.index("$L_loop:"), BODY.index("bra.uni $L_loop;")
     for reg in ("%f2", "%fd1", "%r6", "%h1", "%r4", "%p1", "%f1"):  # read in the loop, live on
         live = seg[seg[:, 2] == ids[reg]]
@@ -173,12 +178,7 @@ def test_liveness_counts_the_loop_carry_over_the_whole_loop():
 
 def _exact_most(text):
     lines = text.split("\n")
-    info = [spill._parse(t) for t in lines]
-    ids = {}
-    for *_x, w, r, _e in info:
-        for x in (*w, *r):
-            ids.setdefault(x, len(ids))
-    seg = spill._liveness(info, ids)
+    seg, ids = _segments(lines)
     words = np.array([spill._WORDS[spill._kind(x)] for x in ids], np.int64)
     return (int(spill._pressure(seg, words, len(lines)).max()),
             int(spill._pressure(seg, (words == 0).astype(np.int64), len(lines)).max()))
