@@ -168,8 +168,9 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
                                        num_warps=warps, backend="nvidia")
 
 
-def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
-    """A cluster kernel, persistent over as many clusters as the GPU runs at once."""
+def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, **constexprs):
+    """A cluster kernel, persistent over as many clusters as the GPU runs at once (``constexprs``
+    go to the kernel besides the config's)."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
     share_a = len(cfg) > 7 and cfg[7]
@@ -181,7 +182,7 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster):
     db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     group_m = cfg[8] if len(cfg) > 8 else 8
-    kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a))
+    kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a), **constexprs)
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
     tm, tn = -(-m // bm), -(-nn // bn)  # output tiles along M and N; a cluster takes n of them along one

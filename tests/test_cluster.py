@@ -249,6 +249,14 @@ def test_cluster_gemm_as_clusters_of_one(rng):
     run_gemm(rng, matmul_hopper_cluster_ws, 200, 300, 150, 3, ctas=1, epi_n=32, STAGES=4, GROUP_M=2)
 
 
+@pytest.mark.parametrize("k, spread", [(32, True), (64, True), (96, True), (150, False)])
+def test_cluster_ws_stores_column_blocks_over_the_next_tiles_k_steps(rng, k, spread):
+    """Two column blocks of 32 a tile, several tiles a CTA: with SPREAD block j goes out after
+    K step j of the next tile, and a K of one step stores the rest after the loop."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    run_gemm(rng, matmul_hopper_cluster_ws, 200, 300, k, 2, ctas=1, epi_n=32, STAGES=4, GROUP_M=2, SPREAD=spread)
+
+
 def test_cluster_gemm_refuses_an_output_block_that_does_not_divide_the_tile(rng):
     a, b = operands(rng, 128, 128, 64, BF16)
     c = np.full((128, 128), np.nan, np.float32)

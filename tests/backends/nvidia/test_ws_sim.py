@@ -272,14 +272,19 @@ def test_ws_gemm_handoff_bugs_are_caught(bug, why):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("m, n, k, programs, epi_n", [(192, 128, 224, 2, 32), (130, 200, 70, 3, 64)])
-def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n, order):
+@pytest.mark.parametrize("m, n, k, programs, epi_n, spread", [
+    (192, 128, 224, 2, 32, True), (130, 200, 70, 3, 64, True), (192, 128, 224, 2, 32, False),
+    (256, 128, 32, 2, 32, True),   # one K step, 4 column blocks: 3 are stored after the loop
+    (256, 128, 64, 2, 32, True),   # two steps: blocks 0 and 1 in the loop, 2 and 3 after it
+])
+def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n, spread, order):
     """matmul_hopper_cluster_ws with num_ctas=1: a 4-stage ring, the C tile stored in column
-    blocks (EPI_N < BN) through two alternating buffers, barrier.cluster on a cluster of one."""
+    blocks (EPI_N < BN) through two alternating buffers, one block a K step of the next tile
+    (SPREAD) or all after its first step, barrier.cluster on a cluster of one."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     a, b, c_sim, c_ref, sim = _gemm(matmul_hopper_cluster_ws, m, n, k, programs,
                                     lambda a, b, c: cluster_descs(a, b, c, 64, 128, 32, 1, epi_n), np.float32,
-                                    order, STAGES=4, GROUP_M=2, num_warps=4)
+                                    order, STAGES=4, GROUP_M=2, num_warps=4, SPREAD=spread)
     _check_gemm(a, b, c_sim, c_ref, 2e-5)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
@@ -294,6 +299,7 @@ STREAMK = [  # (M, N, K, programs, partial tiles published, EPI_N, launches, con
     (130, 70, 100, 4, 4, None, 1, {}),    # edge tiles along M and N, a K that is not a step multiple
     (128, 128, 64, 4, 0, None, 1, {}),    # tiles = CTAs: no stream-K at all
     (64, 64, 256, 6, 2, None, 1, {"SPLIT": 2}),   # one tile of 8 steps on 6 CTAs, cut in 2 parts
+    (64, 64, 256, 6, 6, None, 1, {"SPLIT": 8}),   # cut in 6 parts: the sum loads 4, then 2
     (192, 128, 32, 4, 2, None, 1, {}),    # a K of one step: 2 tail tiles whole, through the workspace
     (192, 128, 224, 4, 4, 32, 2, {}),     # C in column blocks, two launches on one workspace
 ]
