@@ -3,9 +3,10 @@
     ncu -k regex:'matmul|kernel' --launch-skip 1 --launch-count 1 --section SpeedOfLight \
         --section WarpStateStats --section ComputeWorkloadAnalysis python perf/profile_gemm.py ws
 
-(``python perf/profile_gemm.py KERNEL [SIZE]``; cuBLAS through torch.matmul as ``cublas``.)
+(``python perf/profile_gemm.py KERNEL [SIZE or MxNxK]``; cuBLAS through torch.matmul as ``cublas``.)
 The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
-warp-specialized one), clusterws (the cluster kernel, 4 stages), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
+warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-specialized kernel at 128x64x64, 8 stages, 4
+warps: the skinny shape's fastest), streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps)."""
 import os
 import sys
@@ -20,7 +21,8 @@ from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 which = sys.argv[1] if len(sys.argv) > 1 else "hopper"
-m = n = k = int(sys.argv[2]) if len(sys.argv) > 2 else 8192
+size = sys.argv[2] if len(sys.argv) > 2 else "8192"
+m, n, k = (int(x) for x in size.split("x")) if "x" in size else (int(size),) * 3
 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -30,6 +32,11 @@ elif which == "triton":
     from bench_gemm import triton_matmul
     tri = triton_matmul()
     run = lambda: tri(a, b, c)  # noqa: E731
+elif which in ("ws64", "streamk"):  # the skinny shape's kernels: perf/bench_gemm.py's configs
+    import bench_gemm
+    cfg = (128, 64, 64, 8, 4) if which == "ws64" else (128, 256, 64, 4, 8, 64, int(os.environ.get("SPLIT", "4")))
+    make = bench_gemm.hopper_run if which == "ws64" else bench_gemm.streamk_run
+    run = make(cfg, a, b, c, (m, n, k), matmul_hopper_ws) if which == "ws64" else make(cfg, a, b, c, (m, n, k))
 elif which == "clusterws":  # the 4-stage cluster kernel, its epilogue in 64-column blocks
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     from gluon_trace.nvidia import max_active_clusters

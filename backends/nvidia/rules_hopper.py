@@ -277,10 +277,12 @@ def _cluster_cta_id(em, op):
 @rule("cluster_barrier")
 def _cluster_barrier(em, op):
     _sm90(em, op, "cluster.barrier() (barrier.cluster)")
-    # arrive has release and wait acquire semantics at cluster scope by default
-    em.emit("barrier.cluster.arrive.aligned;")
-    em.emit("barrier.cluster.wait.aligned;")
+    # arrive has release and wait acquire semantics at cluster scope by default; with
+    # warp_specialize the parked workers meet it at another instruction (warpspec.py)
+    for line in ptx.cluster_barrier_lines(em):
+        em.emit(line)
     return []
+
 
 
 @rule("tma_store")

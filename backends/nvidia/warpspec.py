@@ -320,8 +320,7 @@ def _workers(em, op, regs, warp) -> None:
         tail.append((f"bra.uni {join};", None))
     tail += [(f"{join}:", None), ("barrier.sync 0;", None)]
     # the cluster barriers the default partition passes after the op: the workers meet them too
-    tail += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * \
-        _cluster_barriers(em, after=True)
+    tail += [(line, None) for line in ptx.cluster_barrier_lines(em)] * _cluster_barriers(em, after=True)
     em.ws_tail.extend(tail)
 
 
@@ -343,7 +342,7 @@ def worker_branch(em) -> list[tuple[str, object]]:
     if n:  # every thread of the cluster meets there: the parked workers too, in the same order
         skip = em.label("ws_default")
         lines.append((f"@!{q} bra {skip};", None))
-        lines += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * n
+        lines += [(line, None) for line in ptx.cluster_barrier_lines(em)] * n
         lines += [(f"bra.uni {to};", None), (f"{skip}:", None)]
     else:
         lines.append((f"@{q} bra {to};", None))
