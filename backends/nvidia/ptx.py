@@ -147,14 +147,3 @@ def require(target: str, what: str, sm: int, loc, suffix_a: bool = False) -> Non
         raise CompileError(f"{what} needs {need}; this kernel is compiled for {target}", loc,
                            notes=(f"compile with target='{need}' (an H100/H200), or use mma_v2 and "
                                   "cp.async, which every sm_80+ GPU has",))
-
-
-def cluster_barrier_lines(em) -> tuple[str, str]:
-    """barrier.cluster's arrive and wait. ``.aligned`` (every thread of a warp at this very
-    instruction) only without warp_specialize: there the worker warps, parked at the start or
-    gone at the join, meet the default partition's cluster barriers at an instruction of their
-    own. PTX allows .aligned per warp, yet compute-sanitizer's synccheck reported each such
-    barrier as divergent threads when the kernel ran without a cluster launch (the stream-K
-    GEMM on the H200, session 12); the non-aligned form is what the join's barrier.sync is."""
-    suffix = "" if em.ws is not None else ".aligned"
-    return (f"barrier.cluster.arrive{suffix};", f"barrier.cluster.wait{suffix};")

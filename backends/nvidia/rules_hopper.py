@@ -277,12 +277,16 @@ def _cluster_cta_id(em, op):
 @rule("cluster_barrier")
 def _cluster_barrier(em, op):
     _sm90(em, op, "cluster.barrier() (barrier.cluster)")
-    # arrive has release and wait acquire semantics at cluster scope by default; with
-    # warp_specialize the parked workers meet it at another instruction (warpspec.py)
-    for line in ptx.cluster_barrier_lines(em):
-        em.emit(line)
+    if em.g.num_ctas == 1:
+        # a cluster of one is the CTA: the running threads' barrier says it. barrier.cluster
+        # there (workers parked at the start meeting it at their own instruction) was reported
+        # by compute-sanitizer's synccheck as divergent threads on the H200 (session 12)
+        em.barrier()
+        return []
+    # arrive has release and wait acquire semantics at cluster scope by default
+    em.emit("barrier.cluster.arrive.aligned;")
+    em.emit("barrier.cluster.wait.aligned;")
     return []
-
 
 
 @rule("tma_store")

@@ -320,7 +320,8 @@ def _workers(em, op, regs, warp) -> None:
         tail.append((f"bra.uni {join};", None))
     tail += [(f"{join}:", None), ("barrier.sync 0;", None)]
     # the cluster barriers the default partition passes after the op: the workers meet them too
-    tail += [(line, None) for line in ptx.cluster_barrier_lines(em)] * _cluster_barriers(em, after=True)
+    tail += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * \
+        _cluster_barriers(em, after=True)
     em.ws_tail.extend(tail)
 
 
@@ -342,7 +343,7 @@ def worker_branch(em) -> list[tuple[str, object]]:
     if n:  # every thread of the cluster meets there: the parked workers too, in the same order
         skip = em.label("ws_default")
         lines.append((f"@!{q} bra {skip};", None))
-        lines += [(line, None) for line in ptx.cluster_barrier_lines(em)] * n
+        lines += [("barrier.cluster.arrive.aligned;", None), ("barrier.cluster.wait.aligned;", None)] * n
         lines += [(f"bra.uni {to};", None), (f"{skip}:", None)]
     else:
         lines.append((f"@{q} bra {to};", None))
@@ -353,6 +354,8 @@ def _cluster_barriers(em, after: bool) -> int:
     """The cluster barriers the default partition passes before (or after) its warp_specialize:
     top-level ones only (the workers, parked or gone, cannot follow its control flow)."""
     from gluon_trace.errors import CompileError
+    if em.g.num_ctas == 1:  # the default partition's own barrier stands for it (rules_hopper)
+        return 0
     n, seen = 0, False
     for op in em.g.body.ops:
         if op.name == "warp_specialize":

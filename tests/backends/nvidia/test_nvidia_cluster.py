@@ -94,7 +94,7 @@ def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert sorted(inits, key=int) == ["1"] * stages + [str(2 * warps)] * stages
     # the worker warps, parked at the start and gone at the join, meet both cluster barriers too
     # (without that the GPU waited forever at the first one)
-    assert ck.asm.count("barrier.cluster.arrive;") == 4   # non-aligned: the workers meet them elsewhere
+    assert ck.asm.count("barrier.cluster.arrive.aligned;") == 4
 
 
 @pytest.mark.parametrize("bm, bn, epi_n", [(128, 256, 64), (256, 128, 32)])

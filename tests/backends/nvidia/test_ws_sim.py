@@ -280,7 +280,7 @@ def test_ws_gemm_handoff_bugs_are_caught(bug, why):
 def test_cluster_ws_gemm_on_clusters_of_one(m, n, k, programs, epi_n, spread, order):
     """matmul_hopper_cluster_ws with num_ctas=1: a 4-stage ring, the C tile stored in column
     blocks (EPI_N < BN) through two alternating buffers, one block a K step of the next tile
-    (SPREAD) or all after its first step, barrier.cluster on a cluster of one."""
+    (SPREAD) or all after its first step, cluster.barrier() on a cluster of one (the CTA's barrier)."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     a, b, c_sim, c_ref, sim = _gemm(matmul_hopper_cluster_ws, m, n, k, programs,
                                     lambda a, b, c: cluster_descs(a, b, c, 64, 128, 32, 1, epi_n), np.float32,
