@@ -1,0 +1,65 @@
+"""The skinny GEMM (M=128, N=K=8192) with and without clusters, timed in turn with cuBLAS.
+
+    python perf/probe_skinny.py [MxNxK]
+
+cuBLAS runs this shape as 128 CTAs of 128x64 tiles, 8 stages of BK=64, in 1x2 clusters sharing
+A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same tile: the
+warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
+sharing A. Each is checked against torch first; medians of rounds (bench_gemm.gpu_time)."""
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_gemm as bg  # noqa: E402
+
+RUNS = {  # name: (runner, config)
+    "ws 128x64x64/8/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 4)),
+    "ws 128x64x128/4/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 128, 4, 4)),
+    "ws 128x64x64/8/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 8)),
+    "ws 128x64x64/7/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 7, 8)),
+    "cluster-ws x1/8w": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
+                         (128, 64, 64, 8, 8, 1, 64)),
+    "cluster-ws x1": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
+                      (128, 64, 64, 8, 4, 1, 64)),
+    "cluster-ws x2 share A": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
+                              (128, 64, 64, 8, 4, 2, 64, True)),
+    "cluster-ws x2 share A/6": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
+                                (128, 64, 64, 6, 4, 2, 64, True)),
+}
+
+
+def main():
+    m, n, k = (int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "128x8192x8192").split("x"))
+    shape = (m, n, k)
+    print(torch.cuda.get_device_name(), shape, flush=True)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    c0 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    runs = {"cublas": lambda: torch.matmul(a, b, out=c0)}
+    for name, (make, cfg) in RUNS.items():
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        run = make(cfg, a, b, c, shape)
+        run()
+        torch.cuda.synchronize()
+        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+        print(f"{name}: rel err {err:.2e}", flush=True)
+        if err < 2e-2:
+            runs[name] = run
+    times = {name: [] for name in runs}
+    for _ in range(7):
+        for name, run in runs.items():
+            times[name].append(bg.gpu_time(run, reps=30))
+    base = statistics.median(times["cublas"])
+    for name, ts in times.items():
+        t = statistics.median(ts)
+        print(f"{m}x{n}x{k} {name:24s} {t * 1e3:7.1f} us {2 * m * n * k / t / 1e9:5.0f} TFLOP/s  x cuBLAS {base / t:.3f}"
+              f"  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
