@@ -109,8 +109,9 @@ def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, o
             offs_j = _tile_offsets(BM, EPI_N, block_l, BN) + j * EPI_N
             total = gl.zeros(offs_j.shape, gl.float32, offs_j.type.layout)
             # parts loaded FIXUP_LOADS at once, then added in CTA order (the result does not
-            # depend on who came last): one L2 round trip a group, not one a part (a part at a
-            # time, the tail of 4096^3 took 63 us on the H200 where its steps take 40)
+            # depend on who came last): one L2 round trip a group, not one a part. Measured on
+            # the H200 (perf/README.md): the tail of 4096^3 took ~63 us for ~40 us of K steps
+            # either way, so the round trips were not what the fix-up costs
             for c0 in gl.range(first, last + 1, FIXUP_LOADS):
                 parts = []
                 for i in gl.static_range(FIXUP_LOADS):
