@@ -9,12 +9,8 @@ once every thread of every arriving partition got there, with each thread's arri
 its own earlier accesses (CUTLASS's consumer release), and no thread waits for its warps.
 
 An mbarrier that other CTAs of a cluster arrive on (``mbarrier.arrive(bar, cta=r)`` for all its
-arrivals) is counted in warps instead: lane 0 of each warp arrives after its warp's work. Where
-the arriving partition is the default one, in whole warpgroups, and reads shared memory only
-through wgmma (no ``smem_load``: a wgmma completes for its whole warpgroup, so one warp's wait
-covers the warpgroup's reads), it is counted in warpgroups: each warpgroup signals CTA r from
-lane 0 of its warp r % 4, CUTLASS's consumer release (one arrival a warpgroup and destination,
-spread over the warps, instead of every warp sending one to every CTA). An mbarrier that a TMA
+arrivals) is counted in warps instead: lane 0 of each warp arrives after its warp's work, as
+CUTLASS's consumers signal each CTA of a multicast from one thread a warp. An mbarrier that a TMA
 load or a cp.async signals, that ``mbarrier.expect`` arrives on, whose arrivals mix the two
 kinds, or that reaches an op this analysis does not know (a loop carrying it) keeps the
 single-thread form.
@@ -39,12 +35,12 @@ def per_thread_arrivals(graph: Graph) -> dict:
             roots[op.result] = roots[op.operands[0]]
     sizes: dict = {}   # allocation -> set of arriving partitions' thread counts (None: not eligible)
 
-    def visit(block, threads, groups):
+    def visit(block, threads):
         for op in block.ops:
             if op.name == "warp_specialize":
                 warps = [graph.num_warps] + [int(w) for w in op.attrs["worker_num_warps"]]
-                for i, (region, w) in enumerate(zip(op.regions, warps)):
-                    visit(region, 32 * w, i == 0 and _warpgroup_reads_only(region, w))
+                for region, w in zip(op.regions, warps):
+                    visit(region, 32 * w)
                 continue
             for v in op.operands:
                 root = roots.get(v)
@@ -54,18 +50,15 @@ def per_thread_arrivals(graph: Graph) -> dict:
                     # arrivals from a cluster's CTAs (cta=...) come one per warp, lane 0 of each
                     # (a remote arrive from every thread would be 32x the traffic): counted in warps
                     s = sizes.setdefault(root, set())
-                    if s is not None and not op.attrs.get("remote"):
-                        s.add((threads, "thread"))
-                    elif s is not None:
-                        s.add((threads // 128, "warpgroup") if groups else (threads // 32, "warp"))
+                    if s is not None:
+                        s.add((threads // 32, "warp") if op.attrs.get("remote") else (threads, "thread"))
                 elif op.name == "mbarrier_init":
                     inits.setdefault(root, []).append(int(op.attrs["count"]))
                 elif op.name not in _NEUTRAL:
                     sizes[root] = None
             for region in op.regions:
-                visit(region, threads, groups)
-    has_ws = any(op.name == "warp_specialize" for op in graph.body.walk())
-    visit(graph.body, 32 * graph.num_warps, not has_ws and _warpgroup_reads_only(graph.body, graph.num_warps))
+                visit(region, threads)
+    visit(graph.body, 32 * graph.num_warps)
     out = {}
     for root, s in sizes.items():
         if not s or len(s) != 1:
@@ -75,22 +68,12 @@ def per_thread_arrivals(graph: Graph) -> dict:
             continue
         for v, r in roots.items():
             if r is root:
-                out[v] = {"thread": int, "warp": Warps, "warpgroup": Warpgroups}[unit](t)
+                out[v] = t if unit == "thread" else Warps(t)
     return out
 
 
 class Warps(int):
     """An arrival multiplier counted in warps: lane 0 of each warp arrives (remote arrivals)."""
-
-
-class Warpgroups(int):
-    """An arrival multiplier counted in warpgroups: for CTA r, lane 0 of warp r % 4 of each
-    warpgroup arrives (remote arrivals from a partition whose shared reads are all wgmma)."""
-
-
-def _warpgroup_reads_only(block, warps: int) -> bool:
-    """Whole warpgroups whose only reads of shared memory are wgmma operands."""
-    return warps % 4 == 0 and not any(o.name == "smem_load" for o in block.walk())
 
 
 def _is_mbarrier(op) -> bool:

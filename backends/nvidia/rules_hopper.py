@@ -41,7 +41,6 @@ from gluon_trace.errors import CompileError
 
 from . import ptx
 from .emitter import rule
-from .arrivals import Warpgroups
 from .rules_smem import Smem, _barrier_if_needed, _view_of
 from .tma import box_of
 
@@ -161,18 +160,6 @@ def _barrier_once(em) -> None:
     em.barrier()
 
 
-def _warp_is(em, rank: str) -> str:
-    """A predicate: this warp's place in its warpgroup is ``rank`` % 4."""
-    w4 = em.thread_cache.get("warp4")
-    if w4 is None:
-        w4 = em.thread_cache["warp4"] = em.reg("b32")
-        em.pro(f"and.b32 {w4}, {em.tid()[2]}, 3;")
-    if rank.lstrip("-").isdigit():
-        return em.ins("pred", f"setp.eq.u32 {{d}}, {w4}, {int(rank) % 4};")
-    r4 = em.ins("b32", f"and.b32 {{d}}, {rank}, 3;")
-    return em.ins("pred", f"setp.eq.u32 {{d}}, {w4}, {r4};")
-
-
 @rule("mbarrier_arrive")
 def _mb_arrive(em, op):
     a = _addr(em, _view_of(em, op.operands[0]))
@@ -184,8 +171,6 @@ def _mb_arrive(em, op):
             if g is None:
                 g = em.thread_cache["lane0"] = em.reg("pred")
                 em.pro(f"setp.eq.u32 {g}, {em.tid()[1]}, 0;")
-            if isinstance(em.arrivals[op.operands[0]], Warpgroups):  # only warp rank % 4 of each group
-                g = em.ins("pred", f"and.pred {{d}}, {g}, {_warp_is(em, rank)};")
             if op.attrs.get("pred"):
                 g = em.ins("pred", f"and.pred {{d}}, {g}, {em.vals[op.operands[1]][0]};")
             remote = em.ins("b32", f"mapa.shared::cluster.u32 {{d}}, {a}, {rank};")

@@ -49,13 +49,10 @@ def test_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     assert sum("barrier.cluster.arrive.aligned" in l for l in lines) == 2
 
 
-def test_a_barrier_peers_arrive_on_counts_warps_or_warpgroups():
-    """Arrivals from a cluster's CTAs come from lane 0 of a warp after its own work (no
+def test_a_barrier_peers_arrive_on_counts_warps():
+    """Arrivals from a cluster's CTAs come from lane 0 of each warp after its own work (no
     partition barrier), so the init count is the user's times the warps -- not times the
-    threads, as for local per-thread releases: that left the GPU waiting forever. A kernel
-    whose warpgroups read shared memory through wgmma alone signals once a warpgroup and CTA,
-    from warp r % 4 for CTA r (CUTLASS's consumer release): times the warpgroups. The ring
-    kernel reads its buffer with a plain load, so each of its warps still arrives."""
+    threads, as for local per-thread releases: that left the GPU waiting forever."""
     src = np.zeros((16, 32), np.float32)
     d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
     tr = ring_kernel.trace(d, gl.pointer(gl.float32), SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2,
@@ -66,17 +63,11 @@ def test_a_barrier_peers_arrive_on_counts_warps_or_warpgroups():
                                      num_warps=8, num_ctas=2, target="sm_90a")
     asm = build(tr.graph, "sm_90a").asm
     inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", asm)
-    assert sorted(inits, key=int) == ["1"] * 3 + ["4"] * 3   # 2 CTAs x 2 warpgroups
+    assert sorted(inits, key=int) == ["1"] * 3 + ["16"] * 3
     lane = re.search(r"and\.b32 (%r\d+), %r\d+, 31;", asm).group(1)
     lane0 = re.search(r"setp\.eq\.u32 (%p\d+), " + lane + r", 0;", asm).group(1)
-    warp = re.search(r"shr\.u32 (%r\d+), %r\d+, 5;", asm).group(1)
-    warp4 = re.search(r"and\.b32 (%r\d+), " + warp + r", 3;", asm).group(1)
     arrives = re.findall(r"@(%p\d+) mbarrier\.arrive\.shared::cluster\.b64", asm)
-    assert len(arrives) == 4
-    for guard in arrives:   # lane 0 and warp r % 4 of its warpgroup, r the destination's rank
-        both = re.search(r"and\.pred " + re.escape(guard) + r", (%p\d+), (%p\d+);", asm)
-        assert both and both.group(1) == lane0
-        assert re.search(r"setp\.eq\.u32 " + re.escape(both.group(2)) + r", " + warp4 + r", [^;]+;", asm)
+    assert len(arrives) == 4 and set(arrives) == {lane0}
 
 
 def test_wgmma_descriptors_take_the_cta_offset_bits_only():
@@ -94,13 +85,13 @@ def test_wgmma_descriptors_take_the_cta_offset_bits_only():
 @pytest.mark.parametrize("bm, bn, bk, stages, warps", [(128, 256, 64, 3, 8), (128, 128, 64, 5, 4)])
 def test_warp_specialized_cluster_gemm_assembles(bm, bn, bk, stages, warps):
     """A producer warp and consumer warpgroups in a cluster kernel: no spills; the consumers'
-    releases to both CTAs counted in consumer warpgroups (2 CTAs x warpgroups)."""
+    releases to both CTAs counted in consumer warps (2 CTAs x warps)."""
     tr = matmul_hopper_cluster_ws.trace(*_descs(4096, 4096, 4096, bm, bn, bk, 2), 4096, 4096, 4096,
                                         STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=2, target="sm_90a")
     ck = build(tr.graph, "sm_90a")
     assert ".reqnctapercluster 2, 1, 1" in ck.asm and ck.spill_bytes == 0 and not ck.extra["stack_bytes"]
     inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[[^\]]+\], (\d+);", ck.asm)
-    assert sorted(inits, key=int) == ["1"] * stages + [str(2 * warps // 4)] * stages
+    assert sorted(inits, key=int) == ["1"] * stages + [str(2 * warps)] * stages
     # the worker warps, parked at the start and gone at the join, meet both cluster barriers too
     # (without that the GPU waited forever at the first one)
     assert ck.asm.count("barrier.cluster.arrive.aligned;") == 4
