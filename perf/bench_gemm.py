@@ -212,6 +212,24 @@ def streamk_run(cfg, a, b, c, shape):
                                                       GROUP_M=8, SPLIT=split, num_warps=warps, backend="nvidia")
 
 
+def time_in_turn(runs: dict, shape, rounds=5, reps=20, anchor="cublas") -> dict:
+    """Each of ``runs`` (name: launch) timed in turn, ``rounds`` times, with the ``anchor`` run
+    among them; prints a line a run (median time, TFLOP/s, ratio to the anchor, the rounds'
+    spread) and returns {name: median ms}."""
+    times = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            times[name].append(gpu_time(run, reps=reps))
+    m, n, k = shape
+    base = statistics.median(times[anchor])
+    width = max(len(name) for name in runs)
+    for name, ts in times.items():
+        t = statistics.median(ts)
+        print(f"{m}x{n}x{k} {name:{width}s} {t * 1e3:8.1f} us {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  "
+              f"x {anchor} {base / t:.3f}  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f} us)", flush=True)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def fastest(name, configs, shape, ref, make):
     """(median ms, config) of the fastest configuration that computes the right answer; every
     one that fails or is wrong is reported, not raised."""

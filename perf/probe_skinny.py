@@ -7,7 +7,6 @@ A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
 sharing A. Each is checked against torch first; medians of rounds (bench_gemm.gpu_time)."""
 import os
-import statistics
 import sys
 
 import torch
@@ -50,15 +49,7 @@ def main():
         print(f"{name}: rel err {err:.2e}", flush=True)
         if err < 2e-2:
             runs[name] = run
-    times = {name: [] for name in runs}
-    for _ in range(7):
-        for name, run in runs.items():
-            times[name].append(bg.gpu_time(run, reps=30))
-    base = statistics.median(times["cublas"])
-    for name, ts in times.items():
-        t = statistics.median(ts)
-        print(f"{m}x{n}x{k} {name:24s} {t * 1e3:7.1f} us {2 * m * n * k / t / 1e9:5.0f} TFLOP/s  x cuBLAS {base / t:.3f}"
-              f"  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f})", flush=True)
+    bg.time_in_turn(runs, shape, rounds=7, reps=30)
 
 
 if __name__ == "__main__":

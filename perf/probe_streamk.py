@@ -12,7 +12,6 @@ the tail costs; no-fixup between them, how much of that is the sum of parts. clu
 is the cluster kernel storing each tile's column blocks all after the next tile's first K step
 (SPREAD=False), beside one block a step."""
 import os
-import statistics
 import sys
 
 import torch
@@ -79,16 +78,7 @@ def main():
             runs[name]()
             torch.cuda.synchronize()
         _probe_fix_up.no_sum = False
-        times = {name: [] for name in runs}
-        for _ in range(5):
-            for name, run in runs.items():
-                times[name].append(bg.gpu_time(run, reps=20))
-        flop = 2 * m * n * k
-        base = statistics.median(times["cublas"])
-        for name, ts in times.items():
-            t = statistics.median(ts)
-            print(f"{m}x{n}x{k} {name:12s} {t * 1e3:8.1f} us {flop / t / 1e9:6.0f} TFLOP/s  x cuBLAS {base / t:.3f}"
-                  f"  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f} us)", flush=True)
+        bg.time_in_turn(runs, shape)
 
 
 if __name__ == "__main__":
