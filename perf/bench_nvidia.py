@@ -83,6 +83,15 @@ def copy_kernel(out, x, n, BLOCK: gl.constexpr, L: gl.constexpr):
 
 
 @gt.jit
+def copy_persistent_kernel(out, x, n, BLOCK: gl.constexpr, L: gl.constexpr):
+    # a grid of a few CTAs an SM, each walking blocks pid, pid + P, ...: no CTA launched per block
+    for start in gl.range(gl.program_id(0) * BLOCK, n, gl.num_programs(0) * BLOCK):
+        offs = start + gl.arange(0, BLOCK, layout=L)
+        m = offs < n
+        gl.store(out + offs, gl.load(x + offs, mask=m), mask=m)
+
+
+@gt.jit
 def add_kernel(out, x, y, n, BLOCK: gl.constexpr, L: gl.constexpr):
     offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=L)
     m = offs < n
@@ -242,6 +251,21 @@ def bench_bandwidth():
     record("memory", f"gluon_trace copy (spt={best[1]}, warps={best[2]}, BLOCK={best[3]})", best[0], "TB/s",
            "torch copy", torch_bw, ">= 0.98x")
     torch.testing.assert_close(out, x)
+    # persistent: on the H200 the copy above reached 0.96x torch's (0.99x on the H100)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    pbest = None
+    for spt, nw, block, per_sm in ((4, 4, 2048, 16), (4, 8, 4096, 8), (4, 4, 4096, 16), (4, 8, 2048, 8)):
+        L = blocked(spt, nw)
+        out.fill_(float("nan"))
+        f = lambda: copy_persistent_kernel[(sms * per_sm,)](out, x, n, BLOCK=block, L=L, num_warps=nw)  # noqa: E731
+        f()
+        torch.testing.assert_close(out, x)
+        t = gpu_time(f, [()], reps=30)
+        v = 2 * n * 4 / (t * 1e-3) / 1e12
+        if pbest is None or v > pbest[0]:
+            pbest = (v, spt, nw, block, per_sm)
+    record("memory", f"gluon_trace persistent copy (spt={pbest[1]}, warps={pbest[2]}, BLOCK={pbest[3]}, "
+           f"{pbest[4]} CTAs an SM)", pbest[0], "TB/s", "torch copy", torch_bw, ">= 0.98x")
     v, spt, nw, block = best
     L = blocked(spt, nw)
     t = gpu_time(lambda: add_kernel[(n // block,)](out, x, y, n, BLOCK=block, L=L, num_warps=nw), [()], reps=30)
