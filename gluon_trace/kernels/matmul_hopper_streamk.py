@@ -12,6 +12,12 @@ arrival does the work. ``SPLIT`` caps the CTAs that share one tile (a tail of fe
 into at most SPLIT parts each, not into P: every part costs a partial tile's round trip
 through L2).
 
+Measured on the H200 (perf/README.md, session 12): 0.86-0.89x cuBLAS on every shape, against
+0.97-1.00x for :func:`matmul_hopper_cluster_ws`. At 4096^3 the partly idle fourth wave already
+runs faster than a full one, so a perfect tail would save ~1 us, and storing and summing the parts
+costs ~20 us. Use it as the stream-K pattern (parts through L2, the last arrival sums them in a
+fixed order), not for speed.
+
 Workspace (:func:`streamk_workspace`): ``partials`` holds 2 * P * BM * BN float32;
 ``counters`` P int32, zero before the first launch; the last arrival of each tile sets its
 counter back to zero, so one workspace serves any number of launches, one at a time."""
