@@ -1,6 +1,11 @@
 """The skinny GEMM (M=128, N=K=8192) with and without clusters, timed in turn with cuBLAS.
 
-    python perf/probe_skinny.py [MxNxK]
+    python perf/probe_skinny.py [MxNxK ...]     # default 128x8192x8192
+    python perf/probe_skinny.py 128x8192x2048 128x8192x8192 128x8192x32768
+
+Over several K the pairs' loss tells its kind: a gap in microseconds that stays put is a fixed
+cost (the cluster launch, the cluster barriers at the start and the end); one that grows with K
+is paid every step (the releases crossing SMs, the multicast).
 
 cuBLAS runs this shape as 128 CTAs of 128x64 tiles, 8 stages of BK=64, in 1x2 clusters sharing
 A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same tile: the
@@ -32,8 +37,12 @@ RUNS = {  # name: (runner, config)
 
 
 def main():
-    m, n, k = (int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "128x8192x8192").split("x"))
-    shape = (m, n, k)
+    for shape in sys.argv[1:] or ["128x8192x8192"]:
+        probe(tuple(int(x) for x in shape.split("x")))
+
+
+def probe(shape):
+    m, n, k = shape
     print(torch.cuda.get_device_name(), shape, flush=True)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
