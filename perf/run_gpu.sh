@@ -9,7 +9,7 @@
 #   streamk   perf/bench_gemm.py --kernels streamk,clusterws (the stream-K tail beside its base)
 #   attention perf/bench_attention.py against cuDNN and FlashAttention-2
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
-#   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000)
+#   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
 #   notebooks the notebooks, cell by cell
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
 # back at most 8 files), with a one-line summary a stage in $OUT/summary.txt.
@@ -65,7 +65,11 @@ stage_nvidia() {
 }
 
 stage_fuzz() {
-  GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
+  # programs not run before: a seed from the clock unless one is given (the tests stage runs
+  # seed 0's, the fixed set); the seed is in the summary, so a run can be repeated
+  local seed=${GLUON_TRACE_FUZZ_GPU_SEED:-$(( $(date +%s) / 60 % 100000 * 10000 + 1000000 ))}
+  say "fuzz seed $seed"
+  GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_GPU_SEED=$seed GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
     python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu.log" 2>&1
   tail -6 "$LOGS/fuzz-gpu.log" | tee -a "$OUT/summary.txt"
 }
