@@ -230,19 +230,30 @@ def time_in_turn(runs: dict, shape, rounds=5, reps=20, anchor="cublas") -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def checked(label, make, shape, ref, report_ok=True):
+    """``make(c)`` gives a launch writing C; run once into a NaN-poisoned C and compared with
+    ``ref``: the launch, or None (reported) when the result is wrong."""
+    c = torch.full(shape[:2], float("nan"), device="cuda", dtype=torch.bfloat16)
+    run = make(c)
+    run()
+    torch.cuda.synchronize()
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 2e-2:
+        print(f"  {label}: wrong result (rel err {err})", flush=True)
+        return None
+    if report_ok:
+        print(f"{label}: rel err {err:.2e}", flush=True)
+    return run
+
+
 def fastest(name, configs, shape, ref, make):
     """(median ms, config) of the fastest configuration that computes the right answer; every
     one that fails or is wrong is reported, not raised."""
     best = None
     for cfg in configs:
-        c = torch.full(shape[:2], float("nan"), device="cuda", dtype=torch.bfloat16)
         try:
-            run = make(cfg, c)
-            run()
-            torch.cuda.synchronize()
-            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-            if not err < 2e-2:
-                print(f"  {name} {shape} {cfg}: wrong result (rel err {err})")
+            run = checked(f"{name} {shape} {cfg}", lambda c: make(cfg, c), shape, ref, report_ok=False)
+            if run is None:
                 continue
             t = gpu_time(run)
         except Exception as e:  # noqa: BLE001  (a configuration that fails is reported, not fatal)

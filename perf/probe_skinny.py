@@ -50,13 +50,8 @@ def probe(shape):
     c0 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     runs = {"cublas": lambda: torch.matmul(a, b, out=c0)}
     for name, (make, cfg) in RUNS.items():
-        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        run = make(cfg, a, b, c, shape)
-        run()
-        torch.cuda.synchronize()
-        err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-        print(f"{name}: rel err {err:.2e}", flush=True)
-        if err < 2e-2:
+        run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
+        if run is not None:
             runs[name] = run
     bg.time_in_turn(runs, shape, rounds=7, reps=30)
 
