@@ -190,6 +190,20 @@ def test_index_of_a_3d_block_whose_batches_split_the_swizzle_is_refused():
     assert "test_first_week_hopper.py" in str(e.value)
 
 
+# -- a transposed read through a hand-made shared linear layout (NVIDIA and AMD tests) -----------
+
+@gt.jit
+def linear_smem_transpose(y_ptr, x_ptr, SL: gl.constexpr):
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    s = gl.allocate_shared_memory(gl.float32, [32, 32], SL, gl.load(x_ptr + r))
+    gl.store(y_ptr + r, s.permute((1, 0)).load(L))
+
+
+# columns, then rows, the row bits XORed into the column's groups of 4 (a hand-made swizzle)
+LINEAR_BASES = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 4], [2, 8], [4, 16], [8, 0], [16, 0]]
+
+
 # -- Gluon's warp-specialization tutorial shape: three partitions, tuples of descriptors ----------
 
 def _ws_load(descs, barriers, buffers, xoff, numel, YBLOCK: gl.constexpr):

@@ -3,6 +3,7 @@ for gfx90a, gfx942 (wave64) and gfx1100 (wave32) against the interpreter and num
 inputs with poisoned outputs. The simulator checks LDS alignment and rejects an access to
 bytes another wave touched since the last s_barrier, so a missing barrier fails here."""
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +15,9 @@ from gluon_trace.language.nvidia.ampere import async_copy
 from gluon_trace.layouts import free_bits
 
 import amdsim
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))  # tests/: the first-week kernels
+from test_first_week_hopper import LINEAR_BASES, linear_smem_transpose  # noqa: E402
 
 TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 POISON = {np.float32: np.float32(np.nan), np.int32: np.int32(-123456789)}
@@ -760,16 +764,9 @@ def test_row_halves_picked_by_a_branch(target):
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
 def test_permuted_view_of_a_shared_linear_layout(target):
-    """The padded kernel above with a hand-made XOR swizzle as a gl.SharedLinearLayout."""
-    bases = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 4], [2, 8], [4, 16], [8, 0], [16, 0]]
-
-    @gt.jit
-    def k(y_ptr, x_ptr, SL: gl.constexpr):
-        L: gl.constexpr = gl.BlockedLayout([1, 4], [4, gl.threads_per_warp() // 4], [4, 1], [1, 0])
-        r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
-        s = gl.allocate_shared_memory(gl.float32, [32, 32], SL, gl.load(x_ptr + r))
-        gl.store(y_ptr + r, s.permute((1, 0)).load(L))
+    """The padded kernel above with a hand-made XOR swizzle as a gl.SharedLinearLayout (the
+    first-week NVIDIA test's kernel and bases)."""
     x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
-    (s,), (r,), _ = run_both(k, target, [np.zeros((32, 32), np.float32)], [x],
-                             SL=gl.SharedLinearLayout(offset_bases=bases), num_warps=4)
+    (s,), (r,), _ = run_both(linear_smem_transpose, target, [np.zeros((32, 32), np.float32)], [x],
+                             SL=gl.SharedLinearLayout(offset_bases=LINEAR_BASES), num_warps=4)
     assert np.array_equal(s, x.T) and np.array_equal(r, x.T)
