@@ -88,44 +88,33 @@ def _tile_offsets(BM: gl.constexpr, BN: gl.constexpr, layout, row_stride=None):
     return gl.expand_dims(rows, 1) * (BN if row_stride is None else row_stride) + gl.expand_dims(cols, 0)
 
 
-FIXUP_LOADS = 4  # the parts of a column block the last arrival loads before it adds them
-
-
 def _fix_up(c_desc, c_bufs, partials, counters, acc, t, u, S, P_sk, KT, off_m, off_n):
     """This CTA computed part of stream-K tile t (its unit u): publish the part; the last of
-    the tile's CTAs to arrive sums the parts in CTA order and stores the tile."""
+    the tile's CTAs to arrive sums the parts in CTA order (its own from its registers) and
+    stores the tile."""
     BM: gl.constexpr = acc.shape[0]
     BN: gl.constexpr = acc.shape[1]
-    EPI_N: gl.constexpr = c_desc.block_type.shape[1]
     offs = _tile_offsets(BM, BN, acc.type.layout)
     pid = gl.program_id(0)
     gl.store(partials + (pid * 2 + u) * (BM * BN) + offs, acc)
-    # the sum reads this CTA's part back too (each thread the words it stored, from L2): the
-    # accumulator's registers are free for FIXUP_LOADS parts in flight at once
-    block_l: gl.constexpr = column_chunks(acc, EPI_N)[0].type.layout
     gl.thread_barrier()  # every thread's part is stored before the count releases it
     first = _owner(t * KT, S, P_sk)
     last = _owner((t + 1) * KT - 1, S, P_sk)
     arrived = gl.atomic_add(counters + t, 1)  # acq_rel, gpu scope
     with gl.if_(arrived == last - first):
         gl.store(counters + t, 0)  # every part has counted: ready for the next launch
-        for j in gl.static_range(BN // EPI_N):
+        # a column block at a time: a sum and a part of the whole tile would not fit in registers
+        EPI_N: gl.constexpr = c_desc.block_type.shape[1]
+        for j, block in enumerate(column_chunks(acc, EPI_N)):
             # offsets made in the block's own layout (not cut from offs): the axis analysis
             # sees each thread's adjacent columns, and the loads go 64 bits at a time
-            offs_j = _tile_offsets(BM, EPI_N, block_l, BN) + j * EPI_N
+            offs_j = _tile_offsets(BM, EPI_N, block.type.layout, BN) + j * EPI_N
             total = gl.zeros(offs_j.shape, gl.float32, offs_j.type.layout)
-            # parts loaded FIXUP_LOADS at once, then added in CTA order (the result does not
-            # depend on who came last): one L2 round trip a group, not one a part. Measured on
-            # the H200 (perf/README.md): the tail of 4096^3 took ~63 us for ~40 us of K steps
-            # either way, so the round trips were not what the fix-up costs
-            for c0 in gl.range(first, last + 1, FIXUP_LOADS):
-                parts = []
-                for i in gl.static_range(FIXUP_LOADS):
-                    c = c0 + i
-                    uc = (_range_start(c, S, P_sk) // gl.maximum(KT, 1) != t).to(gl.int32)
-                    parts.append(gl.load(partials + (c * 2 + uc) * (BM * BN) + offs_j, mask=c <= last))
-                for i in gl.static_range(FIXUP_LOADS):
-                    total = gl.where(c0 + i <= last, total + parts[i], total)
+            for c in gl.range(first, last + 1):
+                # this CTA's own part is still in its registers, bit for bit what it stored
+                uc = (_range_start(c, S, P_sk) // gl.maximum(KT, 1) != t).to(gl.int32)
+                other = gl.load(partials + (c * 2 + uc) * (BM * BN) + offs_j, mask=c != pid)
+                total += gl.where(c == pid, block, other)
             store_block(c_desc, c_bufs, j, total, off_m, off_n)
 
 

@@ -299,7 +299,7 @@ STREAMK = [  # (M, N, K, programs, partial tiles published, EPI_N, launches, con
     (130, 70, 100, 4, 4, None, 1, {}),    # edge tiles along M and N, a K that is not a step multiple
     (128, 128, 64, 4, 0, None, 1, {}),    # tiles = CTAs: no stream-K at all
     (64, 64, 256, 6, 2, None, 1, {"SPLIT": 2}),   # one tile of 8 steps on 6 CTAs, cut in 2 parts
-    (64, 64, 256, 6, 6, None, 1, {"SPLIT": 8}),   # cut in 6 parts: the sum loads 4, then 2
+    (64, 64, 256, 6, 6, None, 1, {"SPLIT": 8}),   # cut in 6 parts, one a CTA: the last sums six
     (192, 128, 32, 4, 2, None, 1, {}),    # a K of one step: 2 tail tiles whole, through the workspace
     (192, 128, 224, 4, 4, 32, 2, {}),     # C in column blocks, two launches on one workspace
 ]
