@@ -232,6 +232,21 @@ def triton_layernorm(y, x, w, b, mean, rstd, eps):
 
 # -- benchmarks -------------------------------------------------------------------------------
 
+def _fastest_copy(out, x, n, launches):
+    """(TB/s, key) of the fastest of ``launches`` ((key, launch) pairs copying x into out),
+    each checked on a poisoned out first."""
+    best = None
+    for key, f in launches:
+        out.fill_(float("nan"))
+        f()
+        torch.testing.assert_close(out, x)
+        t = gpu_time(f, [()], reps=30)
+        v = 2 * n * 4 / (t * 1e-3) / 1e12
+        if best is None or v > best[0]:
+            best = (v, key)
+    return best
+
+
 def bench_bandwidth():
     n = (1 << 30) // 4  # 1 GiB of fp32
     x = torch.randn(n, device="cuda")
@@ -240,33 +255,21 @@ def bench_bandwidth():
     t_torch = gpu_time(lambda: out.copy_(x), [()], reps=30)
     torch_bw = 2 * n * 4 / (t_torch * 1e-3) / 1e12
     record("memory", "torch copy 1 GiB fp32", torch_bw, "TB/s")
-    best = None
-    for spt, nw, block in ((4, 4, 4096), (4, 8, 8192), (8, 4, 4096), (4, 4, 2048)):
-        L = blocked(spt, nw)
-        f = lambda: copy_kernel[(n // block,)](out, x, n, BLOCK=block, L=L, num_warps=nw)  # noqa: E731
-        t = gpu_time(f, [()], reps=30)
-        v = 2 * n * 4 / (t * 1e-3) / 1e12
-        if best is None or v > best[0]:
-            best = (v, spt, nw, block)
-    record("memory", f"gluon_trace copy (spt={best[1]}, warps={best[2]}, BLOCK={best[3]})", best[0], "TB/s",
+    best = _fastest_copy(out, x, n, [
+        ((spt, nw, block), lambda spt=spt, nw=nw, block=block: copy_kernel[(n // block,)](
+            out, x, n, BLOCK=block, L=blocked(spt, nw), num_warps=nw))
+        for spt, nw, block in ((4, 4, 4096), (4, 8, 8192), (8, 4, 4096), (4, 4, 2048))])
+    record("memory", "gluon_trace copy (spt={}, warps={}, BLOCK={})".format(*best[1]), best[0], "TB/s",
            "torch copy", torch_bw, ">= 0.98x")
-    torch.testing.assert_close(out, x)
     # persistent: on the H200 the copy above reached 0.96x torch's (0.99x on the H100)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    pbest = None
-    for spt, nw, block, per_sm in ((4, 4, 2048, 16), (4, 8, 4096, 8), (4, 4, 4096, 16), (4, 8, 2048, 8)):
-        L = blocked(spt, nw)
-        out.fill_(float("nan"))
-        f = lambda: copy_persistent_kernel[(sms * per_sm,)](out, x, n, BLOCK=block, L=L, num_warps=nw)  # noqa: E731
-        f()
-        torch.testing.assert_close(out, x)
-        t = gpu_time(f, [()], reps=30)
-        v = 2 * n * 4 / (t * 1e-3) / 1e12
-        if pbest is None or v > pbest[0]:
-            pbest = (v, spt, nw, block, per_sm)
-    record("memory", f"gluon_trace persistent copy (spt={pbest[1]}, warps={pbest[2]}, BLOCK={pbest[3]}, "
-           f"{pbest[4]} CTAs an SM)", pbest[0], "TB/s", "torch copy", torch_bw, ">= 0.98x")
-    v, spt, nw, block = best
+    pbest = _fastest_copy(out, x, n, [
+        ((spt, nw, block, per_sm), lambda spt=spt, nw=nw, block=block, per_sm=per_sm: copy_persistent_kernel[
+            (sms * per_sm,)](out, x, n, BLOCK=block, L=blocked(spt, nw), num_warps=nw))
+        for spt, nw, block, per_sm in ((4, 4, 2048, 16), (4, 8, 4096, 8), (4, 4, 4096, 16), (4, 8, 2048, 8))])
+    record("memory", "gluon_trace persistent copy (spt={}, warps={}, BLOCK={}, {} CTAs an SM)".format(*pbest[1]),
+           pbest[0], "TB/s", "torch copy", torch_bw, ">= 0.98x")
+    v, (spt, nw, block) = best
     L = blocked(spt, nw)
     t = gpu_time(lambda: add_kernel[(n // block,)](out, x, y, n, BLOCK=block, L=L, num_warps=nw), [()], reps=30)
     t_tadd = gpu_time(lambda: torch.add(x, y, out=out), [()], reps=30)
