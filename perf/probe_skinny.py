@@ -10,7 +10,7 @@ is paid every step (the releases crossing SMs, the multicast).
 cuBLAS runs this shape as 128 CTAs of 128x64 tiles, 8 stages of BK=64, in 1x2 clusters sharing
 A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same tile: the
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
-sharing A. Each is checked against torch first; medians of rounds (bench_gemm.gpu_time)."""
+sharing A; and split along K through the stream-K kernel. Each is checked against torch first; medians of rounds (bench_gemm.gpu_time)."""
 import os
 import sys
 
@@ -33,6 +33,12 @@ RUNS = {  # name: (runner, config)
                               (128, 64, 64, 8, 4, 2, 64, True)),
     "cluster-ws x2 share A/6": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
                                 (128, 64, 64, 6, 4, 2, 64, True)),
+    # split-K through the stream-K kernel: 64 tiles of 128x128 (or 32 of 128x256) on 132 SMs all
+    # go to the stream-K part, SPLIT CTAs a tile, each CTA one K range; A crosses from L2 half
+    # (a quarter) as often as with 128 tiles of 128x64, B once; the parts meet in L2
+    "split-K 2 128x128/6/4": (bg.streamk_run, (128, 128, 64, 6, 4, 64, 2)),
+    "split-K 2 128x128/6/8": (bg.streamk_run, (128, 128, 64, 6, 8, 64, 2)),
+    "split-K 4 128x256/4/8": (bg.streamk_run, (128, 256, 64, 4, 8, 64, 4)),
 }
 
 
