@@ -104,6 +104,22 @@ def gpu_time(fn, reps=30, warmup=3) -> float:
     return statistics.median(times)
 
 
+def back_to_back_time(fn, reps=50) -> float:
+    """Mean GPU milliseconds of ``fn`` launched ``reps`` times back to back: each launch's start
+    overlaps the one before, so this is the kernel's own time without its launch latency
+    (beside gpu_time, which times a launch alone and includes it)."""
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(200_000)  # the host enqueues every launch before the first one starts
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / reps
+
+
 _last_triton_kernel = None  # the compiled kernel of the last launch (perf/gemm_probe.py reads its PTX)
 
 
@@ -154,7 +170,7 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, **constexprs):
     bm, bn, bk, stages, warps = cfg[:5]
     epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
     m, n, k = shape
@@ -165,7 +181,7 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper):
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
-                                       num_warps=warps, backend="nvidia")
+                                       num_warps=warps, backend="nvidia", **constexprs)
 
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, **constexprs):
@@ -226,7 +242,8 @@ def time_in_turn(runs: dict, shape, rounds=5, reps=20, anchor="cublas") -> dict:
     for name, ts in times.items():
         t = statistics.median(ts)
         print(f"{m}x{n}x{k} {name:{width}s} {t * 1e3:8.1f} us {2 * m * n * k / t / 1e9:6.0f} TFLOP/s  "
-              f"x {anchor} {base / t:.3f}  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f} us)", flush=True)
+              f"x {anchor} {base / t:.3f}  (rounds {min(ts) * 1e3:.1f}-{max(ts) * 1e3:.1f} us; host "
+              f"{HOST_US.get(id(runs[name]), 0):.0f} us a launch)", flush=True)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

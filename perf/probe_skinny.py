@@ -10,7 +10,16 @@ is paid every step (the releases crossing SMs, the multicast).
 cuBLAS runs this shape as 128 CTAs of 128x64 tiles, 8 stages of BK=64, in 1x2 clusters sharing
 A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same tile: the
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
-sharing A; and split along K through the stream-K kernel. Each is checked against torch first; medians of rounds (bench_gemm.gpu_time)."""
+sharing A; and split along K through the stream-K kernel. Each is checked against torch first;
+medians of rounds (bench_gemm.gpu_time). BACK_TO_BACK=1 also times each launched 50 times back
+to back (its launch latency hidden; at small K the host's launch work shows instead).
+
+What it found on the H200 (session 13, perf/README.md): the gap to cuBLAS grows with K from 2048
+to 8192 (0.6 to 2.5 us) and reverses at 32768 (ours 1.12x: cuBLAS changes kernels); launched
+back to back it stays (39.1 against 36.8 us), so it is the kernel, not its launch. The pairs pay
+~2.3 us more at every K. Split-K pays ~6 us for its parts' round trip through L2 and its main
+loop is no faster. A ring for A apart from B's (tried in matmul_hopper_ws, reverted) showed A's
+L2 hits wait ~1.6 us under this load: A needs as many stages as B."""
 import os
 import sys
 
@@ -60,6 +69,11 @@ def probe(shape):
         if run is not None:
             runs[name] = run
     bg.time_in_turn(runs, shape, rounds=7, reps=30)
+    if os.environ.get("BACK_TO_BACK"):  # the same launches back to back: their launch latency hidden
+        for name, run in runs.items():
+            ts = sorted(bg.back_to_back_time(run) for _ in range(5))
+            print(f"{m}x{n}x{k} back to back {name:28s} {ts[2] * 1e3:8.1f} us  (rounds {ts[0] * 1e3:.1f}-"
+                  f"{ts[-1] * 1e3:.1f})", flush=True)
 
 
 if __name__ == "__main__":
