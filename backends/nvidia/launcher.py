@@ -381,9 +381,11 @@ class KernelLauncher:
         arguments do not fit this specialization (the caller then takes the checked path).
         Only for torch tensors, Python ints/floats/bools and tuple/int grids."""
         torch = _torch()
-        if torch is None or self.graph.num_ctas > 1:  # clusters: the checked path (its grid rule)
+        if torch is None:
             return None
-        if not any(self.descs):  # the C path does not take TMA descriptors (yet): Python does
+        ctas = self.graph.num_ctas
+        # the C path knows no cluster's grid rule, nor TMA descriptors (yet): Python takes those
+        if not any(self.descs) and ctas == 1:
             c = self._c_fast(torch, specs, expected_kwargs)
             if c is not None:
                 return c
@@ -470,6 +472,8 @@ class KernelLauncher:
             "    else: return False",
             "    if gx.__class__ is not int or gy.__class__ is not int or gz.__class__ is not int: return False",
             "    if gx <= 0 or gy <= 0 or gz <= 0 or gx >= 2147483648 or gy >= 65536 or gz >= 65536: return False",
+            # a cluster kernel's grid is whole clusters along x: else the checked path says so
+            *([f"    if gx % {ctas}: return False"] if ctas > 1 else []),
             f"    if {dev} not in CFG or (NDEV > 1 and {dev} != getdev()): return False",
             f"    if stream is None: stream = getstream({dev})",
         ]
