@@ -19,15 +19,20 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
 typedef int (*ctx_get_fn)(void **ctx);  /* cuCtxGetCurrent */
 typedef int (*ctx_set_fn)(void *ctx);   /* cuCtxSetCurrent */
 
-enum { K_PTR = 0, K_I32 = 1, K_I64 = 2, K_F32 = 3, K_F64 = 4, K_BOOL = 5 };
-enum { STAGING = 1024 };  /* parameter bytes a launch stages on the stack; more: the Python path */
+enum { K_PTR = 0, K_I32 = 1, K_I64 = 2, K_F32 = 3, K_F64 = 4, K_BOOL = 5, K_DESC = 6 };
+enum { STAGING = 2048 };  /* parameter bytes a launch stages on the stack; more: the Python path */
+enum { MAX_RANK = 5, TMAP_BYTES = 128 };
 
 typedef struct {
     int kind;
-    int align16;          /* pointers: 16-byte aligned; ints: a multiple of 16 */
-    Py_ssize_t offset;    /* in the parameter buffer */
-    PyObject *dtype;      /* pointers: the tensor dtype object, compared by identity */
+    int align16;          /* pointers: 16-byte aligned; ints: a multiple of 16; descriptors: TMA
+                           * stores go through it (its store_error() must say None) */
+    Py_ssize_t offset;    /* in the parameter buffer (a descriptor: its 128-byte CUtensorMap) */
+    PyObject *dtype;      /* pointers: the tensor dtype object, compared by identity;
+                           * descriptors: the traced TensorDescType, compared by == */
     int contiguous;       /* pointers: the kernel assumes a contiguous tensor */
+    int rank;             /* descriptors: the global shape's dims, each a u32 parameter at */
+    Py_ssize_t dim_offset[MAX_RANK];
 } ArgDesc;
 
 typedef struct {
@@ -39,8 +44,10 @@ typedef struct {
     Py_ssize_t nargs, buf_size;
     ArgDesc *args;
     char *buf;
-    void **params;
+    void **params;        /* one per PTX parameter: a descriptor is 1 + rank of them */
     int multi_device;
+    unsigned cluster_x;   /* a cluster kernel's grid is whole clusters along x */
+    PyObject *desc_type;  /* TensorDescriptor, or NULL: no descriptor arguments */
     PyObject *tensor_type, *expected_kwargs, *get_stream, *get_device, *configured, *fail;
     /* A kernel handle launches in the calling thread's current context, and a thread that
      * never touched CUDA has none: each launch makes the device's primary context current
@@ -52,6 +59,7 @@ typedef struct {
 } Launch;
 
 static PyObject *s_dtype, *s_data_ptr, *s_get_device, *s_stream, *s_cuda_stream, *s_ptr, *s_is_contiguous;
+static PyObject *s_ir_type, *s_store_error, *s_tmap, *s_address, *s_base, *s_shape;
 
 /* -1: does not fit (no Python error set); -2: a Python error is set. */
 static int as_unsigned(PyObject *v, unsigned long long limit, unsigned *out) {
@@ -88,9 +96,89 @@ static int call_int(PyObject *obj, PyObject *name, long long *out) {
     return 0;
 }
 
+/* the device of tensor `t`, which must be on `*dev` (or set it, when -1) */
+static int same_device(PyObject *t, long long *dev) {
+    long long dv;
+    if (call_int(t, s_get_device, &dv)) return -1;
+    if (*dev == -1) {
+        if (dv < 0) return -1;
+        *dev = dv;
+    } else if (dv != *dev) return -1;
+    return 0;
+}
+
+/* an int attribute of `obj`; -1 on anything unexpected (errors are cleared) */
+static int attr_int(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) { PyErr_Clear(); return -1; }
+    int overflow = 0;
+    *out = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : -1;
+    int bad = !PyLong_Check(v) || overflow || PyErr_Occurred();
+    Py_DECREF(v);
+    if (bad) { PyErr_Clear(); return -1; }
+    return 0;
+}
+
+/* A TensorDescriptor: what the Python fast path checks (launcher.py), in the same order. Its
+ * CUtensorMap was encoded by the checked path (the `_tmap` cache: the address it was made
+ * for, the 128 bytes), which alone explains a descriptor that does not fit. */
+static int store_desc(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char *staging) {
+    if (self->desc_type == NULL || Py_TYPE(a) != (PyTypeObject *)self->desc_type) return -1;
+    PyObject *t = PyObject_GetAttr(a, s_ir_type);
+    if (t == NULL) { PyErr_Clear(); return -1; }
+    int same = t == d->dtype ? 1 : PyObject_RichCompareBool(t, d->dtype, Py_EQ);
+    Py_DECREF(t);
+    if (same != 1) { if (same < 0) PyErr_Clear(); return -1; }
+    if (d->align16) {
+        PyObject *why = PyObject_CallMethodNoArgs(a, s_store_error);
+        if (why == NULL) { PyErr_Clear(); return -1; }
+        int ok = why == Py_None;
+        Py_DECREF(why);
+        if (!ok) return -1;
+    }
+    PyObject *m = PyObject_GetAttr(a, s_tmap);
+    if (m == NULL) { PyErr_Clear(); return -1; }
+    long long addr = -1, described = -2, p = -3;
+    int ok = PyTuple_CheckExact(m) && PyTuple_GET_SIZE(m) == 2 && PyLong_Check(PyTuple_GET_ITEM(m, 0))
+             && PyBytes_CheckExact(PyTuple_GET_ITEM(m, 1)) && PyBytes_GET_SIZE(PyTuple_GET_ITEM(m, 1)) == TMAP_BYTES;
+    if (ok) {
+        int overflow = 0;
+        addr = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(m, 0), &overflow);
+        if (overflow || PyErr_Occurred()) { PyErr_Clear(); ok = 0; }
+        else memcpy(staging + d->offset, PyBytes_AS_STRING(PyTuple_GET_ITEM(m, 1)), TMAP_BYTES);
+    }
+    Py_DECREF(m);
+    if (!ok || attr_int(a, s_address, &described) || described != addr) return -1;
+    PyObject *b = PyObject_GetAttr(a, s_base);
+    if (b == NULL) { PyErr_Clear(); return -1; }
+    ok = (Py_TYPE(b) == (PyTypeObject *)self->tensor_type || PyObject_TypeCheck(b, (PyTypeObject *)self->tensor_type))
+         && call_int(b, s_data_ptr, &p) == 0 && p == addr && same_device(b, dev) == 0;
+    Py_DECREF(b);
+    if (!ok) return -1;
+    PyObject *shape = PyObject_GetAttr(a, s_shape);
+    if (shape == NULL) { PyErr_Clear(); return -1; }
+    PyObject *seq = PySequence_Fast(shape, "shape");
+    Py_DECREF(shape);
+    if (seq == NULL) { PyErr_Clear(); return -1; }
+    ok = PySequence_Fast_GET_SIZE(seq) == d->rank;
+    for (int k = 0; ok && k < d->rank; k++) {
+        PyObject *n = PySequence_Fast_GET_ITEM(seq, k);
+        int overflow = 0;
+        long long v = PyLong_CheckExact(n) ? PyLong_AsLongLongAndOverflow(n, &overflow) : -1;
+        if (overflow || PyErr_Occurred()) { PyErr_Clear(); ok = 0; break; }
+        if (v < 0 || v > (long long)UINT32_MAX) { ok = 0; break; }
+        uint32_t w = (uint32_t)v;
+        memcpy(staging + d->dim_offset[k], &w, 4);
+    }
+    Py_DECREF(seq);
+    return ok ? 0 : -1;
+}
+
 static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char *staging) {
     char *slot = staging + d->offset;
     switch (d->kind) {
+    case K_DESC:
+        return store_desc(self, d, a, dev, staging);
     case K_PTR: {
         if (Py_TYPE(a) != (PyTypeObject *)self->tensor_type &&
             !PyObject_TypeCheck(a, (PyTypeObject *)self->tensor_type)) return -1;
@@ -99,10 +187,10 @@ static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char
         int same = dt == d->dtype;
         Py_DECREF(dt);
         if (!same) return -1;
-        long long p, dv;
+        long long p;
         if (call_int(a, s_data_ptr, &p)) return -1;
         if (((p & 15) == 0) != d->align16) return -1;
-        if (call_int(a, s_get_device, &dv)) return -1;
+        if (same_device(a, dev)) return -1;
         if (d->contiguous) {
             PyObject *c = PyObject_CallMethodNoArgs(a, s_is_contiguous);
             int yes = c == Py_True;
@@ -110,10 +198,6 @@ static int store_arg(Launch *self, ArgDesc *d, PyObject *a, long long *dev, char
             if (c == NULL) PyErr_Clear();
             if (!yes) return -1;  /* the checked path says what is wrong */
         }
-        if (*dev == -1) {
-            if (dv < 0) return -1;
-            *dev = dv;
-        } else if (dv != *dev) return -1;
         uint64_t u = (uint64_t)p;
         memcpy(slot, &u, 8);
         return 0;
@@ -194,7 +278,7 @@ static int try_launch(Launch *self, const unsigned g[3], PyObject *const *args, 
      * staged here and copied into the shared parameter buffer only after the last call
      * into Python, right before cuLaunchKernel copies them, with the GIL held throughout. */
     char staging[STAGING];
-    if (nargs != self->nargs || self->buf_size > STAGING) return 0;
+    if (nargs != self->nargs || self->buf_size > STAGING || g[0] % self->cluster_x) return 0;
     long long dev = -1;
     for (Py_ssize_t i = 0; i < nargs; i++)
         if (store_arg(self, &self->args[i], args[i], &dev, staging)) return 0;
@@ -272,24 +356,37 @@ static void launch_dealloc(Launch *self) {
     PyMem_Free(self->params);
     Py_XDECREF(self->tensor_type); Py_XDECREF(self->expected_kwargs); Py_XDECREF(self->get_stream);
     Py_XDECREF(self->get_device); Py_XDECREF(self->configured); Py_XDECREF(self->fail);
-    Py_XDECREF(self->contexts);
+    Py_XDECREF(self->contexts); Py_XDECREF(self->desc_type);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* Launch(launch_addr, func, nthreads, smem, buf_size, specs, tensor_type, expected_kwargs,
- *        get_stream, get_device, multi_device, configured, fail[, contexts, ctx_get_addr, ctx_set_addr])
- * specs: tuple of (kind, align16, offset, dtype-or-None, contiguous) */
+ *        get_stream, get_device, multi_device, configured, fail[, contexts or None, ctx_get_addr,
+ *        ctx_set_addr[, desc_type, cluster_x]])
+ * specs: tuple of (kind, align16, offset, dtype-or-None, contiguous[, dim offsets]); a
+ * descriptor's (K_DESC, stored, map offset, TensorDescType, False, (offset of each dim)) */
 static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     unsigned long long launch_addr, func;
     unsigned nthreads, smem;
     Py_ssize_t buf_size;
     int multi;
-    PyObject *specs, *tt, *ek, *gs, *gd, *cfg, *fail, *ctxs = NULL;
+    PyObject *specs, *tt, *ek, *gs, *gd, *cfg, *fail, *ctxs = NULL, *dt = NULL;
     unsigned long long ctx_get = 0, ctx_set = 0;
-    if (!PyArg_ParseTuple(a, "KKIInO!OO!OOpO!O|O!KK", &launch_addr, &func, &nthreads, &smem, &buf_size,
+    unsigned cluster_x = 1;
+    if (!PyArg_ParseTuple(a, "KKIInO!OO!OOpO!O|OKKOI", &launch_addr, &func, &nthreads, &smem, &buf_size,
                           &PyTuple_Type, &specs, &tt, &PyDict_Type, &ek, &gs, &gd, &multi, &PySet_Type, &cfg,
-                          &fail, &PyDict_Type, &ctxs, &ctx_get, &ctx_set))
+                          &fail, &ctxs, &ctx_get, &ctx_set, &dt, &cluster_x))
         return NULL;
+    if (ctxs == Py_None) ctxs = NULL;  /* the caller manages contexts */
+    if (ctxs != NULL && !PyDict_Check(ctxs)) {
+        PyErr_SetString(PyExc_TypeError, "contexts must be a dict or None");
+        return NULL;
+    }
+    if (dt == Py_None) dt = NULL;
+    if ((dt != NULL && !PyType_Check(dt)) || cluster_x < 1) {
+        PyErr_SetString(PyExc_ValueError, "desc_type must be a type or None, cluster_x at least 1");
+        return NULL;
+    }
     if (ctxs != NULL && (!ctx_get || !ctx_set)) {
         PyErr_SetString(PyExc_ValueError, "contexts need the cuCtxGetCurrent and cuCtxSetCurrent addresses");
         return NULL;
@@ -305,7 +402,9 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     Py_ssize_t n = PyTuple_GET_SIZE(specs);
     self->args = PyMem_Calloc(n ? n : 1, sizeof(ArgDesc));
     self->buf = PyMem_Calloc(buf_size > 8 ? buf_size : 8, 1);
-    self->params = PyMem_Calloc(n ? n : 1, sizeof(void *));
+    self->params = PyMem_Calloc(n ? n * (1 + MAX_RANK) : 1, sizeof(void *));
+    self->cluster_x = cluster_x;
+    self->desc_type = dt ? Py_NewRef(dt) : NULL;
     self->tensor_type = Py_NewRef(tt); self->expected_kwargs = Py_NewRef(ek); self->get_stream = Py_NewRef(gs);
     self->get_device = Py_NewRef(gd); self->configured = Py_NewRef(cfg); self->fail = Py_NewRef(fail);
     self->multi_device = multi;
@@ -315,22 +414,36 @@ static PyObject *launch_new(PyTypeObject *type, PyObject *a, PyObject *kw) {
     self->nargs = n;
     self->buf_size = buf_size;
     if (!self->args || !self->buf || !self->params) { Py_DECREF(self); return PyErr_NoMemory(); }
+    Py_ssize_t np = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         ArgDesc *d = &self->args[i];
-        PyObject *dt;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "ipnOp", &d->kind, &d->align16, &d->offset, &dt,
-                              &d->contiguous)) {
+        PyObject *dt, *dims = NULL;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "ipnOp|O!", &d->kind, &d->align16, &d->offset, &dt,
+                              &d->contiguous, &PyTuple_Type, &dims)) {
             Py_DECREF(self);
             return NULL;
         }
-        int size = (d->kind == K_I64 || d->kind == K_F64 || d->kind == K_PTR) ? 8 : d->kind == K_BOOL ? 1 : 4;
-        if (d->kind < K_PTR || d->kind > K_BOOL || d->offset < 0 || d->offset + size > buf_size) {
+        int size = d->kind == K_DESC ? TMAP_BYTES
+                   : (d->kind == K_I64 || d->kind == K_F64 || d->kind == K_PTR) ? 8 : d->kind == K_BOOL ? 1 : 4;
+        int bad = d->kind < K_PTR || d->kind > K_DESC || d->offset < 0 || d->offset + size > buf_size
+                  || (d->kind == K_DESC) != (dims != NULL) || (d->kind == K_DESC && self->desc_type == NULL);
+        if (!bad && dims != NULL) {
+            d->rank = (int)PyTuple_GET_SIZE(dims);
+            bad = d->rank < 1 || d->rank > MAX_RANK;
+            for (int k = 0; !bad && k < d->rank; k++) {
+                d->dim_offset[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(dims, k));
+                if (PyErr_Occurred()) PyErr_Clear();
+                bad = d->dim_offset[k] < 0 || d->dim_offset[k] + 4 > buf_size;
+            }
+        }
+        if (bad) {
             Py_DECREF(self);
             PyErr_SetString(PyExc_ValueError, "bad argument spec");
             return NULL;
         }
         d->dtype = Py_NewRef(dt);
-        self->params[i] = self->buf + d->offset;
+        self->params[np++] = self->buf + d->offset;
+        for (int k = 0; k < d->rank; k++) self->params[np++] = self->buf + d->dim_offset[k];
     }
     return (PyObject *)self;
 }
@@ -441,6 +554,12 @@ PyMODINIT_FUNC PyInit__claunch(void) {
     s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
     s_ptr = PyUnicode_InternFromString("ptr");
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    s_ir_type = PyUnicode_InternFromString("ir_type");
+    s_store_error = PyUnicode_InternFromString("store_error");
+    s_tmap = PyUnicode_InternFromString("_tmap");
+    s_address = PyUnicode_InternFromString("_address");
+    s_base = PyUnicode_InternFromString("base");
+    s_shape = PyUnicode_InternFromString("shape");
     if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&DispatchType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

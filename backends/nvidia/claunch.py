@@ -27,7 +27,8 @@ from pathlib import Path
 from gluon_trace.cache import cache_dir
 
 SOURCE = Path(__file__).with_name("_claunch.c")
-KINDS = {"ptr": 0, "i32": 1, "i64": 2, "f32": 3, "f64": 4, "bool": 5}
+KINDS = {"ptr": 0, "i32": 1, "i64": 2, "f32": 3, "f64": 4, "bool": 5, "desc": 6}
+STAGING = 2048  # parameter bytes a launch stages (_claunch.c); a kernel with more takes the Python path
 
 _lock = threading.Lock()
 _module = None

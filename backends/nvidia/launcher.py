@@ -384,11 +384,9 @@ class KernelLauncher:
         if torch is None:
             return None
         ctas = self.graph.num_ctas
-        # the C path knows no cluster's grid rule, nor TMA descriptors (yet): Python takes those
-        if not any(self.descs) and ctas == 1:
-            c = self._c_fast(torch, specs, expected_kwargs)
-            if c is not None:
-                return c
+        c = self._c_fast(torch, specs, expected_kwargs)  # where it is built and takes every argument
+        if c is not None:
+            return c
         from gluon_trace.nvidia.hopper import TensorDescriptor
         g = {"Tensor": torch.Tensor, "EXP": dict(expected_kwargs), "S": self.buf, "pack": self.packer.pack_into,
              "launch": self.drv.cu.cuLaunchKernel, "F": self.fn, "P": self.params, "NT": self.nthreads,
@@ -507,8 +505,17 @@ class KernelLauncher:
         if mod is None:
             return None
         descs = []
-        for i, (spec, off) in enumerate(zip(specs, self.offsets)):
+        first = 0  # each argument's first PTX parameter: a descriptor has 1 + rank of them
+        for i, spec in enumerate(specs):
             t = spec.dtype
+            off = self.offsets[first]
+            if self.descs[i]:
+                rank = self.graph.args[i].type.rank
+                dims = tuple(self.offsets[first + 1:first + 1 + rank])
+                descs.append((claunch.KINDS["desc"], i in self.stored, off, self.graph.args[i].type, False, dims))
+                first += 1 + rank
+                continue
+            first += 1
             if t.is_ptr:
                 td = getattr(torch, _TORCH_NAMES.get(t.element.name, t.element.name), None)
                 if td is None:
@@ -522,19 +529,23 @@ class KernelLauncher:
                 descs.append((claunch.KINDS[f"i{t.bits}"], spec.divisible_by_16, off, None, False))
             else:
                 return None
-        if not any(t.is_ptr for t in self.types):
-            return None  # the device comes from a tensor argument
+        if not any(t.is_ptr for t in self.types) and not any(self.descs):
+            return None  # the device comes from a tensor argument (a descriptor's base)
+        if self.buf_size > claunch.STAGING:
+            return None
         try:
             addr = launch_address()
             ctx_get, ctx_set = driver_address("cuCtxGetCurrent"), driver_address("cuCtxSetCurrent")
         except (OSError, AttributeError):
             return None
         from gluon_trace import backend
+        from gluon_trace.nvidia.hopper import TensorDescriptor
         backend.set_dispatch_factory(mod.Dispatch)
         return mod.Launch(addr, int(self.fn), self.nthreads, self.smem, self.buf_size, tuple(descs),
                           torch.Tensor, dict(expected_kwargs), torch._C._cuda_getCurrentRawStream,
                           torch._C._cuda_getDevice, self.drv.ndev > 1, self.configured, self._fail_code,
-                          self.drv.ctx_handles, ctx_get, ctx_set)
+                          self.drv.ctx_handles, ctx_get, ctx_set, TensorDescriptor if any(self.descs) else None,
+                          self.graph.num_ctas)
 
     def _fail_code(self, code: int):
         self._fail(self.drv.cu.CUresult(code))

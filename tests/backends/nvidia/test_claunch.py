@@ -481,3 +481,127 @@ def test_checked_path_argument_errors_are_python_builtins():
             call()
         assert isinstance(e.value, LaunchError)
     assert kl._pointer(0, 0x1000, None) == (0x1000, None, False) and kl._scalar(1, 7, None) == 7
+
+
+# -- TMA descriptors and clusters --------------------------------------------------------------
+
+class FakeDesc:
+    """What the launch reads of a TensorDescriptor: the traced type, the CUtensorMap the checked
+    path cached for an address, that address, the base tensor and the global shape."""
+
+    def __init__(self, ptr, shape, ir_type="T", tmap=b"\x11" * 128, store_error=None):
+        self.ir_type, self._address, self.base, self.shape = ir_type, ptr, FakeTensor(ptr), list(shape)
+        self._tmap, self._why = (ptr, tmap), store_error
+
+    def store_error(self):
+        return self._why
+
+
+class OtherDesc(FakeDesc):
+    pass
+
+
+# kernel(a: desc rank 2, c: desc rank 2 that TMA stores through, n: i32): the PTX parameters are
+# a's map (64-aligned), its two dims, c's map, its two dims, n
+DESC_SPECS = ((6, False, 0, "T", False, (128, 132)), (6, True, 192, "T", False, (320, 324)), (1, False, 328, None, False))
+DESC_PARAMS = (("128s", 128), ("<I", 4), ("<I", 4), ("128s", 128), ("<I", 4), ("<I", 4), ("<i", 4))
+
+
+class DescRecorder(Recorder):
+    def _launch(self, func, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        vals = [struct.unpack(f, ctypes.string_at(params[i], n))[0] for i, (f, n) in enumerate(DESC_PARAMS)]
+        self.calls.append(dict(grid=(gx, gy, gz), args=vals))
+        return self.result
+
+
+def make_desc(mod, rec, cluster_x=1, desc_type=FakeDesc):
+    launch = mod.Launch(rec.addr, 0x1234, 128, 4096, 332, DESC_SPECS, FakeTensor, {}, lambda dev: 0x5000,
+                        lambda: 0, False, {0}, lambda code: None, None, 0, 0, desc_type, cluster_x)
+    return launch
+
+
+def desc_args():
+    return (FakeDesc(0x10000, [64, 100], tmap=b"\x22" * 128), FakeDesc(0x20000, [64, 48], tmap=b"\x33" * 128), 5)
+
+
+def test_descriptors_pack_their_map_and_dims(mod):
+    rec = DescRecorder()
+    launch = make_desc(mod, rec)
+    assert launch((2,), desc_args(), {}, None) is True
+    (c,) = rec.calls
+    assert c["args"] == [b"\x22" * 128, 64, 100, b"\x33" * 128, 64, 48, 5]
+
+
+def _moved(a):
+    a[0].base = FakeTensor(0x90000)
+    return a
+
+
+def _reencoded_elsewhere(a):
+    a[0]._tmap = (0x90000, a[0]._tmap[1])
+    return a
+
+
+def _no_map(a):
+    del a[0]._tmap
+    return a
+
+
+@pytest.mark.parametrize("change", [
+    lambda a: [OtherDesc(0x10000, [64, 100])] + a[1:],                 # not the descriptor class itself
+    lambda a: [FakeDesc(0x10000, [64, 100], ir_type="U")] + a[1:],     # traced for another block or layout
+    lambda a: a[:1] + [FakeDesc(0x20000, [64, 48], store_error="1-D")] + a[2:],  # a store that would overrun
+    _moved, _reencoded_elsewhere, _no_map,                             # the tensor moved; no map cached
+    lambda a: [FakeDesc(0x10000, [64, 100, 2])] + a[1:],               # another rank
+    lambda a: [FakeDesc(0x10000, [64, 1 << 32])] + a[1:],              # a dim past u32
+    lambda a: [FakeDesc(0x10000, [64, 100], tmap=b"\x22" * 64)] + a[1:],  # not a 128-byte map
+    lambda a: [FakeTensor(0x10000)] + a[1:],                           # a tensor where a descriptor was
+])
+def test_descriptors_that_do_not_fit_return_false_and_launch_nothing(mod, change):
+    rec = DescRecorder()
+    launch = make_desc(mod, rec)
+    assert launch((1,), tuple(change(list(desc_args()))), {}, None) is False
+    assert rec.calls == []
+    assert launch((1,), desc_args(), {}, None) is True  # and the same launcher still takes a good call
+
+
+def test_a_descriptor_on_another_device_is_refused(mod):
+    rec = DescRecorder()
+    launch = make_desc(mod, rec)
+    a = desc_args()
+    a[1].base = FakeTensor(0x20000, device=1)
+    assert launch((1,), a, {}, None) is False and rec.calls == []
+
+
+def test_a_cluster_kernel_takes_whole_clusters_only(mod):
+    rec = DescRecorder()
+    launch = make_desc(mod, rec, cluster_x=2)
+    assert launch((4,), desc_args(), {}, None) is True
+    assert launch((3,), desc_args(), {}, None) is False  # the checked path explains the grid rule
+    assert [c["grid"] for c in rec.calls] == [(4, 1, 1)]
+
+
+def test_descriptor_launches_leak_no_references(mod):
+    rec = DescRecorder()
+    launch = make_desc(mod, rec)
+    args = desc_args()
+    bad = (FakeDesc(0x10000, [64, 100], ir_type="U"),) + args[1:]
+    before = [sys.getrefcount(o) for o in (args[0], args[0].base, args[0]._tmap, args[0].shape, launch)]
+    for _ in range(2000):
+        launch((1,), args, {}, None)
+        launch((1,), bad, {}, None)
+    assert [sys.getrefcount(o) for o in (args[0], args[0].base, args[0]._tmap, args[0].shape, launch)] == before
+    assert len(rec.calls) == 2000
+
+
+def test_descriptor_specs_are_validated(mod):
+    rec = DescRecorder()
+    with pytest.raises(ValueError, match="bad argument spec"):  # a descriptor spec without dims
+        mod.Launch(rec.addr, 0, 128, 0, 332, ((6, False, 0, "T", False),), FakeTensor, {}, lambda d: 0,
+                   lambda: 0, False, {0}, lambda c: None, None, 0, 0, FakeDesc, 1)
+    with pytest.raises(ValueError, match="bad argument spec"):  # descriptors but no descriptor class
+        mod.Launch(rec.addr, 0, 128, 0, 332, DESC_SPECS, FakeTensor, {}, lambda d: 0,
+                   lambda: 0, False, {0}, lambda c: None, None, 0, 0, None, 1)
+    with pytest.raises(ValueError, match="bad argument spec"):  # a dim past the buffer
+        mod.Launch(rec.addr, 0, 128, 0, 332, ((6, False, 0, "T", False, (330,)),), FakeTensor, {}, lambda d: 0,
+                   lambda: 0, False, {0}, lambda c: None, None, 0, 0, FakeDesc, 1)

@@ -657,11 +657,14 @@ def test_gpu_tma_kernels_take_the_fast_path_and_keep_its_checks():
     y = torch.full_like(x, float("nan"))
     dx = TensorDescriptor.from_tensor(x, [64, 64], NV([64, 64], gl.float32))
     dy = TensorDescriptor.from_tensor(y, [64, 64], NV([64, 64], gl.float32))
+    from gluon_trace.backends.nvidia import claunch
     copy2d._fast.clear()
     copy2d._fast_keys.clear()
     for _ in range(3):
         copy2d[(1, 2)](dx, dy, backend=NVIDIA)
     assert copy2d._fast, "no fast launcher was registered for a TMA kernel"
+    assert claunch.status().startswith("on"), claunch.status()
+    assert type(copy2d._fast[0]).__name__ == "Launch"  # the C path takes descriptors
     torch.cuda.synchronize()
     assert torch.equal(y, x)
     x2 = torch.randn(64, 128, device="cuda")    # a new descriptor: encoded once, then fast

@@ -263,6 +263,7 @@ def test_gpu_multicast_lands_in_both_ctas_and_a_bad_grid_is_refused():
         for p in range(4):
             torch.testing.assert_close(out[16 * p:16 * (p + 1)], src, rtol=0, atol=0)
     assert ring_kernel._fast, "no fast launcher was registered for a cluster kernel"
+    assert type(ring_kernel._fast[0]).__name__ == "Launch"  # in C, which checks whole clusters too
     with pytest.raises(ArgumentValueError, match="multiple of 2"):
         ring_kernel[(3,)](d, out, SYNC_AFTER_INIT=True, SYNC_AT_END=True, num_ctas=2, num_warps=1, backend=NVIDIA)
     x = torch.ones(4, device="cuda")
