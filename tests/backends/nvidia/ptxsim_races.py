@@ -47,8 +47,8 @@ class RaceSim(WSSim):
         self.gl: dict = {}                                     # global buffer -> (last writer, its epoch)
         self.sync_clock: dict = {}                             # global address -> join of its releases
         self.named_clock: dict = {}                            # (cta, id) -> join of the arrivals
-        self.cl_clock = np.zeros((self.nctas, G), np.int64)
-        self.cl_done: dict = {}                                # (cta, generation) -> its join
+        self.cl_clock = np.zeros((self.nclusters, G), np.int64)
+        self.cl_done: dict = {}                                # (cluster, generation) -> its join
         self.gw = (self.cta * W + self.tid // 32).astype(np.int64)
         self.store_warp: dict = {}                             # id(TMA store in flight) -> issuing warp
 
@@ -90,28 +90,33 @@ class RaceSim(WSSim):
 
     def _cluster(self, parts, m):
         if parts[2] == "arrive":
-            self._release(m, lambda c: self.cl_clock[c])
+            if "relaxed" not in parts:   # .relaxed: no release
+                self._release(m, lambda c: self.cl_clock[self.cid[c]])
             return super()._cluster(parts, m)
         out = super()._cluster(parts, m)
         done = m & ~self.cl_waiting     # their generation is complete already: acquire it now
-        self._acquire(done, lambda c: self.cl_done.get((c, int(self.cl_mine[np.argmax(done & (self.cta == c))]))))
+        self._acquire(done, lambda c: self.cl_done.get(
+            (int(self.cid[c]), int(self.cl_mine[np.argmax(done & (self.cta == c))]))))
         return out
 
-    def _cluster_release(self, c: int) -> None:
-        gen, waiting = int(self.cl_gen[c]), self.cl_waiting & (self.cta == c)
-        super()._cluster_release(c)
-        if self.cl_gen[c] != gen:
-            self.cl_done[(c, gen)] = self.cl_clock[c].copy()
-            self.cl_clock[c] = 0
-            self._acquire(waiting, lambda _c: self.cl_done[(c, gen)])
+    def _cluster_release(self, k: int) -> None:
+        gen, waiting = int(self.cl_gen[k]), self.cl_waiting & (self.clus == k)
+        super()._cluster_release(k)
+        if self.cl_gen[k] != gen:
+            self.cl_done[(k, gen)] = self.cl_clock[k].copy()
+            self.cl_clock[k] = 0
+            self._acquire(waiting, lambda _c: self.cl_done[(k, gen)])
 
     def op_mbarrier(self, parts, args, m, active):
         op = parts[1]
-        if op == "arrive":
+        if op == "arrive":   # on this CTA's mbarrier or (shared::cluster) on a peer's
             addr = self._addr(args[1])
             for i in np.nonzero(m)[0]:
-                acc = self._bar(self.cta[i], int(addr[i]))[6]
-                np.maximum(acc, self.vc[self.gw[i]], out=acc)
+                c, at = self._where(int(i), int(addr[i]), "arrives on") if "shared::cluster" in parts \
+                    else (int(self.cta[i]), int(addr[i]))
+                bar = self._peer_bar(int(i), c, at, "arrives on")
+                self._after_init(int(i), c, at, bar, "arrives on")
+                np.maximum(bar[6], self.vc[self.gw[i]], out=bar[6])
             for g in self._warps(m):
                 self.vc[g, g] += 1
         out = super().op_mbarrier(parts, args, m, active)
@@ -119,8 +124,10 @@ class RaceSim(WSSim):
             addr = self._addr(args[0])
             for i in np.nonzero(m)[0]:
                 bar = self._bar(self.cta[i], int(addr[i]))
+                g = int(self.gw[i])
                 del bar[6:]
-                bar.extend([np.zeros(len(self.vc), np.int64), {}])   # [6] this phase's join, [7] parity -> last done
+                # [6] this phase's join, [7] parity -> last done, [8] the init (warp, its epoch)
+                bar.extend([np.zeros(len(self.vc), np.int64), {}, (g, int(self.vc[g, g]))])
         elif op in ("try_wait", "test_wait"):
             ok = m & self.R[args[0]]
             addr, par = self._addr(args[1]), self.val(args[2], "u32")
@@ -129,6 +136,17 @@ class RaceSim(WSSim):
                 if done is not None:
                     np.maximum(self.vc[self.gw[i]], done, out=self.vc[self.gw[i]])
         return out
+
+    def _after_init(self, i: int, cta: int, addr: int, bar, what: str) -> None:
+        """A peer's use of ``cta``'s mbarrier must be ordered after its init (a barrier.cluster
+        between them), whatever order the simulator ran them in."""
+        if cta == self.cta[i] or len(bar) < 9:
+            return
+        g, (w, t) = int(self.gw[i]), bar[8]
+        if self.vc[g, w] < t:
+            raise RuntimeError(f"cluster race: {self._name(g)} {what} the mbarrier at shared {addr} of CTA {cta}, "
+                               f"whose mbarrier.init by {self._name(w)} nothing orders before it (a "
+                               "barrier.cluster between the init and the peers' use is missing)")
 
     def _complete(self, bar) -> None:
         if bar[1] == 0 and bar[4] == 0 and len(bar) > 6:
@@ -184,10 +202,10 @@ class RaceSim(WSSim):
                 lt[o] = self.vc[gs, gs]
 
     # -- shared-memory accesses -----------------------------------------------------------------
-    def _access(self, threads, addrs, write: bool, what: str) -> None:
-        """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs: checked, then
-        remembered."""
-        at = self._check(threads, addrs, write, what)
+    def _access(self, threads, addrs, write: bool, what: str, ctas=None) -> None:
+        """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs (or of ``ctas``):
+        checked, then remembered."""
+        at = self._check(threads, addrs, write, what, ctas)
         if at is None:
             return
         c, g, a = at
@@ -198,13 +216,13 @@ class RaceSim(WSSim):
         else:
             self.rd_time[g % self.W, c, a] = self.vc[g, g]
 
-    def _check(self, threads, addrs, write: bool, what: str):
+    def _check(self, threads, addrs, write: bool, what: str, ctas=None):
         """Raise if the access is not ordered after the other warps' last write (and, for a
         write, their reads); returns its (CTAs, grid warps, bytes), flattened, or None."""
         if not len(threads):
             return None
         n = addrs.shape[1]
-        c = np.repeat(self.cta[threads], n)
+        c = np.repeat(self.cta[threads] if ctas is None else ctas, n)
         g = np.repeat(self.gw[threads], n)
         a = addrs.reshape(-1)
         if a.min() < 0 or a.max() >= self.smem.shape[1]:
@@ -214,14 +232,16 @@ class RaceSim(WSSim):
         if raw.any():
             j = int(np.argmax(raw))
             raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
-                               f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them")
+                               f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them"
+                               + (f" (in CTA {c[j]})" if lw[j] // self.W != g[j] // self.W else ""))
         if write:
             readers = c[None, :] * self.W + np.arange(self.W)[:, None]          # (W, k*n) grid warps
             war = (self.rd_time[:, c, a] > self.vc[g[None, :], readers]) & (readers != g[None, :])
             if war.any():
                 r, j = (int(x[0]) for x in np.nonzero(war))
                 raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
-                                   f"warp {r} read with no barrier or mbarrier ordering them")
+                                   f"warp {r} read with no barrier or mbarrier ordering them"
+                                   + (f" (in CTA {c[j]})" if c[j] != g[j] // self.W else ""))
         return c, g, a
 
     def _clear(self, cta, addrs) -> None:
@@ -267,10 +287,12 @@ class RaceSim(WSSim):
         out = [(i, self._tmap(int(maps[i])).smem_addresses(int(at[i])).reshape(-1)) for i in np.nonzero(m)[0]]
         return out
 
-    def _tma_load(self, parts, args, m):
-        for i, addrs in self._tma_boxes(args[1], args[0], m):
-            self._access(np.array([i]), addrs[None, :], True, "overwrites by a TMA load")
-        super()._tma_load(parts, args, m)
+    def _tma_write(self, i: int, cta: int, addrs, bar_at: int, bar) -> None:
+        """A TMA load writes at issue, as the issuing warp, into each CTA it copies into (a
+        multicast's peers too): ordered after the reads there, and a peer's mbarrier after its init."""
+        super()._tma_write(i, cta, addrs, bar_at, bar)
+        self._after_init(i, cta, bar_at, bar, "multicasts onto")
+        self._access(np.array([i]), addrs[None, :], True, "overwrites by a TMA load", np.array([cta]))
 
     def _tma_store(self, parts, args, m):
         boxes = self._tma_boxes(args[0], args[1], m)
