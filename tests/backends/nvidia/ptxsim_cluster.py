@@ -63,6 +63,8 @@ class ClusterSim(HopperSim):
         self.members = np.zeros((self.nclusters, self.csize), np.int64)    # cluster, rank -> CTA
         self.members[self.cid, self.crank] = cta
         self.clus = self.cid[self.cta]                                      # per thread
+        self.peer_arrivals = 0     # mbarrier arrivals on another CTA's mbarrier
+        self.peer_copies = 0       # TMA boxes written into another CTA's shared memory
 
     def _special(self, a, t):
         name, _, axis = a.partition(".")
@@ -140,6 +142,7 @@ class ClusterSim(HopperSim):
                 bar[4] += int(tx[i])
             if arrive:
                 self._arrive(bar, int(count[i]))
+                self.peer_arrivals += c != self.cta[i]
         return None
 
     def _remote_arrival(self, i: int, cta: int, addr: int, bar) -> None:
@@ -175,5 +178,6 @@ class ClusterSim(HopperSim):
                     raise RuntimeError(f"CTA {int(self.cta[i])} multicasts into CTA {peer}, which has exited (a "
                                        "barrier.cluster before the CTAs of a cluster exit is missing)")
                 out.append((peer, d, b, self._peer_bar(i, peer, b, "multicasts onto")))
+                self.peer_copies += peer != self.cta[i]
         return out
 

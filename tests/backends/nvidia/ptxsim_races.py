@@ -10,7 +10,8 @@ warp's clock and start its next epoch; acquires join what was published:
 - an mbarrier arrival (``mbarrier.arrive`` with or without ``expect_tx``) publishes into the
   barrier's current phase; a wait that succeeds on a parity acquires that parity's last
   completed phase;
-- ``barrier.cluster.arrive`` publishes, ``barrier.cluster.wait`` acquires the generation's join;
+- ``barrier.cluster.arrive`` (not ``.relaxed``) publishes into its cluster's generation,
+  ``barrier.cluster.wait`` acquires the generation's join (every CTA of the cluster: ptxsim_cluster);
 - a global atomic with ``.release`` / ``.acq_rel`` publishes into its address, one with
   ``.acquire`` / ``.acq_rel`` joins what that address holds (releases are never undone: a later
   RMW continues the release sequence). Scopes are not told apart.
@@ -21,10 +22,20 @@ destination of a TMA load at issue, after the other warps' reads as well. A TMA 
 its source until the ``cp.async.bulk.wait_group.read`` that retires it: that is when the read
 is the issuing warp's. Bytes a TMA load or a cp.async copy landed have no generic writer (the
 barrier or wait that lands them orders them: ptxsim_async/ptxsim_hopper raise on reads before
-landing). wgmma's shared operands are the async proxy's and are checked by ptxsim_hopper
-(fence.proxy.async, in-flight reads). Global memory: plain ``ld``/``st.global`` must be ordered
-after the last plain write by another warp of any CTA (a write after another warp's read is not
-checked there, nor TMA's global side).
+landing). A wgmma reads its shared operands until the ``wgmma.wait_group`` that retires it: a
+later write of them (a TMA refill included) must be ordered after that wait in one of the
+warpgroup's warps (their release of the stage); the rest of wgmma's operand rules are
+ptxsim_hopper's (fence.proxy.async, in-flight reads). Global memory: plain ``ld``/``st.global``
+must be ordered after the last plain write by another warp of any CTA (a write after another
+warp's read is not checked there, nor TMA's global side).
+
+Clusters (ptxsim_cluster): an arrival on a peer's mbarrier (``mapa`` + ``.shared::cluster``)
+publishes into that barrier's phase as a local one does; a multicast TMA load writes at issue, as
+the issuing warp, into each CTA of its mask (ordered after the reads there). A peer's use of an
+mbarrier -- an arrival, a copy signalling it -- must be ordered after that barrier's
+``mbarrier.init`` (a ``barrier.cluster`` between them), and a CTA's exit after every peer's
+arrival on it (its copies land only when one of its waiters saw them, so they need no check);
+else RuntimeError ("cluster race: ..."), whatever order the simulator ran them in.
 """
 from __future__ import annotations
 
@@ -51,6 +62,9 @@ class RaceSim(WSSim):
         self.cl_done: dict = {}                                # (cluster, generation) -> its join
         self.gw = (self.cta * W + self.tid // 32).astype(np.int64)
         self.store_warp: dict = {}                             # id(TMA store in flight) -> issuing warp
+        self.incoming = {c: [] for c in range(self.nctas)}     # CTA -> (peer warp, epoch, mbarrier) arrivals
+        self.wg_rd = np.full((self.nctas, S, 4), -1, np.int64)  # the warps whose wgmma.wait_group retired a read
+        self.wg_rd_time = np.zeros((self.nctas, S, 4), np.int64)  # of each byte, and their epochs then
 
     def _name(self, g: int) -> str:
         return f"warp {g % self.W} of CTA {g // self.W}"
@@ -115,12 +129,12 @@ class RaceSim(WSSim):
                 c, at = self._where(int(i), int(addr[i]), "arrives on") if "shared::cluster" in parts \
                     else (int(self.cta[i]), int(addr[i]))
                 bar = self._peer_bar(int(i), c, at, "arrives on")
-                self._after_init(int(i), c, at, bar, "arrives on")
                 np.maximum(bar[6], self.vc[self.gw[i]], out=bar[6])
+        out = super().op_mbarrier(parts, args, m, active)
+        if op == "arrive":   # the arriving warps' next epochs (a peer's arrival was recorded at this one)
             for g in self._warps(m):
                 self.vc[g, g] += 1
-        out = super().op_mbarrier(parts, args, m, active)
-        if op == "init":
+        elif op == "init":
             addr = self._addr(args[0])
             for i in np.nonzero(m)[0]:
                 bar = self._bar(self.cta[i], int(addr[i]))
@@ -147,6 +161,28 @@ class RaceSim(WSSim):
             raise RuntimeError(f"cluster race: {self._name(g)} {what} the mbarrier at shared {addr} of CTA {cta}, "
                                f"whose mbarrier.init by {self._name(w)} nothing orders before it (a "
                                "barrier.cluster between the init and the peers' use is missing)")
+
+    def _remote_arrival(self, i: int, cta: int, addr: int, bar) -> None:
+        """A peer's arrival: after the mbarrier's init, and before ``cta`` exits."""
+        super()._remote_arrival(i, cta, addr, bar)
+        if cta != self.cta[i]:
+            self._after_init(i, cta, addr, bar, "arrives on")
+            g = int(self.gw[i])
+            self.incoming[cta].append((g, int(self.vc[g, g]), addr))
+
+    def _exit(self, m) -> None:
+        """A CTA's exit must be ordered after every peer's arrival on its mbarriers (its
+        copies are: they land only when a waiter in the CTA saw them complete)."""
+        super()._exit(m)
+        for c in np.unique(self.cta[m]):
+            if not self._exited(int(c)):
+                continue
+            mine = self.vc[int(c) * self.W:(int(c) + 1) * self.W]
+            for g, t, addr in self.incoming.pop(int(c), []):
+                if not (mine[:, g] >= t).any():
+                    raise RuntimeError(f"cluster race: CTA {c} exits with nothing ordering its exit after "
+                                       f"{self._name(g)}'s arrival on its mbarrier at shared {addr} (a "
+                                       "barrier.cluster before the CTAs of a cluster exit is missing)")
 
     def _complete(self, bar) -> None:
         if bar[1] == 0 and bar[4] == 0 and len(bar) > 6:
@@ -213,6 +249,7 @@ class RaceSim(WSSim):
             self.lw_warp[c, a] = g
             self.lw_time[c, a] = self.vc[g, g]
             self.rd_time[:, c, a] = 0
+            self.wg_rd[c, a] = -1
         else:
             self.rd_time[g % self.W, c, a] = self.vc[g, g]
 
@@ -235,6 +272,14 @@ class RaceSim(WSSim):
                                f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them"
                                + (f" (in CTA {c[j]})" if lw[j] // self.W != g[j] // self.W else ""))
         if write:
+            ws, wt = self.wg_rd[c, a], self.wg_rd_time[c, a]                     # (k*n, 4)
+            done = (ws < 0).all(axis=1) | (ws == g[:, None]).any(axis=1) | \
+                ((ws >= 0) & (self.vc[g[:, None], np.maximum(ws, 0)] >= wt)).any(axis=1)
+            if not done.all():
+                j = int(np.argmax(~done))
+                raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]} of CTA {c[j]}, "
+                                   f"which a wgmma of {self._name(ws[j][0])}'s warpgroup read with nothing ordering "
+                                   "the write after the wgmma.wait_group that retired it")
             readers = c[None, :] * self.W + np.arange(self.W)[:, None]          # (W, k*n) grid warps
             war = (self.rd_time[:, c, a] > self.vc[g[None, :], readers]) & (readers != g[None, :])
             if war.any():
@@ -247,6 +292,23 @@ class RaceSim(WSSim):
     def _clear(self, cta, addrs) -> None:
         self.lw_warp[cta, addrs] = -1
         self.rd_time[:, cta, addrs] = 0
+        self.wg_rd[cta, addrs] = -1
+
+    def op_wgmma(self, parts, args, m, active):
+        """A wgmma reads its shared operands until the wgmma.wait_group that retires it: the read
+        is done once that wait returns in any warp of its warpgroup, so a later write of those
+        bytes must be ordered after one of theirs (a warp of the warpgroup itself is)."""
+        before = list(self.wg_reads) if parts[1] == "wait_group" else ()
+        out = super().op_wgmma(parts, args, m, active)
+        for rd in before:
+            if not any(rd is x for x in self.wg_reads):
+                cta, first, _, addrs = rd
+                sel = np.zeros(self.N, bool)
+                sel[first:first + 128] = m[first:first + 128]
+                ws = (self._warps(sel) + [-1] * 4)[:4]
+                self.wg_rd[cta, addrs] = ws
+                self.wg_rd_time[cta, addrs] = [self.vc[g, g] if g >= 0 else 0 for g in ws]
+        return out
 
     def _rows(self, addr_arg, m, nbytes):
         threads = np.nonzero(m)[0]
