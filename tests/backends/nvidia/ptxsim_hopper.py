@@ -50,8 +50,8 @@ them, before that raises (a ring slot refilled too early).
 
 Warp-specialized kernels need ptxsim_ws (its scheduler parks waiting threads): their partitions
 spin on mbarriers that another partition completes, which a lockstep machine (lowest program
-counter first) cannot interleave. Multicast and ``mapa`` (clusters of several CTAs) are not
-modelled.
+counter first) cannot interleave. Clusters of several CTAs (``mapa``, multicast, remote
+arrivals) are ptxsim_cluster's, ``barrier.cluster`` ptxsim_ws's.
 """
 from __future__ import annotations
 
@@ -249,9 +249,7 @@ class HopperSim(AsyncSim):
         return g, inside, buf, off
 
     def _tma_load(self, parts, args, m):
-        if any(p.startswith("multicast") for p in parts) or "shared::cluster" not in parts:
-            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
-        if not any(p.startswith("mbarrier::complete_tx") for p in parts):
+        if "shared::cluster" not in parts or not any(p.startswith("mbarrier::complete_tx") for p in parts):
             raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
         dst = self._addr(args[0])
         treg, cregs = self._tensor_operand(args[1])
@@ -265,24 +263,35 @@ class HopperSim(AsyncSim):
             tm = self._tmap(int(maps[i]))
             if len(tm.dims) != rank:
                 raise RuntimeError(f"a {rank}-d tensor copy through a {len(tm.dims)}-d tensor map")
-            d = int(dst[i])
-            if d % 128:
-                raise IndexError(f"TMA load into shared {d}: not 128-byte aligned")
             _, inside, buf, off = self._global_offsets(tm, [int(c[i]) for c in cs])
             data = buf[np.where(inside, off, 0)[:, None] + np.arange(tm.elem)[None, :]].copy()
             fill = _nan_bits(tm.elem) if tm.nan_fill else 0
             data[~inside] = np.frombuffer(fill.to_bytes(tm.elem, "little"), np.uint8)
-            addrs = tm.smem_addresses(d)
-            if addrs.max() >= self.smem.shape[1]:
-                raise IndexError(f"TMA load into shared {d}..{d + tm.box_bytes}: past the shared memory")
-            c = int(self.cta[i])
-            if self.wg_busy[c, addrs].any():
-                raise RuntimeError(f"a TMA load into shared {d}.. overwrites bytes an in-flight wgmma reads "
-                                   "(no wgmma.wait_group retired it)")
-            b = self._bar(c, int(bar[i]))
-            ld = _Load(c, addrs.reshape(-1), data.reshape(-1))
-            self.busy[c, ld.addrs] += 1
-            b[5].append(ld)
+            for c, d, at, b in self._tma_destinations(int(i), parts, args, int(dst[i]), int(bar[i])):
+                if d % 128:
+                    raise IndexError(f"TMA load into shared {d}: not 128-byte aligned")
+                addrs = tm.smem_addresses(d)
+                if addrs.max() >= self.smem.shape[1]:
+                    raise IndexError(f"TMA load into shared {d}..{d + tm.box_bytes}: past the shared memory")
+                if self.wg_busy[c, addrs].any():
+                    raise RuntimeError(f"a TMA load into shared {d}.. overwrites bytes an in-flight wgmma reads in "
+                                       f"CTA {c} (no wgmma.wait_group retired it)")
+                self._tma_write(int(i), c, addrs.reshape(-1), at, b)
+                ld = _Load(c, addrs.reshape(-1), data.reshape(-1))
+                self.busy[c, ld.addrs] += 1
+                b[5].append(ld)
+
+    def _tma_destinations(self, i: int, parts, args, dst: int, bar: int) -> list:
+        """(CTA, shared offset, mbarrier's offset, mbarrier) of each CTA a TMA load by thread ``i``
+        writes into: its own (clusters of several CTAs, multicast: ptxsim_cluster)."""
+        if any(p.startswith("multicast") for p in parts):
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)} (multicast: ptxsim_cluster)")
+        c = int(self.cta[i])
+        return [(c, dst, bar, self._bar(c, bar))]
+
+    def _tma_write(self, i: int, cta: int, addrs, bar_at: int, bar) -> None:
+        """A TMA load by thread ``i`` is issued into ``cta``'s shared bytes ``addrs``, tracked by
+        its mbarrier at ``bar_at`` (a hook)."""
 
     def _land_tma(self, bar, ld: _Load) -> None:
         self.smem[ld.cta, ld.addrs] = ld.data

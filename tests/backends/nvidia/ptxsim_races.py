@@ -10,7 +10,8 @@ warp's clock and start its next epoch; acquires join what was published:
 - an mbarrier arrival (``mbarrier.arrive`` with or without ``expect_tx``) publishes into the
   barrier's current phase; a wait that succeeds on a parity acquires that parity's last
   completed phase;
-- ``barrier.cluster.arrive`` publishes, ``barrier.cluster.wait`` acquires the generation's join;
+- ``barrier.cluster.arrive`` (not ``.relaxed``) publishes into its cluster's generation,
+  ``barrier.cluster.wait`` acquires the generation's join (every CTA of the cluster: ptxsim_cluster);
 - a global atomic with ``.release`` / ``.acq_rel`` publishes into its address, one with
   ``.acquire`` / ``.acq_rel`` joins what that address holds (releases are never undone: a later
   RMW continues the release sequence). Scopes are not told apart.
@@ -21,10 +22,20 @@ destination of a TMA load at issue, after the other warps' reads as well. A TMA 
 its source until the ``cp.async.bulk.wait_group.read`` that retires it: that is when the read
 is the issuing warp's. Bytes a TMA load or a cp.async copy landed have no generic writer (the
 barrier or wait that lands them orders them: ptxsim_async/ptxsim_hopper raise on reads before
-landing). wgmma's shared operands are the async proxy's and are checked by ptxsim_hopper
-(fence.proxy.async, in-flight reads). Global memory: plain ``ld``/``st.global`` must be ordered
-after the last plain write by another warp of any CTA (a write after another warp's read is not
-checked there, nor TMA's global side).
+landing). A wgmma reads its shared operands until the ``wgmma.wait_group`` that retires it: a
+later write of them (a TMA refill included) must be ordered after that wait in one of the
+warpgroup's warps (their release of the stage); the rest of wgmma's operand rules are
+ptxsim_hopper's (fence.proxy.async, in-flight reads). Global memory: plain ``ld``/``st.global``
+must be ordered after the last plain write by another warp of any CTA (a write after another
+warp's read is not checked there, nor TMA's global side).
+
+Clusters (ptxsim_cluster): an arrival on a peer's mbarrier (``mapa`` + ``.shared::cluster``)
+publishes into that barrier's phase as a local one does; a multicast TMA load writes at issue, as
+the issuing warp, into each CTA of its mask (ordered after the reads there). A peer's use of an
+mbarrier -- an arrival, a copy signalling it -- must be ordered after that barrier's
+``mbarrier.init`` (a ``barrier.cluster`` between them), and a CTA's exit after every peer's
+arrival on it (its copies land only when one of its waiters saw them, so they need no check);
+else RuntimeError ("cluster race: ..."), whatever order the simulator ran them in.
 """
 from __future__ import annotations
 
@@ -47,10 +58,13 @@ class RaceSim(WSSim):
         self.gl: dict = {}                                     # global buffer -> (last writer, its epoch)
         self.sync_clock: dict = {}                             # global address -> join of its releases
         self.named_clock: dict = {}                            # (cta, id) -> join of the arrivals
-        self.cl_clock = np.zeros((self.nctas, G), np.int64)
-        self.cl_done: dict = {}                                # (cta, generation) -> its join
+        self.cl_clock = np.zeros((self.nclusters, G), np.int64)
+        self.cl_done: dict = {}                                # (cluster, generation) -> its join
         self.gw = (self.cta * W + self.tid // 32).astype(np.int64)
         self.store_warp: dict = {}                             # id(TMA store in flight) -> issuing warp
+        self.incoming = {c: [] for c in range(self.nctas)}     # CTA -> (peer warp, epoch, mbarrier) arrivals
+        self.wg_rd = np.full((self.nctas, S, 4), -1, np.int64)  # the warps whose wgmma.wait_group retired a read
+        self.wg_rd_time = np.zeros((self.nctas, S, 4), np.int64)  # of each byte, and their epochs then
 
     def _name(self, g: int) -> str:
         return f"warp {g % self.W} of CTA {g // self.W}"
@@ -90,37 +104,44 @@ class RaceSim(WSSim):
 
     def _cluster(self, parts, m):
         if parts[2] == "arrive":
-            self._release(m, lambda c: self.cl_clock[c])
+            if "relaxed" not in parts:   # .relaxed: no release
+                self._release(m, lambda c: self.cl_clock[self.cid[c]])
             return super()._cluster(parts, m)
         out = super()._cluster(parts, m)
         done = m & ~self.cl_waiting     # their generation is complete already: acquire it now
-        self._acquire(done, lambda c: self.cl_done.get((c, int(self.cl_mine[np.argmax(done & (self.cta == c))]))))
+        self._acquire(done, lambda c: self.cl_done.get(
+            (int(self.cid[c]), int(self.cl_mine[np.argmax(done & (self.cta == c))]))))
         return out
 
-    def _cluster_release(self, c: int) -> None:
-        gen, waiting = int(self.cl_gen[c]), self.cl_waiting & (self.cta == c)
-        super()._cluster_release(c)
-        if self.cl_gen[c] != gen:
-            self.cl_done[(c, gen)] = self.cl_clock[c].copy()
-            self.cl_clock[c] = 0
-            self._acquire(waiting, lambda _c: self.cl_done[(c, gen)])
+    def _cluster_release(self, k: int) -> None:
+        gen, waiting = int(self.cl_gen[k]), self.cl_waiting & (self.clus == k)
+        super()._cluster_release(k)
+        if self.cl_gen[k] != gen:
+            self.cl_done[(k, gen)] = self.cl_clock[k].copy()
+            self.cl_clock[k] = 0
+            self._acquire(waiting, lambda _c: self.cl_done[(k, gen)])
 
     def op_mbarrier(self, parts, args, m, active):
         op = parts[1]
-        if op == "arrive":
+        if op == "arrive":   # on this CTA's mbarrier or (shared::cluster) on a peer's
             addr = self._addr(args[1])
             for i in np.nonzero(m)[0]:
-                acc = self._bar(self.cta[i], int(addr[i]))[6]
-                np.maximum(acc, self.vc[self.gw[i]], out=acc)
+                c, at = self._where(int(i), int(addr[i]), "arrives on") if "shared::cluster" in parts \
+                    else (int(self.cta[i]), int(addr[i]))
+                bar = self._peer_bar(int(i), c, at, "arrives on")
+                np.maximum(bar[6], self.vc[self.gw[i]], out=bar[6])
+        out = super().op_mbarrier(parts, args, m, active)
+        if op == "arrive":   # the arriving warps' next epochs (a peer's arrival was recorded at this one)
             for g in self._warps(m):
                 self.vc[g, g] += 1
-        out = super().op_mbarrier(parts, args, m, active)
-        if op == "init":
+        elif op == "init":
             addr = self._addr(args[0])
             for i in np.nonzero(m)[0]:
                 bar = self._bar(self.cta[i], int(addr[i]))
+                g = int(self.gw[i])
                 del bar[6:]
-                bar.extend([np.zeros(len(self.vc), np.int64), {}])   # [6] this phase's join, [7] parity -> last done
+                # [6] this phase's join, [7] parity -> last done, [8] the init (warp, its epoch)
+                bar.extend([np.zeros(len(self.vc), np.int64), {}, (g, int(self.vc[g, g]))])
         elif op in ("try_wait", "test_wait"):
             ok = m & self.R[args[0]]
             addr, par = self._addr(args[1]), self.val(args[2], "u32")
@@ -129,6 +150,39 @@ class RaceSim(WSSim):
                 if done is not None:
                     np.maximum(self.vc[self.gw[i]], done, out=self.vc[self.gw[i]])
         return out
+
+    def _after_init(self, i: int, cta: int, addr: int, bar, what: str) -> None:
+        """A peer's use of ``cta``'s mbarrier must be ordered after its init (a barrier.cluster
+        between them), whatever order the simulator ran them in."""
+        if cta == self.cta[i] or len(bar) < 9:
+            return
+        g, (w, t) = int(self.gw[i]), bar[8]
+        if self.vc[g, w] < t:
+            raise RuntimeError(f"cluster race: {self._name(g)} {what} the mbarrier at shared {addr} of CTA {cta}, "
+                               f"whose mbarrier.init by {self._name(w)} nothing orders before it (a "
+                               "barrier.cluster between the init and the peers' use is missing)")
+
+    def _remote_arrival(self, i: int, cta: int, addr: int, bar) -> None:
+        """A peer's arrival: after the mbarrier's init, and before ``cta`` exits."""
+        super()._remote_arrival(i, cta, addr, bar)
+        if cta != self.cta[i]:
+            self._after_init(i, cta, addr, bar, "arrives on")
+            g = int(self.gw[i])
+            self.incoming[cta].append((g, int(self.vc[g, g]), addr))
+
+    def _exit(self, m) -> None:
+        """A CTA's exit must be ordered after every peer's arrival on its mbarriers (its
+        copies are: they land only when a waiter in the CTA saw them complete)."""
+        super()._exit(m)
+        for c in np.unique(self.cta[m]):
+            if not self._exited(int(c)):
+                continue
+            mine = self.vc[int(c) * self.W:(int(c) + 1) * self.W]
+            for g, t, addr in self.incoming.pop(int(c), []):
+                if not (mine[:, g] >= t).any():
+                    raise RuntimeError(f"cluster race: CTA {c} exits with nothing ordering its exit after "
+                                       f"{self._name(g)}'s arrival on its mbarrier at shared {addr} (a "
+                                       "barrier.cluster before the CTAs of a cluster exit is missing)")
 
     def _complete(self, bar) -> None:
         if bar[1] == 0 and bar[4] == 0 and len(bar) > 6:
@@ -184,10 +238,10 @@ class RaceSim(WSSim):
                 lt[o] = self.vc[gs, gs]
 
     # -- shared-memory accesses -----------------------------------------------------------------
-    def _access(self, threads, addrs, write: bool, what: str) -> None:
-        """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs: checked, then
-        remembered."""
-        at = self._check(threads, addrs, write, what)
+    def _access(self, threads, addrs, write: bool, what: str, ctas=None) -> None:
+        """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs (or of ``ctas``):
+        checked, then remembered."""
+        at = self._check(threads, addrs, write, what, ctas)
         if at is None:
             return
         c, g, a = at
@@ -195,16 +249,17 @@ class RaceSim(WSSim):
             self.lw_warp[c, a] = g
             self.lw_time[c, a] = self.vc[g, g]
             self.rd_time[:, c, a] = 0
+            self.wg_rd[c, a] = -1
         else:
             self.rd_time[g % self.W, c, a] = self.vc[g, g]
 
-    def _check(self, threads, addrs, write: bool, what: str):
+    def _check(self, threads, addrs, write: bool, what: str, ctas=None):
         """Raise if the access is not ordered after the other warps' last write (and, for a
         write, their reads); returns its (CTAs, grid warps, bytes), flattened, or None."""
         if not len(threads):
             return None
         n = addrs.shape[1]
-        c = np.repeat(self.cta[threads], n)
+        c = np.repeat(self.cta[threads] if ctas is None else ctas, n)
         g = np.repeat(self.gw[threads], n)
         a = addrs.reshape(-1)
         if a.min() < 0 or a.max() >= self.smem.shape[1]:
@@ -214,19 +269,46 @@ class RaceSim(WSSim):
         if raw.any():
             j = int(np.argmax(raw))
             raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
-                               f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them")
+                               f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them"
+                               + (f" (in CTA {c[j]})" if lw[j] // self.W != g[j] // self.W else ""))
         if write:
+            ws, wt = self.wg_rd[c, a], self.wg_rd_time[c, a]                     # (k*n, 4)
+            done = (ws < 0).all(axis=1) | (ws == g[:, None]).any(axis=1) | \
+                ((ws >= 0) & (self.vc[g[:, None], np.maximum(ws, 0)] >= wt)).any(axis=1)
+            if not done.all():
+                j = int(np.argmax(~done))
+                raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]} of CTA {c[j]}, "
+                                   f"which a wgmma of {self._name(ws[j][0])}'s warpgroup read with nothing ordering "
+                                   "the write after the wgmma.wait_group that retired it")
             readers = c[None, :] * self.W + np.arange(self.W)[:, None]          # (W, k*n) grid warps
             war = (self.rd_time[:, c, a] > self.vc[g[None, :], readers]) & (readers != g[None, :])
             if war.any():
                 r, j = (int(x[0]) for x in np.nonzero(war))
                 raise RuntimeError(f"shared-memory race: {self._name(g[j])} {what} shared byte {a[j]}, which "
-                                   f"warp {r} read with no barrier or mbarrier ordering them")
+                                   f"warp {r} read with no barrier or mbarrier ordering them"
+                                   + (f" (in CTA {c[j]})" if c[j] != g[j] // self.W else ""))
         return c, g, a
 
     def _clear(self, cta, addrs) -> None:
         self.lw_warp[cta, addrs] = -1
         self.rd_time[:, cta, addrs] = 0
+        self.wg_rd[cta, addrs] = -1
+
+    def op_wgmma(self, parts, args, m, active):
+        """A wgmma reads its shared operands until the wgmma.wait_group that retires it: the read
+        is done once that wait returns in any warp of its warpgroup, so a later write of those
+        bytes must be ordered after one of theirs (a warp of the warpgroup itself is)."""
+        before = list(self.wg_reads) if parts[1] == "wait_group" else ()
+        out = super().op_wgmma(parts, args, m, active)
+        for rd in before:
+            if not any(rd is x for x in self.wg_reads):
+                cta, first, _, addrs = rd
+                sel = np.zeros(self.N, bool)
+                sel[first:first + 128] = m[first:first + 128]
+                ws = (self._warps(sel) + [-1] * 4)[:4]
+                self.wg_rd[cta, addrs] = ws
+                self.wg_rd_time[cta, addrs] = [self.vc[g, g] if g >= 0 else 0 for g in ws]
+        return out
 
     def _rows(self, addr_arg, m, nbytes):
         threads = np.nonzero(m)[0]
@@ -267,10 +349,12 @@ class RaceSim(WSSim):
         out = [(i, self._tmap(int(maps[i])).smem_addresses(int(at[i])).reshape(-1)) for i in np.nonzero(m)[0]]
         return out
 
-    def _tma_load(self, parts, args, m):
-        for i, addrs in self._tma_boxes(args[1], args[0], m):
-            self._access(np.array([i]), addrs[None, :], True, "overwrites by a TMA load")
-        super()._tma_load(parts, args, m)
+    def _tma_write(self, i: int, cta: int, addrs, bar_at: int, bar) -> None:
+        """A TMA load writes at issue, as the issuing warp, into each CTA it copies into (a
+        multicast's peers too): ordered after the reads there, and a peer's mbarrier after its init."""
+        super()._tma_write(i, cta, addrs, bar_at, bar)
+        self._after_init(i, cta, bar_at, bar, "multicasts onto")
+        self._access(np.array([i]), addrs[None, :], True, "overwrites by a TMA load", np.array([cta]))
 
     def _tma_store(self, parts, args, m):
         boxes = self._tma_boxes(args[0], args[1], m)

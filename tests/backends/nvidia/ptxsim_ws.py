@@ -10,11 +10,12 @@ on an mbarrier that a producer partition completes would spin forever. Here a th
   threads): arriving threads park until ``count`` threads of the CTA have arrived at ``id``
   (``bar.arrive`` counts without parking). With no count, every thread of the CTA that has not
   exited. A different count at one barrier, or more arrivals than the count, raises.
-- ``barrier.cluster.arrive`` / ``wait`` for a cluster of one CTA (the only cluster here: every
-  CTA is its own): ``wait`` parks until every live thread of the CTA has arrived since the
-  thread's own last arrive.
+- ``barrier.cluster.arrive`` (``.aligned``, ``.relaxed``) / ``wait``: ``wait`` parks until every
+  live thread of every CTA of the thread's cluster (ptxsim_cluster: ``.reqnctapercluster``; a
+  CTA alone without it) has arrived since the thread's own last arrive.
 If every live thread is parked, that is a deadlock: RuntimeError naming, for each warp, the
 barrier it waits on (its shared address, phase, arrivals and transaction bytes outstanding).
+A peer's arrival or multicast onto a CTA that has exited raises (ptxsim_cluster).
 
 ``order`` picks among unparked threads: "pc" (lowest program counter, every CTA at once, as
 ptxsim), "cta" (the lowest-numbered CTA with a thread ready runs; a CTA runs alone until it
@@ -33,16 +34,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxsim import _np
-
-from ptxsim_hopper import HopperSim, load_kernel  # noqa: F401  (load_kernel: for callers)
+from ptxsim_cluster import ClusterSim
+from ptxsim_hopper import load_kernel  # noqa: F401  (load_kernel: for callers)
 import ptxsim_hopper
 
 _ORDERS = ("pc", "cta", "cta_reversed", "random", "warps")
 _WARPGROUP_WIDE = ("wgmma", "setmaxnreg")
 
 
-class WSSim(HopperSim):
+class WSSim(ClusterSim):
     def __init__(self, *a, order: str = "pc", seed=None, **kw):
         super().__init__(*a, **kw)
         if order not in _ORDERS:
@@ -57,8 +57,8 @@ class WSSim(HopperSim):
         self.pc = 0
         self.mwaits: dict = {}     # (cta, shared addr) -> [barrier state when they parked, waiting mask, pc]
         self.nbars: dict = {}      # (cta, id) -> [expected threads or None (the CTA), arrived, waiting mask]
-        self.cl_gen = np.zeros(self.nctas, np.int64)      # completed cluster-barrier generations
-        self.cl_count = np.zeros(self.nctas, np.int64)    # arrivals in the current one
+        self.cl_gen = np.zeros(self.nclusters, np.int64)      # completed cluster-barrier generations
+        self.cl_count = np.zeros(self.nclusters, np.int64)    # arrivals in the current one
         self.cl_mine = np.full(self.N, -1, np.int64)      # the generation a thread last arrived in
         self.cl_waiting = np.zeros(self.N, bool)
         self.mbarrier_parks = 0    # failed waits that parked a group of threads
@@ -132,10 +132,17 @@ class WSSim(HopperSim):
             for key, nb in list(self.nbars.items()):
                 if key[0] == c and nb[0] is None:
                     self._try_release(key)
-            self._cluster_release(int(c))
+        for k in np.unique(self.clus[m]):
+            self._cluster_release(int(k))
 
     def _cta_live(self, c: int) -> int:
         return int((self.live & (self.cta == c)).sum())
+
+    def _cluster_live(self, k: int) -> int:
+        return int((self.live & (self.clus == k)).sum())
+
+    def _exited(self, cta: int) -> bool:
+        return not (self.live & (self.cta == cta)).any()
 
     # -- mbarriers --------------------------------------------------------------------------------
     def _state(self, key):
@@ -236,39 +243,34 @@ class WSSim(HopperSim):
         self._arrive_named(parts, args, m, wait=parts[1] == "sync")
         return None
 
-    # -- barrier.cluster for a cluster of one CTA ---------------------------------------------------
+    # -- barrier.cluster: every live thread of the cluster's CTAs --------------------------------------
     def _cluster(self, parts, m):
         if parts[2] == "arrive":
             for i in np.nonzero(m)[0]:
-                c = int(self.cta[i])
-                if self.cl_mine[i] == self.cl_gen[c]:
+                k = int(self.clus[i])
+                if self.cl_mine[i] == self.cl_gen[k]:
                     raise RuntimeError(f"thread {i} arrives twice at barrier.cluster before it completes")
-                self.cl_mine[i] = self.cl_gen[c]
-                self.cl_count[c] += 1
-            for c in np.unique(self.cta[m]):
-                self._cluster_release(int(c))
+                self.cl_mine[i] = self.cl_gen[k]
+                self.cl_count[k] += 1
+            for k in np.unique(self.clus[m]):
+                self._cluster_release(int(k))
         elif parts[2] == "wait":
             if (self.cl_mine[m] < 0).any():
                 raise RuntimeError("barrier.cluster.wait by a thread that never arrived")
-            wait = m & (self.cl_mine >= self.cl_gen[self.cta])
+            wait = m & (self.cl_mine >= self.cl_gen[self.clus])
             self.cl_waiting |= wait
             self.parked |= wait
         else:
             raise NotImplementedError(".".join(parts))
         return None
 
-    def _cluster_release(self, c: int) -> None:
-        if self.cl_count[c] and self.cl_count[c] >= self._cta_live(c):
-            self.cl_gen[c] += 1
-            self.cl_count[c] = 0
-            mine = self.cl_waiting & (self.cta == c)
+    def _cluster_release(self, k: int) -> None:
+        if self.cl_count[k] and self.cl_count[k] >= self._cluster_live(k):
+            self.cl_gen[k] += 1
+            self.cl_count[k] = 0
+            mine = self.cl_waiting & (self.clus == k)
             self.parked &= ~mine
             self.cl_waiting &= ~mine
-
-    def _special(self, a, t):
-        if a == "%cluster_ctarank":   # every CTA is a cluster of one
-            return np.zeros(self.N, _np(t))
-        return super()._special(a, t)
 
     def op_setmaxnreg(self, parts, args, m, active):
         groups = m.reshape(-1, 128)
@@ -289,8 +291,9 @@ class WSSim(HopperSim):
                 want = nb[0] if nb[0] is not None else f"{self._cta_live(key[0])} (the CTA)"
                 return f"named barrier {key[1]} ({nb[1]} of {want} threads arrived)"
         if self.cl_waiting[i]:
-            c = int(self.cta[i])
-            return f"barrier.cluster ({self.cl_count[c]} of {self._cta_live(c)} threads arrived)"
+            k = int(self.clus[i])
+            ctas = "" if self.csize == 1 else f"CTAs {', '.join(str(c) for c in self.members[k])}; "
+            return f"barrier.cluster ({ctas}{self.cl_count[k]} of {self._cluster_live(k)} threads arrived)"
         return "nothing (not parked)"
 
     def _deadlock(self, pcs) -> str:
