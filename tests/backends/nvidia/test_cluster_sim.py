@@ -224,7 +224,10 @@ def test_cluster_gemm(kernel, m, n, k, programs, share_a, order):
     out = args()
     sim = simulate(text, (programs,), out, smem, order)
     _check_gemm(a, b, out[2].base, ref[2].base, 2e-5)
-    assert sim.peer_copies > 0 and sim.peer_arrivals > 0 and sim.mbarrier_parks > 0
+    assert sim.peer_copies > 0 and sim.peer_arrivals > 0
+    # a CTA running alone until it waits ("cta") must wait for its peer's part of the shared
+    # block; a random schedule may happen never to find a stage unready
+    assert sim.mbarrier_parks > 0 or order == "random"
 
 
 WGMMA_RACE = (r"shared-memory race: warp \d of CTA ([01]) overwrites by a TMA load shared byte \d+ of CTA (?!\1)[01], "
