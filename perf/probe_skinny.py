@@ -11,7 +11,8 @@ cuBLAS runs this shape as 128 CTAs of 128x64 tiles, 8 stages of BK=64, in 1x2 cl
 A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same tile: the
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
 sharing A; and split along K through the stream-K kernel. Each is checked against torch first;
-medians of rounds (bench_gemm.gpu_time). BACK_TO_BACK=1 also times each launched 50 times back
+medians of rounds (bench_gemm.gpu_time). PROBE_RUNS=a,b keeps the runs whose names hold a or b.
+BACK_TO_BACK=1 also times each launched 50 times back
 to back (its launch latency hidden; at small K the host's launch work shows instead).
 
 What it found on the H200 (session 13, perf/README.md): the gap to cuBLAS grows with K from 2048
@@ -64,7 +65,10 @@ def probe(shape):
     ref = a.float() @ b.float()
     c0 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     runs = {"cublas": lambda: torch.matmul(a, b, out=c0)}
+    only = [w for w in os.environ.get("PROBE_RUNS", "").split(",") if w]  # names holding one of these
     for name, (make, cfg) in RUNS.items():
+        if only and not any(w in name for w in only):
+            continue
         run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
         if run is not None:
             runs[name] = run

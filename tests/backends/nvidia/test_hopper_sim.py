@@ -296,16 +296,18 @@ def test_sim_rejects_too_few_expected_bytes():
     """expect_tx of one box where two are loaded: the phase completes on the first box's bytes
     and the second is still in flight when the store reads it."""
     text, smem, args = _copy2d_ptx()
-    assert "expect_tx.shared::cta.b64 _, [%r7], 16384;" in text
+    expect = re.compile(r"(expect_tx\.shared::cta\.b64 _, \[%r\d+\]), 16384;")
+    assert len(expect.findall(text)) == 1
     ptxsim_hopper.run(text, (1, 1), args(), smem)
-    bad = text.replace("expect_tx.shared::cta.b64 _, [%r7], 16384;", "expect_tx.shared::cta.b64 _, [%r7], 8192;")
+    bad = expect.sub(r"\1, 8192;", text)
     with pytest.raises(RuntimeError, match="before the copies into it landed"):
         ptxsim_hopper.run(bad, (1, 1), args(), smem)
 
 
 def test_sim_rejects_a_missing_store_wait():
     text, smem, args = _copy2d_ptx()
-    bad = text.replace("cp.async.bulk.wait_group.read 0;", "mov.u32 %r19, 0;")
+    bad, n = re.subn(r"\n[^\n]*cp\.async\.bulk\.wait_group\.read 0;", "", text)
+    assert n == 1
     with pytest.raises(RuntimeError, match="never waited for"):
         ptxsim_hopper.run(bad, (1, 1), args(), smem)
 
