@@ -12,6 +12,7 @@ A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
 sharing A; and split along K through the stream-K kernel. Each is checked against torch first;
 medians of rounds (bench_gemm.gpu_time). PROBE_RUNS=a,b keeps the runs whose names hold a or b.
+LOAD_PROBES=1 adds the warp-specialized kernel's loads alone, and B's alone (PROBES below).
 BACK_TO_BACK=1 also times each launched 50 times back
 to back (its launch latency hidden; at small K the host's launch work shows instead).
 
@@ -29,6 +30,53 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bench_gemm as bg  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.kernels import matmul_hopper_ws as ws  # noqa: E402
+from gluon_trace.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+
+# Loads without the matrix products: the warp-specialized kernel's ring as it is, its consumer
+# only waiting for each stage and releasing it (no wgmma, C left as it was). What the loads
+# alone take says whether the skinny shape waits on them or on the consumer; with B alone
+# (no A, an L2 hit for every CTA), what A's traffic costs. GROUP_M picks the probe (M = 128 is
+# one tile row, where GROUP_M changes nothing else), so each is a trace of its own.
+LOADS_ONLY, B_ONLY = 101, 102
+_consumer, _producer = ws._consumer, ws._producer
+
+
+def _probe_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
+    if getattr(GROUP_M, "value", GROUP_M) not in (LOADS_ONLY, B_ONLY):
+        return _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M)
+    BM, BK, BN, num_m, num_n, k_tiles = ws._tiling(a_desc, b_desc, M, N, K)
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        for k in gl.range(0, k_tiles):
+            mbarrier.wait(ready.index(it % STAGES), (it // STAGES) & 1)
+            mbarrier.arrive(empty.index(it % STAGES))
+            it += 1
+    tma.store_wait(0)
+
+
+def _probe_producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M):
+    if getattr(GROUP_M, "value", GROUP_M) != B_ONLY:
+        return _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M)
+    BM, BK, BN, num_m, num_n, k_tiles = ws._tiling(a_desc, b_desc, M, N, K)
+    it = gl.full([], 0, gl.int32)
+    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        for k in gl.range(0, k_tiles):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), b_desc.block_type.nbytes)
+            tma.async_load(b_desc, [k * BK, tile * BN], ready.index(s), b_bufs.index(s))
+            it += 1
+
+
+ws._consumer, ws._producer = _probe_consumer, _probe_producer
+PROBES = {  # timed only: they compute no C
+    "loads only ws 128x64x64/8/4": lambda a, b, c, s: bg.hopper_run((128, 64, 64, 8, 4), a, b, c, s,
+                                                                    bg.matmul_hopper_ws, GROUP_M=LOADS_ONLY),
+    "B loads only ws 128x64x64/8/4": lambda a, b, c, s: bg.hopper_run((128, 64, 64, 8, 4), a, b, c, s,
+                                                                      bg.matmul_hopper_ws, GROUP_M=B_ONLY),
+}
 
 RUNS = {  # name: (runner, config)
     "ws 128x64x64/8/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 4)),
@@ -72,6 +120,9 @@ def probe(shape):
         run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
         if run is not None:
             runs[name] = run
+    if os.environ.get("LOAD_PROBES"):
+        for name, make in PROBES.items():
+            runs[name] = make(a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16), shape)
     bg.time_in_turn(runs, shape, rounds=7, reps=30)
     if os.environ.get("BACK_TO_BACK"):  # the same launches back to back: their launch latency hidden
         for name, run in runs.items():

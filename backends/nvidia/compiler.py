@@ -17,7 +17,7 @@ from gluon_trace.errors import CompileError
 from gluon_trace.ir import Graph, TensorDescType
 
 from . import ptxas
-from .ptx import param_type, tma_prefetch
+from .ptx import param_type
 
 _memory: dict = {}
 _src_hash: str | None = None
@@ -180,15 +180,14 @@ def build(graph: Graph, target: str) -> CompiledKernel:
 
 
 def compile(graph: Graph, target: str) -> CompiledKernel:
-    prefetch = tma_prefetch()  # an environment switch the emitter reads (rules_hopper)
-    mkey = (graph.text, target, prefetch)
+    mkey = (graph.text, target)
     ck = _memory.get(mkey)
     if ck is not None:
         return ck
     from gluon_trace import __version__
     _, version = ptxas.locate()
     key = make_key(kind="nvidia-cubin", graph=graph.text, target=target, ptxas=version,
-                   library=__version__, backend=source_hash(), tma_prefetch=prefetch)
+                   library=__version__, backend=source_hash())
     payload, hit = disk_cache().get_or_build(key, lambda: _pack(build(graph, target)))
     ck = _unpack(payload)
     ck.extra["disk_cache_hit"] = hit

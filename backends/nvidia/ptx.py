@@ -9,7 +9,6 @@ Memory holds the real widths; loads and stores convert.
 """
 from __future__ import annotations
 
-import os
 import struct
 
 from gluon_trace import dtypes as dt
@@ -136,12 +135,6 @@ def param_type(t: dt.dtype) -> str:
     if t.bits < 32:
         return f"{'s' if t.is_signed else 'u'}{t.bits}"
     return f"{'s' if t.is_signed else 'u'}{64 if t.bits == 64 else 32}"
-
-
-def tma_prefetch() -> bool:
-    """Whether TMA kernels prefetch their descriptors (rules_hopper.declare_desc); read here,
-    where the compile key (compiler.py) can see it without importing the emitter."""
-    return os.environ.get("GLUON_TRACE_TMA_PREFETCH", "1") != "0"
 
 
 def sm_number(target: str) -> int:

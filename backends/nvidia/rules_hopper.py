@@ -23,9 +23,8 @@ Ordering with the other threads:
 A descriptor argument is a 128-byte CUtensorMap in the kernel's parameter space
 (``.param .align 64 .b8 name[128]``), addressed through ``cvta.param``; its global shape
 follows as one ``.u32`` parameter per dim (for ``tensordesc_dim``), see :func:`declare_desc`.
-Thread 0 prefetches each map a TMA copy uses (``prefetch.tensormap``) in the prologue, as
-CUTLASS's producers do: the first copy of every CTA would otherwise wait for the map's fetch
-(``GLUON_TRACE_TMA_PREFETCH=0`` leaves it out, to measure it; it is part of the compile key).
+No ``prefetch.tensormap`` of the maps (CUTLASS's producers issue one): tried on the H200
+(session 13), it moved no kernel measurably, the skinny GEMM's 11 us launches included.
 
 wgmma: each accumulator tile of the NVMMA v3 layout is one ``m64nN`` instruction per K step
 (its registers found as in rules_mma: by their coordinates in thread 0), A and B from
@@ -66,27 +65,7 @@ def declare_desc(em, v, pname: str) -> list[str]:
     em.flags.setdefault("tma_dims", {})[v] = dims
     em.flags["tma"] = True
     em.vals[v] = [a]
-    if PREFETCH_DESCRIPTORS and ptx.sm_number(em.target) >= 90 and v in _tma_operands(em):
-        p = em.flags.get("tid0")
-        if p is None:
-            t = em.reg("b32")
-            em.pro(f"mov.u32 {t}, %tid.x;")
-            p = em.flags["tid0"] = em.reg("pred")
-            em.pro(f"setp.eq.u32 {p}, {t}, 0;")
-        em.pro(f"@{p} prefetch.tensormap [{a}];")
     return decls
-
-
-PREFETCH_DESCRIPTORS = ptx.tma_prefetch()
-
-
-def _tma_operands(em) -> set:
-    """The descriptor arguments some TMA copy of the kernel uses."""
-    used = em.flags.get("tma_operands")
-    if used is None:
-        used = em.flags["tma_operands"] = {op.operands[0] for op in em.g.body.walk()
-                                           if op.name in ("tma_load", "tma_store")}
-    return used
 
 
 def _addr(em, s: Smem) -> str:

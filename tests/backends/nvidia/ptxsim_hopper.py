@@ -440,11 +440,6 @@ class HopperSim(AsyncSim):
                 A[row, k] = self._decode(bits, ty)
         return A
 
-    def op_prefetch(self, parts, args, m, active):
-        if parts[1:] != ["tensormap"]:
-            raise NotImplementedError(f"ptxsim: {'.'.join(parts)}")
-        return None  # a cache hint: nothing to model
-
     def op_wgmma(self, parts, args, m, active):
         op = parts[1]
         warps = m.reshape(-1, 128)

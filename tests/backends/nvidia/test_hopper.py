@@ -861,32 +861,3 @@ def test_a_tma_store_past_the_end_of_a_1d_tensor_is_refused(monkeypatch):
     with pytest.raises(LaunchError, match="argument `dst`: a TMA store through this descriptor could write past"):
         k.launch((1, 1, 1), [ds, bad])
 
-
-@gt.jit
-def shape_only(src, out):
-    """Reads a descriptor's shape, copies nothing through it."""
-    i = gl.arange(0, 2, layout=gl.BlockedLayout([1], [32], [4], [0]))
-    gl.store(out + i, gl.where(i == 0, src.shape[0], src.shape[1]))
-
-
-def test_descriptors_that_tma_uses_are_prefetched_by_thread_0_in_the_prologue(monkeypatch):
-    """One prefetch.tensormap per map a TMA copy uses, under thread 0's predicate, before the
-    first copy (CUTLASS's producers prefetch theirs: the first copy of a CTA would otherwise
-    wait for the map's fetch); none for a descriptor read only for its shape; ptxas takes it."""
-    from gluon_trace.backends.nvidia import rules_hopper
-    _, s = _desc2((100, 130), [64, 64])
-    text = emit(copy2d.trace(s, s, target="sm_90a").graph, "sm_90a")[0]
-    lines = text.splitlines()
-    pre = [i for i, ln in enumerate(lines) if "prefetch.tensormap" in ln]
-    assert len(pre) == 2
-    first_copy = next(i for i, ln in enumerate(lines) if "cp.async.bulk.tensor" in ln)
-    assert all(i < first_copy for i in pre)
-    pred = re.match(r"\s*@(%p\d+) prefetch\.tensormap \[(%rd\d+)\];", lines[pre[0]]).group(1)
-    assert any(re.match(rf"\s*setp\.eq\.u32 {re.escape(pred)}, %r\d+, 0;", ln) for ln in lines[:pre[0]])
-    maps = {re.search(r"\[(%rd\d+)\]", lines[i]).group(1) for i in pre}
-    assert maps == set(re.findall(r"cvta\.param\.u64 (%rd\d+), %rd\d+;", text))
-    _assemble(text, [], "copy2d")
-    g = shape_only.trace(s, gl.pointer(gl.int32), target="sm_90a").graph
-    assert "prefetch" not in emit(g, "sm_90a")[0]
-    monkeypatch.setattr(rules_hopper, "PREFETCH_DESCRIPTORS", False)
-    assert "prefetch" not in emit(copy2d.trace(s, s, target="sm_90a").graph, "sm_90a")[0]
