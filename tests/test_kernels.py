@@ -111,11 +111,13 @@ def test_matmul_hopper_ring_phases_across_tiles(rng, m, n, k, stages, programs):
 
 
 @pytest.mark.parametrize("m, n, k", SHAPES[:2])
-def test_matmul_hopper_warp_specialized(rng, m, n, k):
+@pytest.mark.parametrize("in_flight", [1, 0])
+def test_matmul_hopper_warp_specialized(rng, m, n, k, in_flight):
+    """One wgmma group in flight, or (0) each step's waited for and its stage released at once."""
     a, b = operands(rng, m, n, k, np.float16)
     a, b = padded(a), padded(b)
     c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_ws[(2,)](*descs(a, b, c, 64, 64, 32), m, n, k, STAGES=2, GROUP_M=2,
+    matmul_hopper_ws[(2,)](*descs(a, b, c, 64, 64, 32), m, n, k, STAGES=2, GROUP_M=2, MMA_IN_FLIGHT=in_flight,
                            backend="interpreter", target="sm_90a")
     check(c, a, b)
 
