@@ -43,10 +43,9 @@ LOADS_ONLY, B_ONLY = 101, 102
 _consumer, _producer = ws._consumer, ws._producer
 
 
-def _probe_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M, *rest):
+def _probe_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
     if getattr(GROUP_M, "value", GROUP_M) not in (LOADS_ONLY, B_ONLY):
-        return _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M,
-                         *rest)
+        return _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M)
     BM, BK, BN, num_m, num_n, k_tiles = ws._tiling(a_desc, b_desc, M, N, K)
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
@@ -81,8 +80,6 @@ PROBES = {  # timed only: they compute no C
 
 RUNS = {  # name: (runner, config)
     "ws 128x64x64/8/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 4)),
-    "ws 128x64x64/8/4 wait each": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws,
-                                                                         MMA_IN_FLIGHT=0), (128, 64, 64, 8, 4)),
     "ws 128x64x128/4/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 128, 4, 4)),
     "ws 128x64x64/8/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 8)),
     "ws 128x64x64/7/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 7, 8)),

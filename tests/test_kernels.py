@@ -111,13 +111,11 @@ def test_matmul_hopper_ring_phases_across_tiles(rng, m, n, k, stages, programs):
 
 
 @pytest.mark.parametrize("m, n, k", SHAPES[:2])
-@pytest.mark.parametrize("in_flight", [1, 0])
-def test_matmul_hopper_warp_specialized(rng, m, n, k, in_flight):
-    """One wgmma group in flight, or (0) each step's waited for and its stage released at once."""
+def test_matmul_hopper_warp_specialized(rng, m, n, k):
     a, b = operands(rng, m, n, k, np.float16)
     a, b = padded(a), padded(b)
     c = padded(np.full((m, n), np.nan, np.float32))
-    matmul_hopper_ws[(2,)](*descs(a, b, c, 64, 64, 32), m, n, k, STAGES=2, GROUP_M=2, MMA_IN_FLIGHT=in_flight,
+    matmul_hopper_ws[(2,)](*descs(a, b, c, 64, 64, 32), m, n, k, STAGES=2, GROUP_M=2,
                            backend="interpreter", target="sm_90a")
     check(c, a, b)
 

@@ -33,41 +33,34 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
             it += 1
 
 
-def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES, IN_FLIGHT=1):
+def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES):
     """acc += A B over one tile's K steps, from ring step ``it`` on: one wgmma group in flight,
-    each stage released once the wgmma after the one that read it is issued; or with
-    IN_FLIGHT = 0 each step's wgmma waited for and its stage released at once. Returns (acc,
-    the next ring step, the step whose wgmma may still be running)."""
+    each stage released once the wgmma after the one that read it is issued. Returns (acc, the
+    next ring step, the step whose wgmma may still be running)."""
     prev = it
     for k in gl.range(0, k_tiles):
         s = it % STAGES
         mbarrier.wait(ready.index(s), (it // STAGES) & 1)
         acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-        acc = warpgroup_mma_wait(IN_FLIGHT, deps=[acc])
-        if IN_FLIGHT == 0:
-            mbarrier.arrive(empty.index(s))
-        else:
-            with gl.if_(k > 0):
-                mbarrier.arrive(empty.index(prev % STAGES))
+        acc = warpgroup_mma_wait(1, deps=[acc])
+        with gl.if_(k > 0):
+            mbarrier.arrive(empty.index(prev % STAGES))
         prev = it
         it += 1
     return acc, it, prev
 
 
-def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n, IN_FLIGHT=1):
-    """Retire the last wgmma, release its stage (unless released already), and store the tile
-    through c_smem by TMA."""
+def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n):
+    """Retire the last wgmma, release its stage, and store the tile through c_smem by TMA."""
     acc = warpgroup_mma_wait(0, deps=[acc])
-    if IN_FLIGHT:
-        mbarrier.arrive(empty.index(prev % STAGES))
+    mbarrier.arrive(empty.index(prev % STAGES))
     tma.store_wait(0)  # the previous tile's store has read c_smem
     c_smem.store(acc.to(c_desc.dtype))
     fence_async_shared()
     tma.async_store(c_desc, [off_m, off_n], c_smem)
 
 
-def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M,
-              IN_FLIGHT=1):
+def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
     BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
     acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
                                       instr_shape=[16, BN, 16])
@@ -75,18 +68,13 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
-        acc, it, prev = _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES, IN_FLIGHT)
-        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN, IN_FLIGHT)
+        acc, it, prev = _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES)
+        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN)
     tma.store_wait(0)
 
 
 @gt.jit
-def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                     MMA_IN_FLIGHT: gl.constexpr = 1):
-    """C = A @ B with B [K, N]. MMA_IN_FLIGHT = 1 keeps one wgmma group in flight (a stage is
-    released a step after its wgmma was issued); 0 waits for each step's wgmma and releases its
-    stage at once: for memory-bound shapes, where the step is the loads' and the ring's depth
-    is what counts."""
+def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
@@ -99,8 +87,7 @@ def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROU
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
     gl.warp_specialize([
-        (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M,
-                     MMA_IN_FLIGHT)),
+        (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M)),
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M)),
     ], worker_num_warps=[1], worker_num_regs=[40])
 

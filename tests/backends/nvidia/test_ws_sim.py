@@ -220,18 +220,15 @@ WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
 ] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
 
 
-@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order, in_flight", [
-    (*case, order, 1) for case in WS_GEMMS for order in ORDERS] + [(*WS_GEMMS[0], "warps", 1), (*WS_GEMMS[3], "warps", 1)]
-    + [(*WS_GEMMS[i], order, 0) for i in (0, 1) for order in ORDERS + ["warps"]])
-def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order, in_flight):
+@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order", [
+    (*case, order) for case in WS_GEMMS for order in ORDERS] + [(*WS_GEMMS[0], "warps"), (*WS_GEMMS[3], "warps")])
+def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order):
     """A one-warp TMA producer and consumer warpgroup(s) (ping-pong: two, taking tiles in turn)
-    hand the ring's stages over on full/empty mbarriers; C is stored by TMA. MMA_IN_FLIGHT=0:
-    each step's wgmma waited for and its stage released at once."""
+    hand the ring's stages over on full/empty mbarriers; C is stored by TMA."""
     from gluon_trace.kernels import matmul_hopper_ws
-    kw = {} if in_flight else dict(MMA_IN_FLIGHT=0)
     a, b, c_sim, c_ref, sim = _gemm(getattr(matmul_hopper_ws, kernel), m, n, k, programs,
                                     lambda a, b, c: _bf16_descs(a, b, c, bm, bn, bk), BF16, order,
-                                    STAGES=stages, GROUP_M=2, num_warps=warps, **kw)
+                                    STAGES=stages, GROUP_M=2, num_warps=warps)
     _check_gemm(a, b, c_sim, c_ref, 1e-2)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
