@@ -84,9 +84,6 @@ PROBES = {  # timed only: they compute no C
 
 RUNS = {  # name: (runner, config)
     "ws 128x64x64/8/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 4)),
-    # C through the last stage's A buffer: the C buffer's 16 KB and the rest make a 9th stage
-    "ws 128x64x64/9/4 C in ring": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws,
-                                                                         C_IN_RING=True), (128, 64, 64, 9, 4)),
     "ws 128x64x128/4/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 128, 4, 4)),
     "ws 128x64x64/8/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 8)),
     "ws 128x64x64/7/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 7, 8)),

@@ -111,30 +111,6 @@ def test_matmul_hopper_ring_phases_across_tiles(rng, m, n, k, stages, programs):
 
 
 @pytest.mark.parametrize("m, n, k", SHAPES[:2])
-def test_matmul_hopper_warp_specialized_c_in_ring(rng, m, n, k):
-    """C stored through the last K step's A buffer (C's block is A's: 64x64 float16)."""
-    a, b = operands(rng, m, n, k, np.float16)
-    a, b = padded(a), padded(b)
-    c = padded(np.full((m, n), np.nan, np.float16))
-    lay = gl.NVMMASharedLayout.get_default_for
-    d = [TensorDescriptor.from_tensor(x, [64, 64], lay([64, 64], gl.float16)) for x in (a, b, c)]
-    matmul_hopper_ws[(2,)](*d, m, n, k, STAGES=3, GROUP_M=2, C_IN_RING=True, backend="interpreter", target="sm_90a")
-    check(c.astype(np.float32), a, b, 2e-2)
-
-
-def test_matmul_hopper_warp_specialized_c_in_ring_needs_c_blocks_like_a():
-    from gluon_trace.errors import GluonTraceError
-    a, b, c = np.zeros((128, 128), np.float16), np.zeros((128, 128), np.float16), np.zeros((128, 128), np.float32)
-    lay = gl.NVMMASharedLayout.get_default_for
-    d = [TensorDescriptor.from_tensor(x, [64, 64], lay([64, 64], gl.float32 if x is c else gl.float16))
-         for x in (a, b, c)]
-    with pytest.raises(GluonTraceError, match="C_IN_RING stores C through A's buffers") as e:
-        matmul_hopper_ws[(2,)](*d, 128, 128, 128, STAGES=3, GROUP_M=2, C_IN_RING=True, backend="interpreter",
-                               target="sm_90a")
-    assert "matmul_hopper_ws.py" in str(e.value)  # the kernel's static_assert line
-
-
-@pytest.mark.parametrize("m, n, k", SHAPES[:2])
 def test_matmul_hopper_warp_specialized(rng, m, n, k):
     a, b = operands(rng, m, n, k, np.float16)
     a, b = padded(a), padded(b)

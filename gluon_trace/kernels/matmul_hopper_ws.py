@@ -1,14 +1,7 @@
 """Warp-specialized Hopper GEMM: a one-warp producer partition issues the TMA loads into a
 ring of STAGES buffers; the default partition (a warpgroup) runs wgmma and the epilogue.
 ``ready[s]`` says a stage is loaded (the TMA bytes land on it); ``empty[s]`` says the MMA
-that read it has retired, so the producer may refill it. Persistent over tiles.
-
-``C_IN_RING``: the tile goes out through the A buffer of its last K step's stage (C's block
-must be A's: shape, dtype and layout), held until the TMA store has read it, instead of a
-buffer of its own; the shared memory that frees is a stage more (at 128x64x64 bf16: 9 stages
-of 24 KB in place of 8 and a 16 KB C buffer). For memory-bound shapes (a skinny M), where the
-ring's depth sets the loads' pace: 8 stages against 7 measured 3-16% apart on the H200. Each
-tile's store is then waited for before the next tile starts, so it suits a CTA with few tiles."""
+that read it has retired, so the producer may refill it. Persistent over tiles."""
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
@@ -57,18 +50,9 @@ def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES):
     return acc, it, prev
 
 
-def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n, a_bufs=None):
-    """Retire the last wgmma, release its stage, and store the tile through c_smem by TMA (or,
-    c_smem None, through that stage's A buffer, released once the store has read it)."""
+def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n):
+    """Retire the last wgmma, release its stage, and store the tile through c_smem by TMA."""
     acc = warpgroup_mma_wait(0, deps=[acc])
-    if c_smem is None:
-        buf = a_bufs.index(prev % STAGES)
-        buf.store(acc.to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_store(c_desc, [off_m, off_n], buf)
-        tma.store_wait(0)
-        mbarrier.arrive(empty.index(prev % STAGES))
-        return
     mbarrier.arrive(empty.index(prev % STAGES))
     tma.store_wait(0)  # the previous tile's store has read c_smem
     c_smem.store(acc.to(c_desc.dtype))
@@ -85,27 +69,18 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         acc, it, prev = _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES)
-        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN, a_bufs)
+        _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, pid_m * BM, pid_n * BN)
     tma.store_wait(0)
 
 
 @gt.jit
-def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                     C_IN_RING: gl.constexpr = False):
-    """C = A @ B with B [K, N]; ``C_IN_RING``: the module docstring."""
+def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES, BK, BN], b_desc.layout)
-    if C_IN_RING:
-        gl.static_assert(c_desc.block_type.shape == a_desc.block_type.shape and c_desc.dtype == a_desc.dtype
-                         and c_desc.layout == a_desc.layout,
-                         "C_IN_RING stores C through A's buffers: c_desc's block must be a_desc's (shape, dtype "
-                         "and layout; BN = BK)")
-        c_smem = None
-    else:
-        c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
     ready = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):

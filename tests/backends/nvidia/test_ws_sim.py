@@ -218,23 +218,17 @@ WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
         (130, 70, 100, 64, 64, 32, 4, 2, 3),     # ragged edges, a K that is not a step multiple, 2 stages
         (320, 64, 64, 64, 64, 32, 4, 3, 2)]      # odd tile counts per CTA (ping-pong: consumers take 2 and 1)
 ] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
-C_IN_RING = [("matmul_hopper_ws", 192, 128, 200, 64, 64, 64, 4, 3, 2),   # 6 tiles on 2 CTAs: stores between tiles
-             ("matmul_hopper_ws", 130, 70, 100, 64, 64, 64, 4, 2, 3)]    # ragged, 2 stages
 
 
-@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order, c_in_ring", [
-    (*case, order, False) for case in WS_GEMMS for order in ORDERS]
-    + [(*WS_GEMMS[0], "warps", False), (*WS_GEMMS[3], "warps", False)]
-    + [(*case, order, True) for case in C_IN_RING for order in ORDERS + ["warps"]])
-def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order, c_in_ring):
+@pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order", [
+    (*case, order) for case in WS_GEMMS for order in ORDERS] + [(*WS_GEMMS[0], "warps"), (*WS_GEMMS[3], "warps")])
+def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, programs, order):
     """A one-warp TMA producer and consumer warpgroup(s) (ping-pong: two, taking tiles in turn)
-    hand the ring's stages over on full/empty mbarriers; C is stored by TMA (C_IN_RING: through
-    the last stage's A buffer, which the producer refills only after the store has read it)."""
+    hand the ring's stages over on full/empty mbarriers; C is stored by TMA."""
     from gluon_trace.kernels import matmul_hopper_ws
-    kw = dict(C_IN_RING=True) if c_in_ring else {}
     a, b, c_sim, c_ref, sim = _gemm(getattr(matmul_hopper_ws, kernel), m, n, k, programs,
                                     lambda a, b, c: _bf16_descs(a, b, c, bm, bn, bk), BF16, order,
-                                    STAGES=stages, GROUP_M=2, num_warps=warps, **kw)
+                                    STAGES=stages, GROUP_M=2, num_warps=warps)
     _check_gemm(a, b, c_sim, c_ref, 1e-2)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
@@ -274,24 +268,6 @@ def test_ws_gemm_handoff_bugs_are_caught(bug, why):
             ptxsim_ws.run(bad, (2,), args(), smem, order="random", seed=seed)
     if bug == "the producer's wait for an empty stage":
         ptxsim_ws.run(bad, (2,), args(), smem)   # lowest pc first: passes unnoticed
-    ptxsim_ws.run(text, (2,), args(), smem, order="random", seed=0)
-
-
-def test_c_in_ring_released_before_its_store_has_read_it_is_caught():
-    """C_IN_RING without the wait for the store's read before the stage's release: the producer
-    refills the A buffer the TMA store is still reading, in every order."""
-    from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
-    m, n, k = 192, 128, 200
-    a, b = (padded(x) for x in operands(np.random.default_rng(), m, n, k, BF16))
-
-    def args():
-        c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
-        return [*_bf16_descs(_fresh(a), _fresh(b), c, 64, 64, 64), m, n, k]
-    _, text, smem = trace(matmul_hopper_ws, args(), (2,), STAGES=3, GROUP_M=2, num_warps=4, C_IN_RING=True)
-    bad = _without(text, r"cp\.async\.bulk\.wait_group\.read 0;", 0, False)   # the epilogue's, not the end's
-    for order, seed in (("pc", None), ("random", 0), ("random", 1)):
-        with pytest.raises(RuntimeError, match="shared bytes under a TMA store changed before cp.async.bulk.wait_group"):
-            ptxsim_ws.run(bad, (2,), args(), smem, order=order, seed=seed)
     ptxsim_ws.run(text, (2,), args(), smem, order="random", seed=0)
 
 
