@@ -184,6 +184,12 @@ def _pid(ctx, ts, attrs, regions):
     return [Type(dt.int32)]
 
 
+def _timer(ctx, ts, attrs, regions):
+    if attrs["clock"] not in ("globaltimer", "clock64"):
+        raise ctx.error(f"no clock named {attrs['clock']!r}")
+    return [Type(dt.int64)]
+
+
 def _arange(ctx, ts, attrs, regions):
     start, end, layout = attrs["start"], attrs["end"], attrs["layout"]
     n = end - start
@@ -219,6 +225,8 @@ def _splat(ctx, ts, attrs, regions):
 define("const", _const)
 define("program_id", _pid)
 define("num_programs", _pid)
+# a clock read: never merged with another read nor moved across other side effects
+define("read_timer", _timer, has_side_effects=True)
 define("arange", _arange)
 define("splat", _splat)
 

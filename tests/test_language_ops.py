@@ -179,3 +179,35 @@ def test_scalar_arithmetic():
     out = np.zeros(1, np.int32)
     scalar_kernel[(1,)](out, 17, 9)
     assert out[0] == 17 * 2 + 17 // 3 + 5 + 5
+
+
+@gt.jit
+def timed_loop(out, n):
+    """Clock readings around a loop, one row of four a program."""
+    t0 = gl.globaltimer()
+    c0 = gl.clock64()
+    acc = gl.full([], 0.0, gl.float32)
+    for i in gl.range(0, n):
+        acc += 1.0
+    t1 = gl.globaltimer()
+    c1 = gl.clock64()
+    row = out + gl.program_id(0) * 5
+    gl.store(row, t0)
+    gl.store(row + 1, t1)
+    gl.store(row + 2, c0)
+    gl.store(row + 3, c1)
+    gl.store(row + 4, acc.to(gl.int64))
+
+
+def test_clock_reads_are_int64_and_never_go_back():
+    """gl.globaltimer() / gl.clock64(): an int64 scalar each, a fresh reading each call (two
+    reads of one clock are two ops, not merged), later readings not smaller."""
+    out = np.full((3, 5), -1, np.int64)
+    timed_loop[(3,)](out, 2000, backend="interpreter")
+    assert (out[:, 4] == 2000).all()
+    assert (out[:, 1] > out[:, 0]).all() and (out[:, 3] > out[:, 2]).all()
+    assert (out[1:, 0] >= out[:-1, 1]).all()  # the interpreter runs programs one after another
+    g = timed_loop.trace(gl.pointer(gl.int64), gl.int32).graph
+    reads = [op for op in g.body.walk() if op.name == "read_timer"]
+    assert [op.attrs["clock"] for op in reads] == ["globaltimer", "clock64", "globaltimer", "clock64"]
+    assert all(op.results[0].type.dtype == gl.int64 for op in reads)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from gluon_trace import ops as op_table
+from gluon_trace.backend import Unsupported
 
 from . import affine, arith, atomics, control, layout, memory, printing, reduce
 from .emitter import elem_key
@@ -121,6 +122,11 @@ RULES.update({
     "if": control.rule_if,
     "yield": control.rule_yield,
 })
+
+RULES["read_timer"] = Unsupported(
+    "gl.globaltimer() and gl.clock64() (reading a clock) are not lowered for AMD yet (s_memrealtime on "
+    "gfx90a/gfx942, s_sendmsg_rtn_b64 on gfx1100); time the kernel from the host, or run it on NVIDIA "
+    "or the interpreter")
 
 from .tensorcore import RULES as _TENSORCORE  # noqa: E402
 

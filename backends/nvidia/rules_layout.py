@@ -129,6 +129,12 @@ def _pid(em, op):
     return [[em.special(("%ctaid." if op.name == "program_id" else "%nctaid.") + axis)]]
 
 
+@rule("read_timer")
+def _timer(em, op):
+    # a fresh read each time (em.special would read once in the prologue)
+    return [[em.ins("b64", f"mov.u64 {{d}}, %{op.attrs['clock']};")]]
+
+
 @rule("arange")
 def _arange(em, op):
     lin = em.lin(op.results[0])

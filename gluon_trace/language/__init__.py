@@ -6,9 +6,9 @@ from ..layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout
 from .control import else_, fori_loop, if_, range, static_range
 from .core import (abs, aggregate, arange, argmax, argmin, associative_scan, atomic_add, atomic_and,
                    atomic_cas, atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor,
-                   broadcast, cdiv, ceil, clamp, constexpr, constexpr_function, convert_layout, cos, cumsum,
-                   device_print, div_rn, erf, exp, exp2, expand_dims, fdiv, floor, fma, full,
-                   full_like, join, load, log, log2, max, max_contiguous, maximum, min, minimum,
+                   broadcast, cdiv, ceil, clamp, clock64, constexpr, constexpr_function, convert_layout, cos,
+                   cumsum, device_print, div_rn, erf, exp, exp2, expand_dims, fdiv, floor, fma, full,
+                   full_like, globaltimer, join, load, log, log2, max, max_contiguous, maximum, min, minimum,
                    multiple_of, num_ctas, num_programs, num_warps, permute, program_id, reduce, reshape,
                    rsqrt, sin, split, sqrt, static_assert, static_print, store, sum, threads_per_warp,
                    trans, where, zeros, zeros_like)

@@ -43,6 +43,22 @@ def num_programs(axis: int) -> tensor:
     return tensor(current().value("num_programs", [], {"axis": _int(axis, "axis")}))
 
 
+def globaltimer() -> tensor:
+    """Nanoseconds of a clock every CTA of the launch shares, as an int64 scalar: for timing
+    parts of a kernel (write the readings out and subtract them on the host). NVIDIA:
+    ``%globaltimer`` (its resolution is the GPU's, tens of nanoseconds or more); the
+    interpreter: the host's ``time.perf_counter_ns()``, so only differences within one run of
+    one backend mean anything. Not lowered for AMD yet."""
+    return tensor(current().value("read_timer", [], {"clock": "globaltimer"}))
+
+
+def clock64() -> tensor:
+    """This SM's cycle counter as an int64 scalar (NVIDIA ``%clock64``): finer than
+    :func:`globaltimer`, but each SM counts its own; the interpreter reads the host's
+    nanoseconds. Not lowered for AMD yet."""
+    return tensor(current().value("read_timer", [], {"clock": "clock64"}))
+
+
 def arange(start, end, layout=None) -> tensor:
     return tensor(current().value("arange", [], {"start": _int(start, "arange start"),
                                                   "end": _int(end, "arange end"), "layout": layout}))

@@ -224,6 +224,9 @@ class Sim:
             v = self.tid % 32
         elif a in ("%tid.y", "%tid.z"):  # blocks are one-dimensional (.maxntid N, 1, 1)
             v = np.zeros(self.N, np.uint32)
+        elif a in ("%globaltimer", "%clock64"):  # the simulator's own clock: 1000 a read, never back
+            self.timer_reads = getattr(self, "timer_reads", 0) + 1
+            v = np.full(self.N, 1000 * self.timer_reads, np.uint64)
         else:
             raise NotImplementedError(a)
         return v.astype(_np(t))

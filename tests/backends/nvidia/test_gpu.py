@@ -452,3 +452,20 @@ def test_non_contiguous_views_where_the_kernel_assumes_contiguity():
     oc = cp.full(1000, cp.nan, dtype=cp.float32)
     with pytest.raises(LaunchError, match="`inp` is not contiguous"):
         corpus.copy_k[(2,)](oc, xc[::2], 1000, BLOCK=512, L=corpus.L1)
+
+
+def test_clock_reads_on_the_gpu():
+    """gl.globaltimer() around a loop of dependent work grows by a plausible amount (more than
+    nothing, less than a second), gl.clock64() grows too, and the CTAs' global readings fall in
+    one window (one clock for the whole launch)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from test_language_ops import timed_loop
+    out = torch.full((64, 5), -1, device="cuda", dtype=torch.int64)
+    timed_loop[(64,)](out, 100000, backend="nvidia")
+    torch.cuda.synchronize()
+    o = out.cpu().numpy()
+    assert (o[:, 4] == 100000).all()
+    dt_ns = o[:, 1] - o[:, 0]
+    assert (dt_ns > 0).all() and (dt_ns < 1_000_000_000).all(), dt_ns
+    assert (o[:, 3] - o[:, 2] > 0).all()
+    assert o[:, 0].max() - o[:, 0].min() < 1_000_000_000

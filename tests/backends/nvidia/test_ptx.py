@@ -272,3 +272,27 @@ print(ck.extra["disk_cache_hit"], dt)
         assert hit == "True"
         times.append(float(dt))
     assert min(times) < 0.002, f"disk-cache hit took {min(times) * 1e3:.2f} ms"
+
+
+def test_clock_reads_are_fresh_movs_in_program_order():
+    """Each gl.globaltimer() / gl.clock64() is its own mov from the special register, where the
+    call is (not hoisted into the prologue, as %ctaid is): the second pair after the loop; on
+    the simulator the readings grow, and ptxas takes them for every target."""
+    import numpy as np
+    import ptxsim
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from test_language_ops import timed_loop
+    from gluon_trace.backends.nvidia.emitter import emit
+    g = timed_loop.trace(gl.pointer(gl.int64), gl.int32, num_warps=2, target="sm_80").graph
+    text, _, smem = emit(g, "sm_80")
+    lines = text.splitlines()
+    reads = [i for i, ln in enumerate(lines) if re.search(r"mov\.u64 %rd\d+, %(globaltimer|clock64);", ln)]
+    assert len(reads) == 4
+    back_edge = max(i for i, ln in enumerate(lines) if re.search(r"\bbra(\.uni)? ", ln))
+    assert reads[1] < back_edge < reads[2]
+    out = np.full((2, 5), -1, np.int64)
+    ptxsim.run(text, (2, 1, 1), [out, 50], smem)
+    assert (out[:, 4] == 50).all() and (out[:, 1] > out[:, 0]).all() and (out[:, 3] > out[:, 2]).all()
+    if HAVE_PTXAS:
+        for target in TARGETS:
+            assert timed_loop.trace(gl.pointer(gl.int64), gl.int32, target=target).compile(target).registers > 0
