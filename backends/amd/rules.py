@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from gluon_trace import ops as op_table
-from gluon_trace.backend import Unsupported
 
 from . import affine, arith, atomics, control, layout, memory, printing, reduce
 from .emitter import elem_key
@@ -123,10 +122,22 @@ RULES.update({
     "yield": control.rule_yield,
 })
 
-RULES["read_timer"] = Unsupported(
-    "gl.globaltimer() and gl.clock64() (reading a clock) are not lowered for AMD yet (s_memrealtime on "
-    "gfx90a/gfx942, s_sendmsg_rtn_b64 on gfx1100); time the kernel from the host, or run it on NVIDIA "
-    "or the interpreter")
+def _read_timer(em, op):
+    """gl.globaltimer(): the real-time counter (s_memrealtime on CDNA, the GET_REALTIME message on
+    RDNA3, which has no s_mem*time), whose clock is 100 MHz on gfx90a, gfx942 and gfx1100: times
+    10 for nanoseconds. gl.clock64(): the shader clock (s_memtime) on CDNA; RDNA3 has no 64-bit
+    read of it, so there the real-time count, in its own 10 ns ticks. Both arrive through the
+    scalar cache's counter: s_waitcnt lgkmcnt before a use (waitcnt.py)."""
+    r = em.s(2)
+    realtime = op.attrs["clock"] == "globaltimer"
+    if em.t.gfx9:
+        em.emit("s_memrealtime" if realtime else "s_memtime", [r], [], kind="smem")
+    else:
+        em.emit("s_sendmsg_rtn_b64", [r], ["sendmsg(MSG_RTN_GET_REALTIME)"], kind="smem")
+    em.vals[op.result] = arith.mul64(em, r, Imm(10, 2)) if realtime else r
+
+
+RULES["read_timer"] = _read_timer
 
 from .tensorcore import RULES as _TENSORCORE  # noqa: E402
 

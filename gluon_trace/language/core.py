@@ -46,16 +46,17 @@ def num_programs(axis: int) -> tensor:
 def globaltimer() -> tensor:
     """Nanoseconds of a clock every CTA of the launch shares, as an int64 scalar: for timing
     parts of a kernel (write the readings out and subtract them on the host). NVIDIA:
-    ``%globaltimer`` (its resolution is the GPU's, tens of nanoseconds or more); the
-    interpreter: the host's ``time.perf_counter_ns()``, so only differences within one run of
-    one backend mean anything. Not lowered for AMD yet."""
+    ``%globaltimer`` (its resolution is the GPU's, tens of nanoseconds or more); AMD: the 100 MHz
+    real-time counter times 10; the interpreter: the host's ``time.perf_counter_ns()``, so only
+    differences within one run of one backend mean anything."""
     return tensor(current().value("read_timer", [], {"clock": "globaltimer"}))
 
 
 def clock64() -> tensor:
-    """This SM's cycle counter as an int64 scalar (NVIDIA ``%clock64``): finer than
-    :func:`globaltimer`, but each SM counts its own; the interpreter reads the host's
-    nanoseconds. Not lowered for AMD yet."""
+    """This SM's cycle counter as an int64 scalar (NVIDIA ``%clock64``, AMD CDNA ``s_memtime``):
+    finer than :func:`globaltimer`, but each SM counts its own. RDNA3 has no 64-bit read of its
+    shader clock: there it is the real-time counter's 10 ns ticks. The interpreter reads the
+    host's nanoseconds."""
     return tensor(current().value("read_timer", [], {"clock": "clock64"}))
 
 

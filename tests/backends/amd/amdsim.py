@@ -364,6 +364,10 @@ class Sim:
     # -- scalar ALU ------------------------------------------------------------------------------
     def salu(self, w: Wave, i: Inst):
         op, d = i.op, i.defs[0] if i.defs else None
+        if op in ("s_memrealtime", "s_memtime", "s_sendmsg_rtn_b64"):  # a clock: 100 ticks a read, never back
+            self.clock = getattr(self, "clock", 0) + 100
+            w.issue("lgkm", [("s", d.phys, self.clock & M32), ("s", d.phys + 1, self.clock >> 32)])
+            return
         a = [w.sval(x) for x in i.uses] if not op.startswith("s_load") else None
         if op.startswith("s_load_dword"):
             n = 2 if op.endswith("x2") else 4 if op.endswith("x4") else 1

@@ -78,12 +78,3 @@ def test_old_llvm_is_skipped(monkeypatch):
     tc = assembler._candidate(["/usr/bin/llvm-mc-19"], ["ld.lld-19"], "system")
     assert tc.kind == "llvm-mc" and "-triple=amdgcn-amd-amdhsa" in tc.assemble_argv("gfx942", "a", "b")
 
-
-def test_clock_reads_are_refused_at_the_users_line():
-    @gt.jit
-    def timed(out):
-        gl.store(out, gl.globaltimer())
-
-    msg = _emit_error(timed, gl.pointer(gl.int64))
-    assert "gl.globaltimer() and gl.clock64()" in msg and "not lowered for AMD" in msg
-    assert "test_amd_errors.py" in msg

@@ -384,3 +384,24 @@ def test_min_over_warps_of_signed_zeros(target, lanes, amd_toolchain):
     cols = x.reshape(8, 64, 2)
     assert np.array_equal(out, cols.min(axis=0).reshape(-1))
     assert np.array_equal(np.signbit(out), np.signbit(cols).any(axis=0).reshape(-1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_clock_reads(target):
+    """gl.globaltimer() / gl.clock64(): s_memrealtime / s_memtime on CDNA, the GET_REALTIME
+    message on RDNA3, each waited for (the simulator poisons the pair until lgkmcnt retires it);
+    readings grow, one read a call, the loop between them."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from test_language_ops import timed_loop
+    out = np.full((2, 5), -1, np.int64)
+    tk = timed_loop.trace(out, 50, num_warps=4, target=target)
+    amdsim.simulate(tk, target, (2,), [out, 50])
+    assert (out[:, 4] == 50).all() and (out[:, 1] > out[:, 0]).all() and (out[:, 3] > out[:, 2]).all()
+    asm = tk.amdgcn(target)
+    if target == "gfx1100":
+        assert asm.count("s_sendmsg_rtn_b64") == 4 and "sendmsg(MSG_RTN_GET_REALTIME)" in asm
+    else:
+        assert asm.count("s_memrealtime") == 2 and asm.count("s_memtime") == 2
+    assert tk.compile(target).binary  # the assembler takes them
