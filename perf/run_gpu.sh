@@ -11,6 +11,8 @@
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
 #   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
 #   notebooks the notebooks, cell by cell
+#   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
+#             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
 # back at most 8 files), with a one-line summary a stage in $OUT/summary.txt.
 set -uo pipefail
@@ -72,6 +74,13 @@ stage_fuzz() {
   GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_GPU_SEED=$seed GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
     python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu.log" 2>&1
   tail -6 "$LOGS/fuzz-gpu.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_skinny() {
+  LOAD_PROBES=1 python3 perf/probe_skinny.py 128x8192x2048 128x8192x8192 > "$LOGS/probe-skinny.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-skinny.log" | tee -a "$OUT/summary.txt"
+  python3 perf/probe_timeline.py 128x8192x8192 > "$LOGS/probe-timeline.log" 2>&1
+  tee -a "$OUT/summary.txt" < "$LOGS/probe-timeline.log"
 }
 
 stage_notebooks() {
