@@ -137,15 +137,10 @@ def param_type(t: dt.dtype) -> str:
     return f"{'s' if t.is_signed else 'u'}{64 if t.bits == 64 else 32}"
 
 
-def sm_number(target: str) -> int:
-    """90 for sm_90a, 89 for sm_89, ..."""
-    return int("".join(ch for ch in target[3:] if ch.isdigit()))
-
-
 def require(target: str, what: str, sm: int, loc, suffix_a: bool = False) -> None:
     """Refuse an instruction the target lacks, before ptxas would (a kernel traced for one target
     and compiled for another can carry ops its trace-time check allowed)."""
-    v = sm_number(target)
+    v = int("".join(ch for ch in target[3:] if ch.isdigit()))
     if v < sm or (suffix_a and not target.endswith("a")):
         from gluon_trace.errors import CompileError
         need = f"sm_{sm}{'a' if suffix_a else ''}"

@@ -77,4 +77,3 @@ def test_old_llvm_is_skipped(monkeypatch):
     monkeypatch.setattr(assembler, "_version", lambda argv: (19, "LLVM version 19.1.0"))
     tc = assembler._candidate(["/usr/bin/llvm-mc-19"], ["ld.lld-19"], "system")
     assert tc.kind == "llvm-mc" and "-triple=amdgcn-amd-amdhsa" in tc.assemble_argv("gfx942", "a", "b")
-

@@ -144,4 +144,3 @@ def test_store_masks_are_made_at_each_store(rng):
     want[301:] = np.nan
     np.testing.assert_array_equal(ref[1], want)
     np.testing.assert_array_equal(sim[1], want)
-
