@@ -170,7 +170,7 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, **constexprs):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8):
     bm, bn, bk, stages, warps = cfg[:5]
     epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
     m, n, k = shape
@@ -180,8 +180,8 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, **constexpr
     db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
-    kw = dict(STAGES=stages, GROUP_M=GROUP_M, num_warps=warps, **constexprs)
-    return lambda: kernel[(programs,)](da, db, dc, m, n, k, backend="nvidia", **kw)
+    return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=GROUP_M,
+                                       num_warps=warps, backend="nvidia")
 
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, **constexprs):

@@ -360,6 +360,32 @@ def bench_layernorm():
     record("layernorm", f"{M}x{N} fp16 vs torch", gbs(t), "TB/s", "torch layer_norm", gbs(t_torch))
 
 
+def per_call(f, batch=200, rounds=60):
+    """Host microseconds per launch: batches short enough that the GPU's launch queue never
+    fills (a full queue would time the GPU, not the host); median of the batches."""
+    times = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(batch):
+            f()
+        times.append((time.perf_counter() - t) / batch * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def forget_launchers(kernel):
+    """Drop the kernel's launchers and the C path's module, so the next launch builds them
+    again (under whatever GLUON_TRACE_LAUNCH now says)."""
+    from gluon_trace.backend import get
+    from gluon_trace.backends.nvidia import claunch
+    claunch.reset()
+    kernel._fast.clear()
+    kernel._fast_keys.clear()
+    kernel._dispatch.clear()
+    get("nvidia")._launchers.clear()
+
+
 def bench_launch():
     from cuda.bindings import driver as cu
     from gluon_trace.backend import get
@@ -371,19 +397,6 @@ def bench_launch():
         tiny_kernel[(1,)](out, x, y, 128, L=L)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + y)
-    def per_call(f, batch=200, rounds=60):
-        """Host microseconds per launch: batches short enough that the GPU's launch queue
-        never fills (a full queue would time the GPU, not the host); median of the batches."""
-        times = []
-        for _ in range(rounds):
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(batch):
-                f()
-            times.append((time.perf_counter() - t) / batch * 1e6)
-        torch.cuda.synchronize()
-        return statistics.median(times)
-
     traced = tiny_kernel.trace(out, x, y, 128, L=L)
     kl = get("nvidia").launcher(traced.graph)
     import ctypes
@@ -437,22 +450,14 @@ def bench_launch():
     record("launch", f"  launch path: {'C' if claunch.status().startswith('on') else 'Python'} "
            f"({claunch.status()[:60]})", ours, "us")
     os.environ["GLUON_TRACE_LAUNCH"] = "python"  # the Python fast path, for comparison
-    claunch.reset()
-    tiny_kernel._fast.clear()
-    tiny_kernel._fast_keys.clear()
-    tiny_kernel._dispatch.clear()
-    get("nvidia")._launchers.clear()
+    forget_launchers(tiny_kernel)
     for _ in range(3):
         tiny_kernel[(1,)](out, x, y, 128, L=L)
     ours_py = per_call(lambda: tiny_kernel[(1,)](out, x, y, 128, L=L))
     record("launch", "kernel[grid](4 args), GLUON_TRACE_LAUNCH=python", ours_py, "us",
            "bare cuLaunchKernel (packed)", bare)
     os.environ.pop("GLUON_TRACE_LAUNCH")
-    claunch.reset()
-    tiny_kernel._fast.clear()
-    tiny_kernel._fast_keys.clear()
-    tiny_kernel._dispatch.clear()
-    get("nvidia")._launchers.clear()
+    forget_launchers(tiny_kernel)
     # where the time goes
     a0 = out
     parts = {"data_ptr() x3": lambda: (out.data_ptr(), x.data_ptr(), y.data_ptr()),
@@ -475,8 +480,6 @@ def bench_launch_tma():
     """Host time of a launch with TMA descriptors: the warp-specialized Hopper GEMM (three
     descriptors, three ints) at a size whose GPU time is shorter than any launch, beside
     torch.matmul's at the same size and the same kernel through the Python fast path."""
-    from gluon_trace.backend import get
-    from gluon_trace.backends.nvidia import claunch
     from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_ws
     from gluon_trace.nvidia.hopper import TensorDescriptor
     m = n = k = 128
@@ -492,38 +495,23 @@ def bench_launch_tma():
         matmul_hopper_ws[(1,)](da, db, dc, m, n, k, STAGES=2, GROUP_M=8, num_warps=4)
 
     def fresh():
-        claunch.reset()
-        matmul_hopper_ws._fast.clear()
-        matmul_hopper_ws._fast_keys.clear()
-        matmul_hopper_ws._dispatch.clear()
-        get("nvidia")._launchers.clear()
+        forget_launchers(matmul_hopper_ws)
         for _ in range(3):
             gemm()
         torch.cuda.synchronize()
 
-    def per_call(f, batch=100, rounds=40):
-        times = []
-        for _ in range(rounds):
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(batch):
-                f()
-            times.append((time.perf_counter() - t) / batch * 1e6)
-        torch.cuda.synchronize()
-        return statistics.median(times)
-
     fresh()
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-2)
     path = type(matmul_hopper_ws._fast[0]).__name__
-    ours = per_call(gemm)
+    ours = per_call(gemm, batch=100, rounds=40)
     out = torch.empty_like(c)
-    cublas = per_call(lambda: torch.matmul(a, b, out=out))
+    cublas = per_call(lambda: torch.matmul(a, b, out=out), batch=100, rounds=40)
     record("launch", f"Hopper GEMM kernel[grid](3 TMA descriptors, 3 ints), host time per launch ({path})", ours,
            "us", "torch.matmul (cuBLAS), same size", cublas, "<= 1.0x")
     os.environ["GLUON_TRACE_LAUNCH"] = "python"
     try:
         fresh()
-        ours_py = per_call(gemm)
+        ours_py = per_call(gemm, batch=100, rounds=40)
     finally:
         os.environ.pop("GLUON_TRACE_LAUNCH")
         fresh()

@@ -383,10 +383,10 @@ class KernelLauncher:
         torch = _torch()
         if torch is None:
             return None
-        ctas = self.graph.num_ctas
         c = self._c_fast(torch, specs, expected_kwargs)  # where it is built and takes every argument
         if c is not None:
             return c
+        ctas = self.graph.num_ctas
         from gluon_trace.nvidia.hopper import TensorDescriptor
         g = {"Tensor": torch.Tensor, "EXP": dict(expected_kwargs), "S": self.buf, "pack": self.packer.pack_into,
              "launch": self.drv.cu.cuLaunchKernel, "F": self.fn, "P": self.params, "NT": self.nthreads,
