@@ -170,23 +170,23 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=256):
     bm, bn, bk, stages, warps = cfg[:5]
     epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
-    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd))
-    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd))
+    da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gd), l2_promotion=promotion)
+    db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd), l2_promotion=promotion)
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=GROUP_M,
                                        num_warps=warps, backend="nvidia")
 
 
-def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, **constexprs):
+def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, **constexprs):
     """A cluster kernel, persistent over as many clusters as the GPU runs at once (``constexprs``
-    go to the kernel besides the config's)."""
+    go to the kernel besides the config's; ``promotion``: A's and B's descriptors' L2 promotion)."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
     share_a = len(cfg) > 7 and cfg[7]
@@ -194,8 +194,8 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, **constexprs)
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
     ablk, bblk = ([bm // n, bk], [bk, bn]) if share_a else ([bm, bk], [bk, bn // n])
-    da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd))
-    db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd))
+    da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd), l2_promotion=promotion)
+    db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd), l2_promotion=promotion)
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     group_m = cfg[8] if len(cfg) > 8 else 8
     kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a), **constexprs)

@@ -12,7 +12,8 @@ A (Nsight Compute on the H200: nvjet_sm90_tst_128x64_64x8_1x2). Ours at the same
 warp-specialized kernel (no cluster), the cluster kernel as clusters of one, and in pairs
 sharing A; and split along K through the stream-K kernel. Each is checked against torch first;
 medians of rounds (bench_gemm.gpu_time). PROBE_RUNS=a,b keeps the runs whose names hold a or b.
-LOAD_PROBES=1 adds the warp-specialized kernel's loads alone, and B's alone (PROBES below).
+PROMOTIONS=0,128 adds those runs again with A's and B's tensor maps at
+those L2 promotions (bytes; the default is 256). LOAD_PROBES=1 adds the warp-specialized kernel's loads alone, and B's alone (PROBES below).
 BACK_TO_BACK=1 also times each launched 50 times back
 to back (its launch latency hidden; at small K the host's launch work shows instead).
 
@@ -83,19 +84,23 @@ PROBES = {  # timed only: they compute no C
                                                                       bg.matmul_hopper_ws, GROUP_M=B_ONLY),
 }
 
+def _ws(cfg, a, b, c, shape, promotion=256):
+    return bg.hopper_run(cfg, a, b, c, shape, bg.matmul_hopper_ws, promotion=promotion)
+
+
+def _cluster_ws(cfg, a, b, c, shape, promotion=256):
+    return bg.cluster_run(cfg, a, b, c, shape, bg.matmul_hopper_cluster_ws, promotion)
+
+
 RUNS = {  # name: (runner, config)
-    "ws 128x64x64/8/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 4)),
-    "ws 128x64x128/4/4": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 128, 4, 4)),
-    "ws 128x64x64/8/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 8, 8)),
-    "ws 128x64x64/7/8": (lambda cfg, a, b, c, s: bg.hopper_run(cfg, a, b, c, s, bg.matmul_hopper_ws), (128, 64, 64, 7, 8)),
-    "cluster-ws x1/8w": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
-                         (128, 64, 64, 8, 8, 1, 64)),
-    "cluster-ws x1": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
-                      (128, 64, 64, 8, 4, 1, 64)),
-    "cluster-ws x2 share A": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
-                              (128, 64, 64, 8, 4, 2, 64, True)),
-    "cluster-ws x2 share A/6": (lambda cfg, a, b, c, s: bg.cluster_run(cfg, a, b, c, s, bg.matmul_hopper_cluster_ws),
-                                (128, 64, 64, 6, 4, 2, 64, True)),
+    "ws 128x64x64/8/4": (_ws, (128, 64, 64, 8, 4)),
+    "ws 128x64x128/4/4": (_ws, (128, 64, 128, 4, 4)),
+    "ws 128x64x64/8/8": (_ws, (128, 64, 64, 8, 8)),
+    "ws 128x64x64/7/8": (_ws, (128, 64, 64, 7, 8)),
+    "cluster-ws x1/8w": (_cluster_ws, (128, 64, 64, 8, 8, 1, 64)),
+    "cluster-ws x1": (_cluster_ws, (128, 64, 64, 8, 4, 1, 64)),
+    "cluster-ws x2 share A": (_cluster_ws, (128, 64, 64, 8, 4, 2, 64, True)),
+    "cluster-ws x2 share A/6": (_cluster_ws, (128, 64, 64, 6, 4, 2, 64, True)),
     # split-K through the stream-K kernel: 64 tiles of 128x128 (or 32 of 128x256) on 132 SMs all
     # go to the stream-K part, SPLIT CTAs a tile, each CTA one K range; A crosses from L2 half
     # (a quarter) as often as with 128 tiles of 128x64, B once; the parts meet in L2
@@ -125,6 +130,14 @@ def probe(shape):
         run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
         if run is not None:
             runs[name] = run
+    for promotion in [int(p) for p in os.environ.get("PROMOTIONS", "").split(",") if p]:
+        # the same runs with A's and B's tensor maps at another L2 promotion (default 256 bytes)
+        for name, (make, cfg) in RUNS.items():
+            if (only and not any(w in name for w in only)) or make is bg.streamk_run:
+                continue
+            run = bg.checked(f"{name} L2 {promotion}", lambda c: make(cfg, a, b, c, shape, promotion), shape, ref)
+            if run is not None:
+                runs[f"{name} L2 {promotion}"] = run
     if os.environ.get("LOAD_PROBES"):
         for name, make in PROBES.items():
             runs[name] = make(a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16), shape)

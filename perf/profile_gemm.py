@@ -9,7 +9,8 @@ warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-
 warps: the skinny shape's fastest), pairs / ones (the warp-specialized cluster kernel at that tile, in
 pairs sharing A as cuBLAS runs it, or clusters of one: where the pairs lose 3-7% is the open lead),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
-configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps)."""
+configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
+sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes)."""
 import os
 import sys
 
@@ -38,11 +39,13 @@ elif which in ("ws64", "streamk"):  # the skinny shape's kernels: perf/bench_gem
     import bench_gemm
     cfg = (128, 64, 64, 8, 4) if which == "ws64" else (128, 256, 64, 4, 8, 64, int(os.environ.get("SPLIT", "4")))
     make = bench_gemm.hopper_run if which == "ws64" else bench_gemm.streamk_run
-    run = make(cfg, a, b, c, (m, n, k), matmul_hopper_ws) if which == "ws64" else make(cfg, a, b, c, (m, n, k))
+    run = (make(cfg, a, b, c, (m, n, k), matmul_hopper_ws, promotion=int(os.environ.get("PROMOTION", "256")))
+           if which == "ws64" else make(cfg, a, b, c, (m, n, k)))
 elif which in ("pairs", "ones"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
     cfg = (128, 64, 64, 8, 4, 2, 64, True) if which == "pairs" else (128, 64, 64, 8, 4, 1, 64)
-    run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws)
+    run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
+                                 int(os.environ.get("PROMOTION", "256")))
 elif which == "clusterws":  # the 4-stage cluster kernel, its epilogue in 64-column blocks
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
     from gluon_trace.nvidia import max_active_clusters

@@ -10,6 +10,8 @@
 #   attention perf/bench_attention.py against cuDNN and FlashAttention-2
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
 #   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
+#   l2        the skinny GEMM at each L2 promotion of its tensor maps (probe_skinny PROMOTIONS), and
+#             Nsight Compute's L2 breakdown of cuBLAS, clusters of one and pairs
 #   notebooks the notebooks, cell by cell
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
@@ -81,6 +83,22 @@ stage_skinny() {
   grep -v "rel err" "$LOGS/probe-skinny.log" | tee -a "$OUT/summary.txt"
   python3 perf/probe_timeline.py 128x8192x8192 > "$LOGS/probe-timeline.log" 2>&1
   tee -a "$OUT/summary.txt" < "$LOGS/probe-timeline.log"
+}
+
+stage_l2() {
+  PROBE_RUNS="ws 128x64x64/8/4,cluster-ws x1,cluster-ws x2 share A" PROMOTIONS=0,64,128 \
+    python3 perf/probe_skinny.py 128x8192x2048 128x8192x8192 > "$LOGS/probe-l2.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-l2.log" | tee -a "$OUT/summary.txt"
+  local metrics=breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,gpu__time_duration.sum
+  metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_requests_srcunit_tex.sum
+  metrics+=,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum,lts__d_sectors_fill_device.sum
+  for which in cublas ones pairs ws64; do
+    ncu -k regex:'matmul|nvjet' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+      python3 perf/profile_gemm.py $which 128x8192x8192 > "$LOGS/ncu-l2-$which.txt" 2>&1
+    say "ncu $which: $(grep -E 'gpu__time_duration|dram__bytes_read' "$LOGS/ncu-l2-$which.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+  done
+  PROMOTION=0 ncu -k regex:'matmul|nvjet' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+    python3 perf/profile_gemm.py pairs 128x8192x8192 > "$LOGS/ncu-l2-pairs-promotion0.txt" 2>&1
 }
 
 stage_notebooks() {

@@ -21,6 +21,7 @@ _DTYPES = {"uint8": "UINT8", "int8": "UINT8", "float8e4nv": "UINT8", "float8e5":
            "uint32": "UINT32", "int32": "INT32", "float32": "FLOAT32", "uint64": "UINT64",
            "int64": "INT64", "float64": "FLOAT64"}
 _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+_PROMOTION = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ def encode_args(desc) -> dict:
         "element_strides": (1,) * rank,
         "swizzle": _SWIZZLE[getattr(desc.layout, "swizzle_byte_width", 0)],
         "oob_fill": "NAN_REQUEST_ZERO_FMA" if desc.padding == "nan" else "NONE",
+        "l2_promotion": _PROMOTION[getattr(desc, "l2_promotion", 256)],
     }
 
 
@@ -87,7 +89,7 @@ def encode(desc) -> bytes:
         [u32(x) for x in a["box_dims"]], [u32(x) for x in a["element_strides"]],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{a['swizzle']}"),
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{a['l2_promotion']}"),
         getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{a['oob_fill']}"))
     if int(err) != 0:
         raise LaunchError(f"cuTensorMapEncodeTiled refused {desc!r}: {err}")

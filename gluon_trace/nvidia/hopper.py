@@ -10,7 +10,6 @@ the user's line rather than a fault on the GPU.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -72,11 +71,19 @@ def unswizzled_box_problem(block_shape, item: int, layout) -> str | None:
             "places every copy at a 128-byte aligned address")
 
 
+L2_PROMOTIONS = (0, 64, 128, 256)
+
+
 class TensorDescriptor:
     """``TensorDescriptor(base, shape, strides, block_shape, layout, padding="zero")``;
-    usually ``TensorDescriptor.from_tensor(t, block_shape, layout)``."""
+    usually ``TensorDescriptor.from_tensor(t, block_shape, layout)``.
 
-    def __init__(self, base, shape, strides, block_shape, layout, padding="zero", *, _loc=None):
+    ``l2_promotion`` (keyword, bytes: 0, 64, 128 or 256; default 256) is how much the L2 fetches
+    from memory around each piece a copy asks for (the tensor map's L2 promotion). It is fixed
+    when the descriptor is made: a launch encodes the tensor map once."""
+
+    def __init__(self, base, shape, strides, block_shape, layout, padding="zero", *, l2_promotion=256,
+                 _loc=None):
         loc = _loc or user_location()
         self.base = base
         self._address, full_shape, full_strides, self.dtype, self.device = _describe_array(base, loc)
@@ -90,13 +97,21 @@ class TensorDescriptor:
         if padding == "nan" and not self.dtype.is_floating:
             raise ArgumentValueError("padding='nan' needs a floating-point tensor", loc)
         self.padding = padding
+        if l2_promotion not in L2_PROMOTIONS:
+            raise ArgumentValueError(f"l2_promotion must be one of {L2_PROMOTIONS} (bytes), got {l2_promotion!r}",
+                                     loc)
+        self._l2_promotion = l2_promotion
         self._check(loc)
 
     @classmethod
-    def from_tensor(cls, tensor, block_shape, layout, padding="zero") -> "TensorDescriptor":
+    def from_tensor(cls, tensor, block_shape, layout, padding="zero", *, l2_promotion=256) -> "TensorDescriptor":
         loc = user_location()
         _, shape, strides, _, _ = _describe_array(tensor, loc)
-        return cls(tensor, shape, strides, block_shape, layout, padding, _loc=loc)
+        return cls(tensor, shape, strides, block_shape, layout, padding, l2_promotion=l2_promotion, _loc=loc)
+
+    @property
+    def l2_promotion(self) -> int:
+        return self._l2_promotion
 
     def store_error(self) -> str | None:
         """Why a TMA store through this descriptor would write outside its memory, or None.

@@ -58,7 +58,23 @@ def test_encode_calls_the_driver_with_those_arguments(monkeypatch):
     assert len(raw) == 128 and np.frombuffer(raw, np.uint64).tolist() == list(range(16))
     args = seen["args"]
     assert args[0] == "CU_TENSOR_MAP_DATA_TYPE_FLOAT16" and args[1] == 2 and args[3] == [64, 64]
-    assert args[8] == "CU_TENSOR_MAP_SWIZZLE_128B"
+    assert args[8] == "CU_TENSOR_MAP_SWIZZLE_128B" and args[9] == "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"
+    for promotion, name in ((0, "NONE"), (64, "L2_64B"), (128, "L2_128B")):
+        d = TensorDescriptor.from_tensor(np.zeros((64, 64), np.float16), [64, 64], NV([64, 64], gl.float16),
+                                         l2_promotion=promotion)
+        tma.encode(d)
+        assert seen["args"][9] == f"CU_TENSOR_MAP_L2_PROMOTION_{name}"
+
+
+def test_a_bad_l2_promotion_names_the_line():
+    from gluon_trace.errors import ArgumentValueError
+    with pytest.raises(ArgumentValueError) as e:
+        TensorDescriptor.from_tensor(np.zeros((64, 64), np.float16), [64, 64], NV([64, 64], gl.float16),
+                                     l2_promotion=512)
+    assert "l2_promotion must be one of (0, 64, 128, 256)" in str(e.value) and "test_tma.py" in str(e.value)
+    d = TensorDescriptor.from_tensor(np.zeros((64, 64), np.float16), [64, 64], NV([64, 64], gl.float16))
+    with pytest.raises(AttributeError):  # fixed once made: a launch encodes the tensor map once
+        d.l2_promotion = 64
 
 
 @pytest.mark.gpu
@@ -70,9 +86,10 @@ def test_the_driver_encodes_real_descriptors():
     cu.cuInit(0)
     for dtype, gdt in ((torch.bfloat16, gl.bfloat16), (torch.float32, gl.float32), (torch.float16, gl.float16)):
         t = torch.zeros((300, 256), dtype=dtype, device="cuda")
-        d = TensorDescriptor.from_tensor(t, [128, 64], NV([128, 64], gdt))
-        raw = tma.encode(d)
-        assert len(raw) == 128 and any(raw)
+        for promotion in (0, 64, 128, 256):
+            d = TensorDescriptor.from_tensor(t, [128, 64], NV([128, 64], gdt), l2_promotion=promotion)
+            raw = tma.encode(d)
+            assert len(raw) == 128 and any(raw)
 
 
 def test_boxes_into_a_row_slice_land_a_buffer_column_block_apart():
