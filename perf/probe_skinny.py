@@ -92,6 +92,10 @@ def _cluster_ws(cfg, a, b, c, shape, promotion=256):
     return bg.cluster_run(cfg, a, b, c, shape, bg.matmul_hopper_cluster_ws, promotion)
 
 
+def _cluster_ws_apart(cfg, a, b, c, shape, promotion=256):
+    return bg.cluster_run(cfg, a, b, c, shape, bg.matmul_hopper_cluster_ws, promotion, APART=True)
+
+
 RUNS = {  # name: (runner, config)
     "ws 128x64x64/8/4": (_ws, (128, 64, 64, 8, 4)),
     "ws 128x64x128/4/4": (_ws, (128, 64, 128, 4, 4)),
@@ -101,6 +105,15 @@ RUNS = {  # name: (runner, config)
     "cluster-ws x1": (_cluster_ws, (128, 64, 64, 8, 4, 1, 64)),
     "cluster-ws x2 share A": (_cluster_ws, (128, 64, 64, 8, 4, 2, 64, True)),
     "cluster-ws x2 share A/6": (_cluster_ws, (128, 64, 64, 6, 4, 2, 64, True)),
+    # 64x128 tiles: two along M=128, which in pairs share B's tile (B, the operand streamed from
+    # memory, multicast; A's own rows from L2): cuBLAS's grid for this shape is (2, 64)
+    "cluster-ws 64x128 x1": (_cluster_ws, (64, 128, 64, 8, 4, 1, 64)),
+    "cluster-ws 64x128 x2 share B": (_cluster_ws, (64, 128, 64, 8, 4, 2, 64)),
+    "cluster-ws 64x128 x2 share B apart": (_cluster_ws_apart, (64, 128, 64, 8, 4, 2, 64)),
+    "ws 64x128x64/8/4": (_ws, (64, 128, 64, 8, 4)),
+    # B's loads on this CTA's release alone, A's part on both (two producer warps)
+    "cluster-ws x2 share A apart": (_cluster_ws_apart, (128, 64, 64, 8, 4, 2, 64, True)),
+    "cluster-ws x2 share A apart/8w": (_cluster_ws_apart, (128, 64, 64, 8, 8, 2, 64, True)),
     # split-K through the stream-K kernel: 64 tiles of 128x128 (or 32 of 128x256) on 132 SMs all
     # go to the stream-K part, SPLIT CTAs a tile, each CTA one K range; A crosses from L2 half
     # (a quarter) as often as with 128 tiles of 128x64, B once; the parts meet in L2

@@ -12,6 +12,8 @@
 #   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
 #   l2        the skinny GEMM at each L2 promotion of its tensor maps (probe_skinny PROMOTIONS), and
 #             Nsight Compute's L2 breakdown of cuBLAS, clusters of one and pairs
+#   apart     the cluster GEMM's producer split in two warps (APART): the skinny shape, then
+#             4096^3 and 8192^3 (perf/probe_apart.py)
 #   notebooks the notebooks, cell by cell
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
@@ -99,6 +101,13 @@ stage_l2() {
   done
   PROMOTION=0 ncu -k regex:'matmul|nvjet' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
     python3 perf/profile_gemm.py pairs 128x8192x8192 > "$LOGS/ncu-l2-pairs-promotion0.txt" 2>&1
+}
+
+stage_apart() {
+  PROBE_RUNS="cluster-ws x1,share A" python3 perf/probe_skinny.py 128x8192x2048 128x8192x8192 > "$LOGS/probe-apart-skinny.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-apart-skinny.log" | tee -a "$OUT/summary.txt"
+  python3 perf/probe_apart.py > "$LOGS/probe-apart.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-apart.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_notebooks() {

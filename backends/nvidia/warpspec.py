@@ -39,9 +39,13 @@ it writes -1 and meets them once more, and they leave. The CTA is as wide as the
 registers do not move (each op would want its own split).
 
 Register moves need the warpgroup granularity of ``setmaxnreg``: they are used on sm_90a
-when the default partition is whole warpgroups; each worker is then padded to whole
-warpgroups (the padding warps go straight to the join). ``.maxnreg`` sets the starting
-budget so that the CTA's pool is what the partitions ask for.
+when the default partition is whole warpgroups. Workers next to each other that ask for the
+same registers share warpgroups (a group: one ``setmaxnreg`` that all its warps execute, then
+each warp goes to its worker), and each group is padded to whole warpgroups (the padding
+warps go straight to the join). Two one-warp producers thus take one warpgroup, not two: the
+CTA stays at 384 threads beside two consumer warpgroups, whose ``.maxnreg`` would otherwise
+fall to 128. ``.maxnreg`` sets the starting budget so that the CTA's pool is what the
+partitions ask for.
 """
 from __future__ import annotations
 
@@ -62,12 +66,13 @@ class WarpPlan:
     default_warps: int
     bases: tuple        # first warp of each worker
     warps: tuple        # warps each worker's code runs on
-    spans: tuple        # warps each worker occupies (padded to warpgroups when registers move)
-    worker_regs: tuple  # setmaxnreg target of each worker (empty: no register moves)
+    spans: tuple        # warps each register group occupies (padded to warpgroups when registers move)
+    worker_regs: tuple  # setmaxnreg target of each register group (empty: no register moves)
     default_regs: int   # setmaxnreg target of the default partition (0: none)
     start_regs: int     # the kernel's .maxnreg when registers move (0: none)
     total_warps: int
     ops: tuple = ()     # general form (several ops, or one in a loop/branch): every op, in order
+    groups: tuple = ()  # the workers (indices) of each register group, in order; one each without moves
 
     @property
     def moves_registers(self) -> bool:
@@ -87,8 +92,15 @@ def find_op(graph: Graph):
     return None
 
 
-def _spans(nw: int, warps: tuple, move: bool) -> tuple:
-    return tuple(-(-w // WARPGROUP) * WARPGROUP for w in warps) if move else warps
+def _groups(warps: tuple, regs: tuple, move: bool) -> tuple:
+    """Runs of neighbouring workers asking for the same registers (one worker each without moves)."""
+    groups = []
+    for i in range(len(warps)):
+        if move and groups and regs[groups[-1][-1]] == regs[i]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return tuple(tuple(g) for g in groups)
 
 
 def _bases(nw: int, spans: tuple) -> tuple:
@@ -122,20 +134,23 @@ def plan(graph: Graph, target: str) -> WarpPlan | None:
     warps = tuple(int(w) for w in op.attrs["worker_num_warps"])
     regs = tuple(int(r) for r in op.attrs["worker_num_regs"])
     move = target == "sm_90a" and nw % WARPGROUP == 0
-    spans = _spans(nw, warps, move)
+    groups = _groups(warps, regs, move)
+    used = [sum(warps[i] for i in g) for g in groups]
+    spans = tuple(-(-u // WARPGROUP) * WARPGROUP for u in used) if move else tuple(used)
     total = nw + sum(spans)
     _check_width(total, nw, warps, op, move)
-    bases = _bases(nw, spans)
+    bases = tuple(b + sum(warps[j] for j in g[:g.index(i)]) for g, b in zip(groups, _bases(nw, spans)) for i in g)
     w_regs, d_regs, start = (), 0, 0
     if move:
         start = min(REGFILE // (32 * total) // 8 * 8, 248, (graph.maxnreg or 256) // 8 * 8)
-        pool = start * 32 * total - sum(32 * s * r for s, r in zip(spans, regs))
+        g_regs = tuple(regs[g[0]] for g in groups)
+        pool = start * 32 * total - sum(32 * s * r for s, r in zip(spans, g_regs))
         d_regs = min(pool // (32 * nw) // 8 * 8, 256)
         if d_regs >= 24:
-            w_regs = regs
+            w_regs = g_regs
         else:  # the workers ask for more than the CTA has: no moves
             d_regs, start = 0, 0
-    return WarpPlan(nw, bases, warps, spans, w_regs, d_regs, start, total)
+    return WarpPlan(nw, bases, warps, spans, w_regs, d_regs, start, total, groups=groups)
 
 
 def launch_warps(graph: Graph, target: str) -> int:
@@ -296,25 +311,35 @@ def _warp_specialize(em, op):
 
 
 def _workers(em, op, regs, warp) -> None:
+    """The workers' code: each register group's warps branch to the group, execute its
+    setmaxnreg together, then each warp to its worker (the padding warps to the join)."""
     p = em.ws
     head, join, _ = em.ws_labels
     tail = [(f"{head}:", None)] + _load_captures(em, regs, 0)
+    group_labels = [em.label(f"ws_group{g + 1}") for g in range(len(p.groups))]
     labels = [em.label(f"ws_worker{i + 1}") for i in range(len(p.warps))]
-    for i, lab in enumerate(labels):
+    for g, lab in zip(p.groups, group_labels):
         t, q = em.reg("b32"), em.reg("pred")
-        tail += [(f"sub.u32 {t}, {warp}, {p.bases[i]};", None), (f"setp.lt.u32 {q}, {t}, {p.spans[i]};", None),
+        span = p.spans[p.groups.index(g)]
+        tail += [(f"sub.u32 {t}, {warp}, {p.bases[g[0]]};", None), (f"setp.lt.u32 {q}, {t}, {span};", None),
                  (f"@{q} bra {lab};", None)]
     tail.append((f"bra.uni {join};", None))
-    for i, (lab, region) in enumerate(zip(labels, op.regions[1:])):
-        tail.append((f"{lab}:", None))
-        if p.moves_registers and p.worker_regs[i] != p.start_regs:
-            r = p.worker_regs[i]
+    for k, (g, glab) in enumerate(zip(p.groups, group_labels)):
+        tail.append((f"{glab}:", None))
+        if p.moves_registers and p.worker_regs[k] != p.start_regs:
+            r = p.worker_regs[k]
             kind = "dec" if r < p.start_regs else "inc"  # inc waits for the registers others give back
             tail.append((f"setmaxnreg.{kind}.sync.aligned.u32 {r};", None))
-        if p.spans[i] > p.warps[i]:  # warpgroup padding: nothing to run
-            t, q = em.reg("b32"), em.reg("pred")
-            tail += [(f"sub.u32 {t}, {warp}, {p.bases[i]};", None), (f"setp.ge.u32 {q}, {t}, {p.warps[i]};", None),
-                     (f"@{q} bra {join};", None)]
+        if len(g) > 1 or p.spans[k] > p.warps[g[0]]:  # several workers, or warpgroup padding
+            for i in g:
+                t, q = em.reg("b32"), em.reg("pred")
+                tail += [(f"sub.u32 {t}, {warp}, {p.bases[i]};", None),
+                         (f"setp.lt.u32 {q}, {t}, {p.warps[i]};", None), (f"@{q} bra {labels[i]};", None)]
+            tail.append((f"bra.uni {join};", None))
+        else:
+            tail.append((f"bra.uni {labels[g[0]]};", None))
+    for i, (lab, region) in enumerate(zip(labels, op.regions[1:])):
+        tail.append((f"{lab}:", None))
         pro, lines = em.partition(i + 1, p.bases[i], p.warps[i], region)
         tail += [(x, None) for x in pro] + lines
         tail.append((f"bra.uni {join};", None))

@@ -20,9 +20,11 @@ from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgrou
 from .matmul_hopper import column_chunks, grouped_tile, output_buffers, store_block, store_tile
 
 
-def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A):
+def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both"):
     """Load ring step ``it`` (K step ``k``): this CTA's own operand block, and its part of the
-    shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster."""
+    shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster. With
+    ``empty`` a pair (shared, own) of barrier arrays the two are loaded apart (``part`` "own"
+    or "shared", each by its own warp): the own block waits only for this CTA's release."""
     n: gl.constexpr = gl.num_ctas()
     BK: gl.constexpr = a_desc.block_type.shape[1]
     a_at, b_at = [off_m, k * BK], [k * BK, off_n]
@@ -30,23 +32,33 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
         own, shared, dim = (b_desc, b_at, b_bufs), (a_desc, a_at, a_bufs), 0
     else:
         own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), 1
-    part: gl.constexpr = shared[0].block_type.shape[dim]
+    slice_: gl.constexpr = shared[0].block_type.shape[dim]
     s = it % STAGES
-    # a refill writes into every CTA's stage s: wait until all of them released it (the
-    # first pass finds the ring empty: the phase before it counts as completed)
-    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    mbarrier.expect(full.index(s), own[0].block_type.nbytes + n * shared[0].block_type.nbytes)
-    tma.async_load(own[0], own[1], full.index(s), own[2].index(s))
-    for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
-        at = list(shared[1])
-        at[dim] = at[dim] + r * part
-        tma.async_load(shared[0], at, full.index(s), shared[2].index(s).slice(r * part, part, dim=dim),
-                       pred=rank == r, multicast=n > 1)
+    phase = ((it // STAGES) & 1) ^ 1  # the first pass finds the ring empty: the phase before counts
+    shared_empty, own_empty = empty if isinstance(empty, tuple) else (empty, empty)
+    if part != "shared":
+        # a coupled refill writes into every CTA's stage s: wait until all of them released it
+        mbarrier.wait(own_empty.index(s), phase)
+        # the peers' parts may land before this (the tx count runs below zero until it)
+        mbarrier.expect(full.index(s), own[0].block_type.nbytes + n * shared[0].block_type.nbytes)
+        tma.async_load(own[0], own[1], full.index(s), own[2].index(s))
+    if part != "own":
+        if part == "shared":
+            mbarrier.wait(shared_empty.index(s), phase)
+        for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
+            at = list(shared[1])
+            at[dim] = at[dim] + r * slice_
+            tma.async_load(shared[0], at, full.index(s), shared[2].index(s).slice(r * slice_, slice_, dim=dim),
+                           pred=rank == r, multicast=n > 1)
 
 
 def _release(empty, it, STAGES):
-    """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster."""
+    """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster (and, with the
+    loads apart, this CTA's own-block producer)."""
     n: gl.constexpr = gl.num_ctas()
+    if isinstance(empty, tuple):
+        mbarrier.arrive(empty[1].index(it % STAGES))
+        empty = empty[0]
     for r in gl.static_range(n):  # a cluster of one arrives locally (no mapa, no cluster scope)
         mbarrier.arrive(empty.index(it % STAGES), cta=r if n > 1 else None)
 
@@ -78,10 +90,11 @@ def _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A):
     return (pid_m * n + rank) * BM, pid_n * BN
 
 
-def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A):
+def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False):
     """The stages of A and B, the output buffers (one of c_desc's block for a whole tile, two
     for column blocks: one fills while the other's store drains), and the full/empty
-    mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty)."""
+    mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty).
+    With ``APART`` empty is a pair: (every CTA's release, count num_ctas; this CTA's, count 1)."""
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -90,11 +103,14 @@ def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A):
     c_bufs = output_buffers(c_desc, BM, BN)
     full = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
+    own = mbarrier.allocate_mbarrier(batch=STAGES) if APART else None
     for s in gl.static_range(STAGES):
         mbarrier.init(full.index(s), count=1)
         mbarrier.init(empty.index(s), count=n)
+        if APART:
+            mbarrier.init(own.index(s), count=1)
     cluster.barrier()
-    return a_bufs, b_bufs, c_bufs, full, empty
+    return a_bufs, b_bufs, c_bufs, full, ((empty, own) if APART else empty)
 
 
 @gt.jit
@@ -144,10 +160,11 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
     cluster.barrier()
 
 
-def produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, stop=None):
+def produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, stop=None,
+                  part="both"):
     """One warp: every TMA load of the ring (this CTA's own operand, its part of the shared
-    one for all CTAs), for the cluster's tiles below ``stop`` (default: all). Returns the ring
-    position reached."""
+    one for all CTAs; or one of the two, ``part``), for the cluster's tiles below ``stop``
+    (default: all). Returns the ring position reached."""
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
@@ -157,7 +174,7 @@ def produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, 
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         off_m, off_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
         for k in gl.range(0, k_tiles):
-            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A)
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part)
             it += 1
     return it
 
@@ -219,8 +236,8 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
     return it
 
 
-def _ws_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A):
-    produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)
+def _ws_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part="both"):
+    produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part=part)
 
 
 def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A,
@@ -231,17 +248,23 @@ def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M,
 
 @gt.jit
 def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                             SHARE_A: gl.constexpr = False, SPREAD: gl.constexpr = True):
+                             SHARE_A: gl.constexpr = False, SPREAD: gl.constexpr = True,
+                             APART: gl.constexpr = False):
     """The cluster GEMM warp-specialized (CUTLASS's shape of it): a one-warp producer partition
     issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
     wait for loaded stages and release each to every CTA. Same descriptors as
     :func:`matmul_hopper_cluster`. Each tile is stored while the next one's wgmma run: with
     ``SPREAD`` one column block of c_desc a K step, without it every block after the first
-    step (:func:`consume_tiles`)."""
-    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A)
-    gl.warp_specialize([
-        (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M,
-                        SHARE_A, SPREAD)),
-        (_ws_producer, (a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)),
-    ], worker_num_warps=[1], worker_num_regs=[40])
+    step (:func:`consume_tiles`). With ``APART`` two producer warps: one loads this CTA's own
+    block as soon as this CTA released its stage, the other its part of the shared block once
+    every CTA did, so the own block's stream never waits for a peer."""
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART)
+    producer = (a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)
+    consumer = (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES,
+                               GROUP_M, SHARE_A, SPREAD))
+    if APART:
+        gl.warp_specialize([consumer, (_ws_producer, producer + ("own",)), (_ws_producer, producer + ("shared",))],
+                           worker_num_warps=[1, 1], worker_num_regs=[40, 40])
+    else:
+        gl.warp_specialize([consumer, (_ws_producer, producer)], worker_num_warps=[1], worker_num_regs=[40])
     cluster.barrier()

@@ -193,7 +193,9 @@ def test_a_cluster_barrier_a_peer_never_reaches_is_a_deadlock_naming_both_ctas()
 
 # -- the cluster GEMMs ------------------------------------------------------------------------------
 
-GEMMS = {"plain": matmul_hopper_cluster, "ws": matmul_hopper_cluster_ws}
+GEMMS = {"plain": (matmul_hopper_cluster, {}), "ws": (matmul_hopper_cluster_ws, {}),
+         # the own block and the shared part loaded by two warps, each on its own release
+         "ws-apart": (matmul_hopper_cluster_ws, {"APART": True})}
 SHAPES = [  # (M, N, K, programs, SHARE_A): 64x64 tiles, BK 32, 3 stages, 2 CTAs a cluster
     (192, 128, 160, 2, False),   # 3 tiles along M: the second pair's rank 1 is past the end; 5 K steps wrap the ring
     (130, 70, 100, 4, False),    # ragged edges, a K that is no step multiple, two clusters
@@ -208,8 +210,9 @@ def _gemm_case(kernel, m, n, k, programs, share_a, stages=3, ctas=2, bm=64):
     def args():
         c = padded(np.full((m, n), np.nan, np.float32))
         return [*cluster_descs(_fresh(a), _fresh(b), c, bm, 64, 32, ctas, share_a=share_a), m, n, k]
-    g, text, smem = trace(GEMMS[kernel], args(), (programs,), STAGES=stages, GROUP_M=2, SHARE_A=share_a,
-                          num_warps=4, num_ctas=ctas)
+    fn, extra = GEMMS[kernel]
+    g, text, smem = trace(fn, args(), (programs,), STAGES=stages, GROUP_M=2, SHARE_A=share_a,
+                          num_warps=4, num_ctas=ctas, **extra)
     return g, text, smem, args, a, b
 
 

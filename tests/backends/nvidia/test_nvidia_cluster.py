@@ -189,17 +189,21 @@ def _padded(torch, rows, cols, dtype, fill=None):
     return torch.full((rows, wide), fill, device="cuda", dtype=dtype)[:, :cols]
 
 
+_APART = {"plain": {}, "ws": {}, "ws-apart": {"APART": True}}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000), (128, 2048, 512), (4096, 512, 256)])
 @pytest.mark.parametrize("bm, bn, warps, full_grid, stages, epi_n", [(128, 256, 8, True, 3, 256),
                                                                      (128, 128, 4, False, 3, 128),
                                                                      (128, 256, 8, True, 4, 64),
                                                                      (256, 128, 8, False, 4, 32)])
-@pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize("ws", ["plain", "ws", "ws-apart"])
 def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, stages, epi_n, ws):
     """Pairs of CTAs sharing B's tile by multicast; the grid as many clusters as the GPU runs at
     once, or two clusters walking many tiles (phases across tiles); the epilogue whole or in
-    column blocks through two buffers (with 4 stages)."""
+    column blocks through two buffers (with 4 stages); warp-specialized with one producer, or
+    two (APART: the own block on this CTA's release, the shared part on both)."""
     torch = _gpu()
     from gluon_trace.nvidia import max_active_clusters
     bk = 64
@@ -209,8 +213,8 @@ def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, stage
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], gl.bfloat16))
-    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=2)
-    kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=2, **_APART[ws])
+    kern = matmul_hopper_cluster if ws == "plain" else matmul_hopper_cluster_ws
     ck = kern.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
     clusters = max_active_clusters(ck, 2) if full_grid else 2
     assert clusters >= 2
@@ -223,7 +227,7 @@ def test_gpu_cluster_gemm_matches_torch(m, n, k, bm, bn, warps, full_grid, stage
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(128, 2048, 1024), (200, 1000, 300), (64, 4096, 256)])
 @pytest.mark.parametrize("bm, bn, bk, ctas, stages", [(128, 64, 128, 2, 4), (128, 64, 128, 4, 4), (64, 128, 64, 2, 5)])
-@pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize("ws", ["plain", "ws", "ws-apart"])
 def test_gpu_cluster_gemm_sharing_a_matches_torch(m, n, k, bm, bn, bk, ctas, stages, ws):
     """SHARE_A (skinny M): CTAs side by side along N multicast A's rows to each other; as
     many clusters as the GPU runs at once."""
@@ -235,8 +239,8 @@ def test_gpu_cluster_gemm_sharing_a_matches_torch(m, n, k, bm, bn, bk, ctas, sta
     da = TensorDescriptor.from_tensor(a, [bm // ctas, bk], NV([bm // ctas, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
-    kw = dict(STAGES=stages, GROUP_M=8, num_warps=4, num_ctas=ctas, SHARE_A=True)
-    kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=4, num_ctas=ctas, SHARE_A=True, **_APART[ws])
+    kern = matmul_hopper_cluster if ws == "plain" else matmul_hopper_cluster_ws
     ck = kern.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
     clusters = max_active_clusters(ck, ctas)
     assert clusters >= 2

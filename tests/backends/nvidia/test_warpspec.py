@@ -152,8 +152,48 @@ def test_sm90a_moves_registers_between_warpgroups():
     assert p.default_regs * 128 + 48 * 128 <= p.start_regs * 256   # the CTA's pool covers both
     # the padding warps (6, 7) execute the worker's setmaxnreg, then go to the join
     pad = re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32 48;\n\tsub\.u32 %r\d+, %r\d+, 4;\n\t"
-                    r"setp\.ge\.u32 (%p\d+), %r\d+, 2;\n\t@\1 bra \$L_ws_join_\d+;", text)
+                    r"setp\.lt\.u32 (%p\d+), %r\d+, 2;\n\t@\1 bra (\$L_ws_worker1_\d+);\n\tbra\.uni \$L_ws_join_\d+;",
+                    text)
     assert pad
+    _assemble(text, locs, "handoff", "sm_90a")
+
+
+def _two_producers_graph(regs):
+    """Eight default warps and two one-warp workers asking for ``regs`` registers each."""
+    def worker(out, which):
+        gl.store(out + which, gl.full([], 1.0, gl.float32) * which)
+
+    def default(out):
+        x = gl.arange(0, 256, layout=gl.BlockedLayout([1], [32], [8], [0]))
+        gl.store(out + 2 + x, x.to(gl.float32))
+
+    @gt.jit
+    def two_producers(out):
+        gl.warp_specialize([(default, (out,)), (worker, (out, 0)), (worker, (out, 1))],
+                           worker_num_warps=[1, 1], worker_num_regs=regs)
+    return two_producers.trace(gl.pointer(gl.float32), num_warps=8, target="sm_90a").graph
+
+
+def test_workers_asking_for_the_same_registers_share_a_warpgroup():
+    """Two one-warp producers beside two consumer warpgroups: one warpgroup for both (384
+    threads, a start budget of 168 registers), not one each (512 threads: 128, too few for a
+    128x256 wgmma accumulator)."""
+    p = plan(_two_producers_graph([40, 40]), "sm_90a")
+    assert p.groups == ((0, 1),) and p.spans == (4,) and p.bases == (8, 9) and p.total_warps == 12
+    assert p.start_regs == 168 and p.worker_regs == (40,)
+    text, locs, _ = emit(_two_producers_graph([40, 40]), "sm_90a")
+    assert text.count("setmaxnreg.dec.sync.aligned.u32 40;") == 1 and ".maxntid 384, 1, 1" in text
+    # the group's warps execute its setmaxnreg together, then warp 8 goes to the first worker,
+    # warp 9 to the second, warps 10 and 11 (padding) to the join
+    group = re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32 40;\n\tsub\.u32 %r\d+, (%r\d+), 8;\n\t"
+                      r"setp\.lt\.u32 (%p\d+), %r\d+, 1;\n\t@\2 bra \$L_ws_worker1_\d+;\n\t"
+                      r"sub\.u32 %r\d+, \1, 9;\n\tsetp\.lt\.u32 (%p\d+), %r\d+, 1;\n\t@\3 bra \$L_ws_worker2_\d+;"
+                      r"\n\tbra\.uni \$L_ws_join_\d+;", text)
+    assert group
+    _assemble(text, locs, "two_producers", "sm_90a")
+    apart = plan(_two_producers_graph([40, 48]), "sm_90a")   # different registers: a warpgroup each
+    assert apart.groups == ((0,), (1,)) and apart.spans == (4, 4) and apart.bases == (8, 12)
+    assert apart.total_warps == 16 and apart.start_regs == 128 and apart.worker_regs == (40, 48)
     _assemble(text, locs, "handoff", "sm_90a")
 
 
