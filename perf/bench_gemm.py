@@ -37,6 +37,7 @@ HOPPER = [  # (BM, BN, BK, STAGES, num_warps[, EPI_N]): TMA + mbarrier ring + wg
 WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps consumer warps run wgmma
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4), (128, 64, 128, 4, 4),
     (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
+    (64, 128, 64, 8, 4),  # M=128 as two tile rows: a 64x128 wgmma a step, B's tile read by both rows
 ]
 CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas[, EPI_N]): clusters multicasting B's tile (cuBLAS's
     # sm_90 shape); EPI_N < BN stores the tile in column blocks through two buffers (room for a 4th stage)
@@ -53,6 +54,7 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (256, 128, 64, 4, 8, 2, 32, True), (128, 256, 64, 4, 8, 2, 64, True),  # cuBLAS's 4096^3 shape: 1x2 clusters
     (128, 256, 64, 4, 8, 1, 64),  # the same kernel without clusters: releases stay in the SM, B read twice
     (128, 256, 32, 8, 8, 1, 64),  # the same bytes in 8 stages of BK=32: a release frees half as much, sooner
+    (64, 128, 64, 8, 4, 1, 64), (64, 128, 64, 8, 4, 2, 64),  # the skinny shape's fastest (probe_skinny.py)
 ]
 STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
     # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
@@ -81,10 +83,23 @@ def host_time(fn) -> float:
     return time.perf_counter() - t0
 
 
+FLUSH_L2 = os.environ.get("GEMM_FLUSH_L2") == "1"  # time every call from a cold L2 (do_bench's way)
+_FLUSH: list = []  # the 256 MB written before each timed call when FLUSH_L2
+
+
+def flush_l2() -> None:
+    """Evict the L2 (50 MB on the H100/H200) by writing 256 MB, as triton.testing.do_bench does:
+    a call then finds neither its operands nor their tails from the call before in the cache."""
+    if not _FLUSH:
+        _FLUSH.append(torch.empty(256 << 20, dtype=torch.int8, device="cuda"))
+    _FLUSH[0].zero_()
+
+
 def gpu_time(fn, reps=30, warmup=3) -> float:
     """Median GPU milliseconds of ``fn``, the host's launch work hidden: before each timed call
     the GPU spins for several times as long as the host takes to launch (measured here), so
-    the start event is not recorded long before the kernel can start."""
+    the start event is not recorded long before the kernel can start. With ``FLUSH_L2`` the
+    L2 is flushed before each timed call (GEMM_FLUSH_L2=1)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -95,6 +110,8 @@ def gpu_time(fn, reps=30, warmup=3) -> float:
     times = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if FLUSH_L2:
+            flush_l2()
         torch.cuda._sleep(spin)
         s.record()
         fn()

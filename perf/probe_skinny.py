@@ -14,6 +14,8 @@ sharing A; and split along K through the stream-K kernel. Each is checked agains
 medians of rounds (bench_gemm.gpu_time). PROBE_RUNS=a,b keeps the runs whose names hold a or b.
 PROMOTIONS=0,128 adds those runs again with A's and B's tensor maps at
 those L2 promotions (bytes; the default is 256). LOAD_PROBES=1 adds the warp-specialized kernel's loads alone, and B's alone (PROBES below).
+GEMM_FLUSH_L2=1 flushes the L2 before each timed call (as
+triton.testing.do_bench does); BOTH_L2=1 times every run both ways, one after the other.
 BACK_TO_BACK=1 also times each launched 50 times back
 to back (its launch latency hidden; at small K the host's launch work shows instead).
 
@@ -111,6 +113,11 @@ RUNS = {  # name: (runner, config)
     "cluster-ws 64x128 x2 share B": (_cluster_ws, (64, 128, 64, 8, 4, 2, 64)),
     "cluster-ws 64x128 x2 share B apart": (_cluster_ws_apart, (64, 128, 64, 8, 4, 2, 64)),
     "ws 64x128x64/8/4": (_ws, (64, 128, 64, 8, 4)),
+    "ws 64x128x32/16/4": (_ws, (64, 128, 32, 16, 4)),
+    # a 9th stage (or 18 of BK 32) in the room the epilogue's 32-column blocks leave
+    "cluster-ws 64x128x64/9 x1 epi32": (_cluster_ws, (64, 128, 64, 9, 4, 1, 32)),
+    "cluster-ws 64x128x32/18 x1 epi32": (_cluster_ws, (64, 128, 32, 18, 4, 1, 32)),
+    "cluster-ws 64x128x128/4 x1": (_cluster_ws, (64, 128, 128, 4, 4, 1, 64)),
     # B's loads on this CTA's release alone, A's part on both (two producer warps)
     "cluster-ws x2 share A apart": (_cluster_ws_apart, (128, 64, 64, 8, 4, 2, 64, True)),
     "cluster-ws x2 share A apart/8w": (_cluster_ws_apart, (128, 64, 64, 8, 8, 2, 64, True)),
@@ -155,6 +162,11 @@ def probe(shape):
         for name, make in PROBES.items():
             runs[name] = make(a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16), shape)
     bg.time_in_turn(runs, shape, rounds=7, reps=30)
+    if os.environ.get("BOTH_L2"):  # the same runs again, each call from a cold L2 (do_bench's way)
+        bg.FLUSH_L2 = not bg.FLUSH_L2
+        print(f"{m}x{n}x{k}: again with the L2 {'flushed' if bg.FLUSH_L2 else 'warm'} before each call", flush=True)
+        bg.time_in_turn(runs, shape, rounds=7, reps=30)
+        bg.FLUSH_L2 = not bg.FLUSH_L2
     if os.environ.get("BACK_TO_BACK"):  # the same launches back to back: their launch latency hidden
         for name, run in runs.items():
             ts = sorted(bg.back_to_back_time(run) for _ in range(5))

@@ -89,9 +89,21 @@ def summary(label, t, ctas):
     print(f"{label}: {steps}")
     print(f"  starts spread {us[:, 0].max():.2f} us; consumer span median {statistics.median(t[:, 9] - t[:, 8]):.0f} "
           f"cycles; last end {us[:, 7].max():.2f} us")
+    ends = us[:, 3]
+    late = np.argsort(ends)[-4:][::-1]
+    print(f"  consumer ends: p10 {np.percentile(ends, 10):.2f}, p50 {np.percentile(ends, 50):.2f}, p90 "
+          f"{np.percentile(ends, 90):.2f}, max {ends.max():.2f} us; the latest CTAs {late.tolist()}")
     if ctas > 1:
         gap = np.abs(us[0::2, 3] - us[1::2, 3])
         print(f"  a pair's consumers finish {statistics.median(gap):.2f} us apart (median; max {gap.max():.2f})")
+
+
+CONFIGS = [  # (label, BM, BN, CTAs a cluster, SHARE_A)
+    ("128x64 clusters of one", 128, 64, 1, False),
+    ("128x64 pairs sharing A", 128, 64, 2, True),
+    ("64x128 clusters of one", 64, 128, 1, False),   # two tiles along M=128, B's tile read by both
+    ("64x128 pairs sharing B", 64, 128, 2, False),   # the two multicasting B's tile to each other
+]
 
 
 def on_gpu(shape):
@@ -102,12 +114,13 @@ def on_gpu(shape):
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     ref = a.float() @ b.float()
     print(torch.cuda.get_device_name(), shape)
-    for ctas in (1, 2):
+    for label, bm, bn, ctas, share_a in CONFIGS:
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        d = descriptors(a, b, c, 128, 64, 64, ctas, ctas > 1, gl.bfloat16)
-        kw = dict(STAGES=8, GROUP_M=8, SHARE_A=ctas > 1, num_warps=4, num_ctas=ctas)
+        d = descriptors(a, b, c, bm, bn, 64, ctas, share_a, gl.bfloat16)
+        kw = dict(STAGES=8, GROUP_M=8, SHARE_A=share_a, num_warps=4, num_ctas=ctas)
         ck = timed_cluster_ws.trace(*d, gl.pointer(gl.int64), m, n, k, target="sm_90a", **kw).compile("sm_90a")
-        tiles = -(-m // 128) * -(-(-(-n // 64)) // ctas)
+        tm, tn = -(-m // bm), -(-n // bn)
+        tiles = tm * -(-tn // ctas) if share_a else -(-tm // ctas) * tn
         grid = ctas * min(max_active_clusters(ck, ctas), tiles)
         times = torch.zeros(grid, ROW, device="cuda", dtype=torch.int64)
         for _ in range(5):  # the last launch's readings, warm
@@ -115,7 +128,7 @@ def on_gpu(shape):
         torch.cuda.synchronize()
         err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
         assert err < 2e-2, f"wrong result: rel err {err}"
-        summary(f"{'pairs sharing A' if ctas > 1 else 'clusters of one'} ({grid} CTAs)", times.cpu().numpy(), ctas)
+        summary(f"{label} ({grid} CTAs)", times.cpu().numpy(), ctas)
 
 
 def on_interpreter():

@@ -577,11 +577,23 @@ class Emitter:
     def run_block(self, block: Block, args: list[list[str]]) -> list[list[str]]:
         for a, regs in zip(block.args, args):
             self.vals[a] = regs
-        for op in block.ops:
+        for i, op in enumerate(block.ops):
             if op.name == "yield":
                 return [self.vals[v] for v in op.operands]
+            self.following = (block.ops, i + 1)  # what a rule may look ahead at (rules_hopper's init)
             self.op(op)
         return []
+
+    def next_effect(self):
+        """The next op of the current op's block that is not a pure computation (a constant, a
+        scalar's arithmetic, a view of a buffer): what a rule may defer its ordering to."""
+        ops, i = getattr(self, "following", ((), 0))
+        from gluon_trace.ops import OPS
+        for op in ops[i:]:
+            d = OPS.get(op.name)
+            if op.regions or d is None or d.has_side_effects:
+                return op
+        return None
 
     def op(self, op) -> None:
         if op.loc is not None:

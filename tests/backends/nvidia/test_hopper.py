@@ -212,7 +212,29 @@ def test_ring_of_barriers_assembles():
     arrive = text.index("\tmbarrier.arrive.shared::cta.b64 _,")
     assert not text[:arrive].rstrip().endswith("bar.sync 0;")
     assert text.count("mbarrier.try_wait.parity") == 2
+    # the four inits (their views computed between them) share one fence and one barrier,
+    # after the last: no thread uses a barrier before the bar.sync
+    inits = re.search(r"(\t@%p\d+ mbarrier\.init[^\n]*\n(?:\t(?!@%p\d+ mbarrier|@%p\d+ fence|bar)[^\n]*\n)*){4}",
+                      text)
+    assert inits and text.count("fence.mbarrier_init.release.cluster;") == 1
+    assert re.match(r"\t@%p\d+ fence\.mbarrier_init\.release\.cluster;\n\tbar\.sync 0;", text[inits.end():])
+    assert text.index("bar.sync 0;") < text.index("mbarrier.try_wait")
     _assemble(text, locs, "ring")
+
+
+@gt.jit
+def init_then_timer(out):
+    a = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(a.index(0), count=1)
+    t = gl.globaltimer()   # a side effect between two inits: the first is fenced on its own
+    mbarrier.init(a.index(1), count=1)
+    gl.store(out, t)
+
+
+def test_an_init_run_ends_at_any_side_effect():
+    text, locs, _ = emit(init_then_timer.trace(gl.pointer(gl.int64), num_warps=4, target="sm_90a").graph, "sm_90a")
+    assert text.count("fence.mbarrier_init.release.cluster;") == 2
+    assert text.index("fence.mbarrier_init") < text.index("%globaltimer")
 
 
 @gt.jit
