@@ -5,7 +5,8 @@
 
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
-only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks, streamk,
+only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks,
+cluster_ws_apart, streamk,
 attention, attention_pipelined, attention_ws)."""
 import sys
 
@@ -78,7 +79,7 @@ def fp8() -> int:
     return _tma_gemm("matmul_hopper fp8", matmul_hopper, 512, 512, 384, 128, 128, 128, 3, 4, fp8=True)
 
 
-def cluster(ws=False, epi_n=None, stages=6, bk=32) -> int:
+def cluster(ws=False, epi_n=None, stages=6, bk=32, **extra) -> int:
     """Pairs of CTAs multicasting B (num_ctas=2): two clusters over 3 x 3 tiles of 128 x 256
     (the epilogue whole, or in [128, epi_n] column blocks through two buffers)."""
     from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws
@@ -91,9 +92,9 @@ def cluster(ws=False, epi_n=None, stages=6, bk=32) -> int:
     db = TensorDescriptor.from_tensor(b, [bk, bn // 2], NV([bk, bn // 2], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], gl.bfloat16))
     kern = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
-    kern[(4,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=2, num_warps=8, num_ctas=2)
+    kern[(4,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=2, num_warps=8, num_ctas=2, **extra)
     torch.cuda.synchronize()
-    return _report(f"{kern.__name__} (2 CTAs a cluster, epilogue in {bn // epi_n} blocks)", c,
+    return _report(f"{kern.__name__} (2 CTAs a cluster, epilogue in {bn // epi_n} blocks{', APART' * bool(extra)})", c,
                    a.double() @ b.double())
 
 
@@ -104,6 +105,12 @@ def cluster_ws() -> int:
 def cluster_ws_blocks() -> int:
     """The 4-stage shape: the epilogue in 64-column blocks, overlapping the next tile's wgmma."""
     return cluster(ws=True, epi_n=64, stages=4, bk=64)
+
+
+def cluster_ws_apart() -> int:
+    """Two producer warps sharing a warpgroup (APART): each CTA's own A block loaded on its own
+    release, its part of B (multicast) once both CTAs released the stage."""
+    return cluster(ws=True, epi_n=64, stages=4, bk=64, APART=True)
 
 
 def streamk() -> int:
@@ -163,7 +170,7 @@ def attention_ws() -> int:
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
-           "cluster_ws_blocks": cluster_ws_blocks, "streamk": streamk,
+           "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
            "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 
