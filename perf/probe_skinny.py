@@ -29,7 +29,10 @@ take 36.9-37.2 us at K=8192, cuBLAS's whole GEMM: B alone 35.1-35.3 us (3.8 TB/s
 ~1.9 us more, the wgmma and the epilogue the last ~2 us. Waiting for each step's wgmma to free
 its stage at once (tried as matmul_hopper_ws MMA_IN_FLIGHT=0, reverted) was no faster: 39.1
 against 39.0 us; nor was a 9th stage, made room for by storing C through the last stage's A
-buffer (C_IN_RING, reverted): 0.936x against 0.947x at K=8192, 0.883x against 0.908x at 2048."""
+buffer (C_IN_RING, reverted): 0.936x against 0.947x at K=8192, 0.883x against 0.908x at 2048.
+Session 14: 64x128 tiles (two tile rows at M=128, B's tile read by both) run at 0.973-0.979x
+against 0.94-0.95x for 128x64; the L2 promotion of the tensor maps (PROMOTIONS) moves nothing;
+the producer split in two (APART) helps no pair; a cold L2 (BOTH_L2) changes no ratio."""
 import os
 import sys
 
