@@ -342,8 +342,9 @@ def fp8_row(m=8192, n=8192, k=8192):
 
 
 def f16_row(m=8192, n=8192, k=8192):
-    """float16 in and out at 8192^3: the persistent and warp-specialized kernels at their bf16
-    configuration, each timed in turn with cuBLAS for ROUNDS rounds (median ratio)."""
+    """float16 in and out at 8192^3: the persistent, warp-specialized and warp-specialized
+    cluster kernels at their bf16 configurations (the cluster kernel in pairs sharing B, bf16's
+    fastest at this size), each timed in turn with cuBLAS for ROUNDS rounds (median ratio)."""
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     ref = a.float() @ b.float()
@@ -351,9 +352,13 @@ def f16_row(m=8192, n=8192, k=8192):
     mm = lambda: torch.matmul(a, b)  # noqa: E731
     row = {"shape": [m, n, k], "dtype": "float16"}
     ratios = {}
-    for name, kern in (("hopper", matmul_hopper), ("warp-specialized", matmul_hopper_ws)):
+    makers = (("hopper", lambda c: hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), matmul_hopper)),
+              ("warp-specialized", lambda c: hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), matmul_hopper_ws)),
+              ("cluster-ws", lambda c: cluster_run((128, 256, 64, 4, 8, 2, 64), a, b, c, (m, n, k),
+                                                   matmul_hopper_cluster_ws)))
+    for name, make in makers:
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-        run = hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), kern)
+        run = make(c)
         run()
         torch.cuda.synchronize()
         err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
