@@ -16,7 +16,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType, TensorDescType
 
-from . import ptx
+from . import ptx, smem_join
 from .emitter import rule
 
 
@@ -103,6 +103,9 @@ def _const_value(v):
 # half), so it is carried as one b32 register: base + const. A slice from inside a swizzle's
 # period is XOR-linear only with its constant (rules_smem._xor_affine), so such a view keeps its
 # constant and the register carries base + (const - the first value's const), never below the base.
+# Views whose tables differ by a constant XOR (the column halves of a swizzled tile) are carried
+# with that XOR in a second register (smem_join.py): the "xor" dicts below, {index: the joined
+# view's spec}, decided before the code that receives the view is emitted.
 
 def _carrier_types(vals) -> list:
     """The carried registers' types: a shared view's home is one b32 address."""
@@ -130,11 +133,13 @@ def _home_align(s, first) -> int:
     return min(s.align, ptx.pow2_div(d, 16) if d else 16)
 
 
-def _addresses(em, vals: list, regs: list[list], firsts: dict, loc) -> list[list[str]]:
-    """``regs`` with each shared view replaced by the register carrying it."""
+def _addresses(em, vals: list, regs: list[list], firsts: dict, loc, xor: dict) -> list[list[str]]:
+    """``regs`` with each shared view replaced by the register(s) carrying it."""
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
-        if i in firsts:
+        if i in xor:
+            out.append(smem_join.carry(em, r[0]))
+        elif i in firsts:
             s = r[0]
             d = s.const - _kept_const(firsts[i])
             if d < 0:   # (an address below the view's base would wrap)
@@ -148,19 +153,23 @@ def _addresses(em, vals: list, regs: list[list], firsts: dict, loc) -> list[list
 
 
 def _check_same_view(s, first, loc, what: str) -> None:
-    """A view joined with ``first`` (an Smem): the same offset table."""
-    if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel):
+    """A view joined with ``first`` (an Smem): the same offset table (and no run-time XOR, which
+    one carried register would drop: only a join decided to carry one takes such a view)."""
+    if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel) or \
+            s.xreg is not None or first.xreg is not None:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
                            "slice or permutation of the buffer): only the base may change, e.g. "
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
 
 
-def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict) -> list[list]:
+def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict) -> list[list]:
     """Carried registers back as the Smem views the other rules read."""
     from .rules_smem import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
-        if i in firsts:
+        if i in xor:
+            out.append([smem_join.view(r, xor[i], aligns[i])])
+        elif i in firsts:
             f = firsts[i]
             out.append([Smem(r[0], _kept_const(f), f.rel, f.dtype, aligns[i])])
         else:
@@ -181,11 +190,13 @@ def _for(em, op):
     carried = op.operands[3:]
     _refuse_tensordesc(carried, op.loc)
     types = _carrier_types(carried)
-    ns = [len(em.vals[v]) for v in carried]
     firsts = _first_views(carried, [em.vals[v] for v in carried])
-    aligns = {i: _home_align(f, f) for i, f in firsts.items()}  # the body is emitted for the first's
+    xor = smem_join.loop_specs(em, op, firsts)
+    ns = [2 if i in xor else len(em.vals[v]) for i, v in enumerate(carried)]
+    aligns = {i: smem_join.home_align(f) if i in xor else _home_align(f, f)  # the body is emitted for the first's
+              for i, f in firsts.items()}
     phis = _carried(em, types, ns)
-    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc), types, ns)
+    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor), types, ns)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
     head, end = em.label("loop"), em.label("loop_end")
@@ -213,22 +224,27 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns)
+        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor)
         ys = em.run_block(op.regions[0], [[iv]] + args)
         em.loc = saved
         for i, f in firsts.items():
-            _check_same_view(ys[i][0], f, op.loc, "this loop's body")
-            if _home_align(ys[i][0], f) < aligns[i]:
+            if i in xor:
+                smem_join.check(ys[i][0], xor[i], op.loc, "this loop's body")
+                align = smem_join.home_align(ys[i][0])
+            else:
+                _check_same_view(ys[i][0], f, op.loc, "this loop's body")
+                align = _home_align(ys[i][0], f)
+            if align < aligns[i]:
                 raise CompileError(f"this loop's body yields a shared-memory view less aligned "
-                                   f"({_home_align(ys[i][0], f)} bytes) than its first value ({aligns[i]}); "
+                                   f"({align} bytes) than its first value ({aligns[i]}); "
                                    "carry views of whole slots", op.loc)
-        _copy(em, phis, _addresses(em, carried, ys, firsts, op.loc), types, ns)
+        _copy(em, phis, _addresses(em, carried, ys, firsts, op.loc, xor), types, ns)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
     em.emit(f"bra.uni {head};")
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor)
 
 
 @rule("if")
@@ -236,7 +252,8 @@ def _if(em, op):
     cond = em.vals[op.operands[0]][0]
     _refuse_tensordesc(op.results, op.loc)
     types = _carrier_types(op.results)
-    ns = [1 if isinstance(r.type, MemDescType) else em.nregs(r) for r in op.results]
+    xor = smem_join.branch_specs(em, op)
+    ns = [2 if i in xor else 1 if isinstance(r.type, MemDescType) else em.nregs(r) for i, r in enumerate(op.results)]
     firsts, aligns = {}, {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
@@ -250,8 +267,10 @@ def _if(em, op):
         ys = em.run_block(then_b, [])
         em.loc = saved
         firsts = _first_views(op.results, ys)
-        aligns = {i: _home_align(f, f) for i, f in firsts.items()}
-        _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc), types, ns)
+        for i in xor:
+            smem_join.check(firsts[i], xor[i], op.loc, "this branch")
+        aligns = {i: smem_join.home_align(f) if i in xor else _home_align(f, f) for i, f in firsts.items()}
+        _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor), types, ns)
     dirty_then = em.smem_dirty
     inflight_then = list(em.flags.get("wgmma_inflight", []))
     em.flags["wgmma_inflight"] = list(inflight0)  # the else branch starts where the then did
@@ -263,16 +282,20 @@ def _if(em, op):
             ys = em.run_block(else_b, [])
             em.loc = saved
             for i, f in firsts.items():  # the join's alignment: the weaker arm's
-                _check_same_view(ys[i][0], f, op.loc, "this branch")
-                aligns[i] = min(aligns[i], _home_align(ys[i][0], f))
-            _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc), types, ns)
+                if i in xor:
+                    smem_join.check(ys[i][0], xor[i], op.loc, "this branch")
+                    aligns[i] = min(aligns[i], smem_join.home_align(ys[i][0]))
+                else:
+                    _check_same_view(ys[i][0], f, op.loc, "this branch")
+                    aligns[i] = min(aligns[i], _home_align(ys[i][0], f))
+            _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
     # after the join a wgmma group is in flight if it may be on either path
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor)
 
 
 @rule("yield")

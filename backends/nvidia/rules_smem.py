@@ -35,11 +35,16 @@ LDMATRIX = True  # 16-bit loads (stores) through ldmatrix (stmatrix) where the l
 
 
 class Smem:
-    """A shared buffer or view: element c lives at base + const + rel[c] (bytes)."""
-    __slots__ = ("base", "const", "rel", "dtype", "align")
+    """A shared buffer or view: element c lives at base + const + rel[c] (bytes), or, with a
+    run-time XOR ``xreg`` (a view chosen by a branch or carried by a loop among views whose
+    XOR-linear tables differ by a constant XOR: smem_join.py), at base + const + (rel[c] ^ X)
+    where X, the register's value, has only bits of ``xmask``."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask")
 
-    def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int):
+    def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
+                 xreg: str | None = None, xmask: int = 0):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
+        self.xreg, self.xmask = xreg, xmask
 
     def shifted(self, rel: np.ndarray) -> "Smem":
         """The same base, a re-indexed table (normalised so rel at the origin is 0)."""
@@ -55,12 +60,22 @@ def _pow2_div(v: int, cap: int = 1 << 12) -> int:
     return ptx.pow2_div(v, cap) if v else cap
 
 
-def _view_of(em, v) -> Smem:
+def _view_of(em, v, xor_ok: bool = False) -> Smem:
+    """The view ``v``; ``xor_ok``: the caller addresses elements through Access, which folds a
+    run-time XOR into the thread's register (every other use needs the view's placement at
+    compile time: a descriptor, a TMA box, one start address)."""
     s = em.vals[v][0]
     if not isinstance(s, Smem):
         raise CompileError("a shared-memory descriptor reached the NVIDIA backend through a path it "
                            "does not follow (a loop-carried or branch-selected buffer); pass the "
                            "buffer itself and index it inside the loop", em.loc)
+    if s.xreg is not None and not xor_ok:
+        raise CompileError("this shared-memory view was chosen by a branch (or carried by a loop) among "
+                           "views placed differently (column halves of a swizzled tile: their offsets "
+                           "differ by an XOR known only at run time), which only .load() and .store() "
+                           "(and .permute/.reshape of them) take; slice or index the buffer inside the "
+                           "branch (or loop body), right where it is used here, or branch around this "
+                           "operation", em.loc)
     return s
 
 
@@ -121,15 +136,16 @@ def _slice(em, op):
 
 
 @rule("smem_permute")
-def _permute(em, op):
-    s = _view_of(em, op.operands[0])
-    return [[Smem(s.base, s.const, np.transpose(s.rel, op.attrs["order"]), s.dtype, s.align)]]
+def _permute(em, op):  # (a re-indexed table places elements where they were: the XOR still holds)
+    s = _view_of(em, op.operands[0], xor_ok=True)
+    return [[Smem(s.base, s.const, np.transpose(s.rel, op.attrs["order"]), s.dtype, s.align, s.xreg, s.xmask)]]
 
 
 @rule("smem_reshape")
 def _reshape(em, op):
-    s = _view_of(em, op.operands[0])
-    return [[Smem(s.base, s.const, np.reshape(s.rel, tuple(op.attrs["shape"])), s.dtype, s.align)]]
+    s = _view_of(em, op.operands[0], xor_ok=True)
+    return [[Smem(s.base, s.const, np.reshape(s.rel, tuple(op.attrs["shape"])), s.dtype, s.align,
+                  s.xreg, s.xmask)]]
 
 
 @rule("smem_reinterpret")
@@ -243,7 +259,7 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
-        s, self.xor = _xor_affine(s)
+        s, self.xor = _xor_affine(s)  # (a view with a run-time XOR has an XOR-linear table: xor 0)
         f = offset_fn(em, s, what, lin if lane_fn is None else None)
         self.em, self.s, self.lin, self.f = em, s, lin, f
         self.additive = f.additive
@@ -255,6 +271,10 @@ class Access:
             self.tlow = self.tmask
         else:  # the lanes address something else than their own elements (ldmatrix rows)
             self.treg, self.tmask = em.thread_xor(tuple(lane_fn(f)), tuple(f(b) for b in lin.warp_bases))
+            self.tlow = self.tmask
+        if s.xreg is not None:  # X joins the thread's part: register parts with its bits go there too
+            assert not self.additive, "a run-time XOR on a table that is not XOR-linear"
+            self.tmask |= s.xmask
             self.tlow = self.tmask
         self.es = _esize(s.dtype)
         self.offs = [(sum(f(b) for i, b in enumerate(lin.reg_bases) if r >> i & 1) if self.additive
@@ -291,6 +311,13 @@ class Access:
                 em.pro(f"xor.b32 {t}, {self.treg}, {lo};")
         else:
             t = self.treg
+        if self.s.xreg is not None:  # one xor per thread register in use, per region
+            key = ("smem_xreg", t, self.s.xreg)
+            x = em.memo_get(key)
+            if x is None:
+                x = em.ins("b32", f"xor.b32 {{d}}, {t}, {self.s.xreg};")
+                em.memo_put(key, x)
+            t = x
         key = ("saddr", self.s.base, t)
         a = em.memo_get(key)
         if a is None:
@@ -343,7 +370,7 @@ def _store_tile(em, s: Smem, val_v) -> None:
 
 @rule("smem_store")
 def _store(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], xor_ok=True)
     _barrier_if_needed(em, op)
     _store_tile(em, s, op.operands[1])
     return []
@@ -380,7 +407,7 @@ def _fragments(em, s: Smem, lin, t: dt.dtype, what: str):
     nmat = 1 << len(sel)
     lanes = [f(b) for b in rows] + [f(b) for b in sel] + [0] * (2 - len(sel))
     rest = lanes + [f(b) for b in lin.warp_bases] + [f(b) for b in rb[1:]]
-    if any(v % 16 for v in rest) or s.align % 16 or s.const % 16:
+    if any(v % 16 for v in rest) or s.align % 16 or s.const % 16 or s.xmask % 16:
         return None
     return trans, nmat, Access(em, s, lin, what, lane_fn=lambda _: lanes)
 
@@ -424,7 +451,7 @@ def _target_sm(em) -> int:
 
 @rule("smem_load")
 def _load(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], xor_ok=True)
     _barrier_if_needed(em, op)
     t = s.dtype
     lin = em.lin(op.results[0])

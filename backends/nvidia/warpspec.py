@@ -188,6 +188,10 @@ def _capture_regs(em, values) -> list[str]:
     regs = []
     for v in values:
         for r in em.vals[v]:
+            if getattr(r, "xreg", None) is not None:  # (one captured register per value)
+                raise CompileError("a shared-memory view chosen by a branch among views placed differently (a "
+                                   "run-time XOR: smem_join.py) is passed to warp_specialize; pass the "
+                                   "buffer and slice it inside the partition", em.loc)
             r = getattr(r, "base", r)  # a shared view: its run-time base register
             if isinstance(r, str) and r.startswith("%") and r not in regs and r not in every:
                 regs.append(r)

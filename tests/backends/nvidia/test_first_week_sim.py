@@ -7,6 +7,7 @@ swizzled dim from inside the swizzle's period was refused by it; ``.index`` of a
 refused by the tracer. The tensor-core kernels are in test_first_week_mma_sim.py.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -22,7 +23,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
 from gluon_trace.language.nvidia.ampere import async_copy  # noqa: E402
-from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma  # noqa: E402
+from gluon_trace.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
@@ -190,14 +191,186 @@ def test_row_halves_picked_by_a_branch(c):
     assert np.array_equal(sim[1], x[16 * c:16 * c + 16]) and np.array_equal(ref[1], sim[1])
 
 
-def test_column_halves_picked_by_a_branch_are_refused_clearly():
-    """Columns 16..31 of 128-byte swizzled rows sit at the left half's offsets XOR 64 bytes: two
-    tables, which one carried address cannot select between (a design limit of the emitter)."""
-    x = np.zeros((32, 32), np.float32)
-    g = half_by_branch.trace(x, np.zeros((32, 16), np.float32), 1, DIM=1, target="sm_90a").graph
-    with pytest.raises(CompileError, match="placed differently") as e:
+@pytest.mark.parametrize("c", [0, 1])
+def test_column_halves_picked_by_a_branch(c):
+    """Columns 16..31 of the swizzled rows sit at the left half's offsets XOR 64 bytes: the join
+    carries that XOR in a register beside the address (was refused: 'placed differently')."""
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    ref, sim, _ = both(half_by_branch, lambda: [x.copy(), np.full((32, 16), np.nan, np.float32), c], (1,), DIM=1)
+    exp = x[:, 16 * c:16 * c + 16]
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+def test_a_run_time_xor_costs_one_xor_per_thread_register():
+    """The chosen half's XOR goes into the thread's address register once (not once per element):
+    one xor.b32 reads the joined XOR, then every load is [that address + an immediate]."""
+    g = half_by_branch.trace(np.zeros((32, 32), np.float32), np.zeros((32, 16), np.float32), 1, DIM=1,
+                             target="sm_90a").graph
+    text, _, _ = emit(g, "sm_90a")
+    body = text.splitlines()
+    joins = [ln.split()[1].rstrip(",") for ln in body if re.fullmatch(r"\s*mov\.b32 %r\d+, 64;", ln)]
+    assert len(joins) == 1   # the right half's XOR, copied into the carried register by its arm
+    xors = [ln for ln in body if re.fullmatch(rf"\s*xor\.b32 %r\d+, %r\d+, {re.escape(joins[0])};", ln)]
+    loads = [ln for ln in body if "ld.shared" in ln]
+    assert len(xors) == 1 and len(loads) == 2, (xors, loads)   # two v2 loads a thread, one xor
+    addr = xors[0].split()[1].rstrip(",")
+    assert all(any(f"add.u32 {a}" in ln and addr in ln for ln in body) for a in
+               {re.search(r"\[(%r\d+)", ln).group(1) for ln in loads})
+
+
+@gt.jit
+def nv_half_rw(x_ptr, y_ptr, out, c, STORE: gl.constexpr, DT: gl.constexpr):
+    """A column half of a 32x32 NVMMA-swizzled buffer picked at run time: read back (STORE=0),
+    or y written into it and the whole buffer read back (STORE=1). 16-bit halves move by
+    ldmatrix/stmatrix (the layout HL puts each row's 8 columns in a quad)."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    HL: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 32, gl.SliceLayout(1, HL))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, HL))[None, :]
+    buf = gl.allocate_shared_memory(DT, [32, 32], gl.NVMMASharedLayout.get_default_for([32, 32], DT))
+    buf.store(gl.load(x_ptr + r))
+    v = buf.slice(0, 16, dim=1)
+    with gl.if_(c > 0):
+        v = buf.slice(16, 16, dim=1)
+    if STORE:
+        v.store(gl.load(y_ptr + rh))
+        gl.store(out + r, buf.load(L))
+    else:
+        gl.store(out + rh, v.load(HL))
+
+
+@pytest.mark.parametrize("c", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("store", [0, 1])
+def test_column_halves_of_an_nvmma_buffer_read_and_written_through_a_branch(c, dtype, store):
+    rng = np.random.default_rng()
+    x = rng.standard_normal((32, 32)).astype(dtype)
+    y = rng.standard_normal((32, 16)).astype(dtype)
+    exp = x.copy()
+    exp[:, 16 * c:16 * c + 16] = y
+    if not store:
+        exp = x[:, 16 * c:16 * c + 16]
+    ref, sim, text = both(nv_half_rw, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, dtype), c], (1,),
+                          STORE=store, DT=gl.float16 if dtype == np.float16 else gl.float32)
+    assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp)
+    if dtype == np.float16:   # the XOR-joined view takes the matrix path too
+        assert ("stmatrix" if store else "ldmatrix") in text
+
+
+@gt.jit
+def alternating_halves(x_ptr, out_ptr, n, SWAP: gl.constexpr):
+    """Step i writes the column half of a 128-byte-swizzled buffer it was handed: the left one,
+    then the right, and so on. The carried view's XOR changes every iteration, by swapping the
+    two halves (SWAP) or by a branch in the body picking the next."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    H: gl.constexpr = gl.BlockedLayout([1, 2], [4, 8], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 32, gl.SliceLayout(1, H))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, H))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [32, 32], gl.NVMMASharedLayout.get_default_for([32, 32], gl.float32))
+    buf.store(gl.load(x_ptr + r))
+    half = buf.slice(0, 16, dim=1)
+    other = buf.slice(16, 16, dim=1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 512 + rh, half.load(H))
+        if SWAP:
+            half, other = other, half
+        else:
+            nxt = buf.slice(0, 16, dim=1)
+            with gl.if_(i % 2 == 0):
+                nxt = buf.slice(16, 16, dim=1)
+            half = nxt
+
+
+@pytest.mark.parametrize("swap", [0, 1])
+def test_a_carried_view_alternating_between_column_halves(swap):
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    n = 5
+    ref, sim, _ = both(alternating_halves, lambda: [x.copy(), np.full((n, 32, 16), np.nan, np.float32), n], (1,),
+                       SWAP=swap)
+    exp = np.stack([x[:, 16 * (i % 2):16 * (i % 2) + 16] for i in range(n)])
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def picked_half_carried(x_ptr, out_ptr, c, n):
+    """A column half picked by a branch, then carried unchanged through a loop (its run-time XOR
+    with it) and read transposed each step."""
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    T: gl.constexpr = gl.BlockedLayout([1, 1], [8, 4], [4, 1], [0, 1])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rt = gl.arange(0, 16, gl.SliceLayout(1, T))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, T))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [32, 32], gl.NVMMASharedLayout.get_default_for([32, 32], gl.float32))
+    buf.store(gl.load(x_ptr + r))
+    v = buf.slice(0, 16, dim=1)
+    with gl.if_(c > 0):
+        v = buf.slice(16, 16, dim=1)
+    acc = gl.zeros([16, 32], gl.float32, T)
+    for i in gl.range(0, n):
+        acc += v.permute((1, 0)).load(T)
+        v = v
+    gl.store(out_ptr + rt, acc)
+
+
+@pytest.mark.parametrize("c", [0, 1])
+def test_a_picked_half_carried_through_a_loop_and_permuted(c):
+    x = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    ref, sim, _ = both(picked_half_carried, lambda: [x.copy(), np.full((16, 32), np.nan, np.float32), c, 3], (1,))
+    exp = np.zeros((16, 32), np.float32)
+    for _ in range(3):
+        exp += x[:, 16 * c:16 * c + 16].T
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def half_by_branch_misused(a_desc, b_ptr, out, c, USE: gl.constexpr):
+    """The column half of a swizzled buffer picked by a branch, then used where the backend
+    does not take a run-time XOR: a wgmma operand (USE=0, a descriptor) or a cp.async
+    destination (USE=1). (A TMA box into such a half is refused by the tracer already: the
+    half's 64-byte swizzle does not fit its 32-byte rows.)"""
+    a_s = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    BL: gl.constexpr = gl.NVMMASharedLayout.get_default_for([32, 32], gl.float16)
+    b_s = gl.allocate_shared_memory(gl.float16, [32, 32], BL)
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    b_s.store(gl.load(b_ptr + r))
+    v = b_s.slice(0, 16, dim=1)
+    with gl.if_(c > 0):
+        v = b_s.slice(16, 16, dim=1)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    if USE == 1:
+        H: gl.constexpr = gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0])
+        rh = gl.arange(0, 32, gl.SliceLayout(1, H))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, H))[None, :]
+        async_copy.async_load(v, b_ptr + rh)
+        async_copy.commit_group()
+        async_copy.wait_group(0)
+    else:
+        mbarrier.expect(bar, a_desc.block_type.nbytes)
+        tma.async_load(a_desc, [0, 0], bar, a_s)
+        mbarrier.wait(bar, 0)
+        acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 16])
+        acc = warpgroup_mma(a_s, v, gl.zeros([64, 16], gl.float32, acc_l))
+        rows = gl.arange(0, 64, gl.SliceLayout(1, acc_l))
+        cols = gl.arange(0, 16, gl.SliceLayout(0, acc_l))
+        gl.store(out + rows[:, None] * 16 + cols[None, :], acc)
+
+
+@pytest.mark.parametrize("use, what", [(0, "wgmma"), (1, "cp.async")])
+def test_a_view_with_a_run_time_xor_is_refused_where_its_placement_must_be_static(use, what):
+    """Uses other than .load()/.store() do not take a run-time XOR: the user's line is named,
+    with what to do instead (never wrong code)."""
+    a = np.zeros((64, 32), np.float16)
+    desc = TensorDescriptor.from_tensor(a, [64, 32], NV([64, 32], gl.float16))
+    g = half_by_branch_misused.trace(desc, np.zeros((32, 32), np.float16), np.zeros((64, 16), np.float32), 1,
+                                     USE=use, target="sm_90a").graph
+    with pytest.raises(CompileError, match="slice or index the buffer inside the branch") as e:
         emit(g, "sm_90a")
-    assert "test_first_week_sim.py" in str(e.value)
+    msg = str(e.value)
+    assert "test_first_week_sim.py" in msg and "only .load() and .store()" in msg, msg
+    line = "async_copy.async_load(v, b_ptr + rh)" if use else "warpgroup_mma(a_s, v,"
+    src = open(__file__).read().splitlines()
+    at = int(re.search(r"test_first_week_sim\.py:(\d+)", msg).group(1))
+    assert line in src[at - 1], (what, src[at - 1])
 
 
 # -- warp specialization and an epilogue through shared memory -----------------------------------
