@@ -7,7 +7,7 @@ import numpy as np
 
 from gluon_trace import dtypes as dt
 
-from . import arith
+from . import arith, lds_join
 from .emitter import dwords
 from .mir import Imm, Reg
 
@@ -19,7 +19,10 @@ def _scc_from_bool(em, c) -> None:
 # -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
 # An Lds view is an address (an SGPR base, maybe none, plus a constant) and compile-time tables;
 # a loop or branch may change the address only (buffers swapped, a slot picked), so it is carried
-# in one SGPR holding base + const, the tables fixed by its first value.
+# in one SGPR holding base + const, the tables fixed by its first value. Views whose tables differ
+# by a constant XOR (the column halves of a swizzled tile) carry that XOR in a second SGPR
+# (lds_join.py): the ``xor`` dicts below, {index: (the joined table, the XOR's bits)}, decided
+# before the code that receives the view is emitted.
 
 def _is_view(v) -> bool:
     from gluon_trace.ir import MemDescType
@@ -47,6 +50,8 @@ def _canonical(x):
     0, when L0's bits and the rest are disjoint (a slot, a row half: padding then adds up too).
     Two views one carried address can stand for have equal canonical tables."""
     from .lds_address import pad
+    if x.xreg is not None:  # (a run-time XOR's table: lds_join.py)
+        return x
     lin = np.asarray(x.lin, np.int64)
     l0 = int(lin.flat[0]) if lin.size else 0
     rel = lin ^ l0
@@ -59,7 +64,8 @@ def _as_first(em, x, first, what: str, align: bool):
     """``x`` in the form of ``first`` (already canonical): the same tables, another address."""
     x = _canonical(x)
     same = (x.lead == first.lead and x.pads == first.pads and x.dtype == first.dtype
-            and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin))
+            and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin)
+            and x.xreg is None and first.xreg is None)  # (one SGPR would drop a run-time XOR)
     if not same:
         raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
                        "or permutation of the buffer): only the base may change, e.g. bufs.index(i) of one "
@@ -80,11 +86,16 @@ def rule_for(em, op):
     lo, hi, step = (em.vals[v] for v in op.operands[:3])
     inits = op.operands[3:]
     body = op.regions[0]
-    homes = [em.new_home(v.type) for v in inits]
     firsts = {i: _canonical(em.vals[v]) for i, v in enumerate(inits) if _is_view(v)}
+    xor = lds_join.loop_specs(em, op, firsts)
+    homes = [lds_join.homes(em, v.type, xor[i][1]) if i in xor else em.new_home(v.type) for i, v in enumerate(inits)]
+    aligns = {}
     pairs = []
     for i, (h, v) in enumerate(zip(homes, inits)):
-        x = _address(em, firsts.get(i, em.vals[v]))
+        if i in xor:
+            x, aligns[i] = lds_join.carried(em, firsts[i], *xor[i], "this loop")
+        else:
+            x = _address(em, firsts.get(i, em.vals[v]))
         if isinstance(h, list):
             pairs += list(zip(h, x))
         else:
@@ -111,14 +122,21 @@ def rule_for(em, op):
     em.vals[body.args[0]] = iv
     em.set_mult(iv, min(em.mult(lo), em.mult(step)))  # lo + i * step: what divides both (axis info)
     for i, (a, h) in enumerate(zip(body.args[1:], homes)):
-        em.vals[a] = _home_view(firsts[i], h) if i in firsts else h
+        em.vals[a] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
+            _home_view(firsts[i], h) if i in firsts else h
     em.loop_depth += 1
     # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
     # computed on the body's path only, from the home's value of that iteration
     with em.scope():
         ys = list(em.emit_block(body))
         for i, f in firsts.items():
-            ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True)
+            if i in xor:
+                ys[i], a = lds_join.carried(em, ys[i], *xor[i], "this loop's body")
+                if a < aligns[i]:
+                    raise em.error("this loop's body yields a shared-memory view less aligned than its "
+                                   "first value; carry views of whole slots")
+            else:
+                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True)
         ys = [_address(em, y) for y in ys]
         pairs = []
         for h, y in zip(homes, ys):
@@ -131,7 +149,8 @@ def rule_for(em, op):
     em.loops.append((head, back))
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
-        em.vals[r] = _home_view(firsts[i], h) if i in firsts else h
+        em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
+            _home_view(firsts[i], h) if i in firsts else h
 
 
 def rule_if(em, op):
@@ -142,7 +161,9 @@ def rule_if(em, op):
         for r, y in zip(op.results, ys):
             em.vals[r] = y
         return
-    homes = [em.new_home(r.type) for r in op.results]
+    xor = lds_join.branch_specs(em, op)
+    homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else em.new_home(r.type)
+             for i, r in enumerate(op.results)]
     firsts, aligns = {}, {}
     els, end = em.label("else"), em.label("endif")
     _scc_from_bool(em, c)
@@ -154,7 +175,10 @@ def rule_if(em, op):
             ys = em.emit_block(block)
             ys = list(ys)
             for i, r in enumerate(op.results):
-                if _is_view(r):
+                if i in xor:
+                    ys[i], a = lds_join.carried(em, ys[i], *xor[i], "this branch")
+                    aligns[i] = min(aligns.get(i, 16), a)
+                elif _is_view(r):
                     if i not in firsts:
                         firsts[i] = ys[i] = _canonical(ys[i])
                     else:
@@ -169,7 +193,8 @@ def rule_if(em, op):
             em.emit("s_branch", kind="branch", target=end.name)
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
-        em.vals[r] = _home_view(firsts[i], h, aligns[i]) if i in firsts else h
+        em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
+            _home_view(firsts[i], h, aligns[i]) if i in firsts else h
 
 
 def rule_yield(em, op):

@@ -28,12 +28,21 @@ from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm, Sub, strip
 
 
-def _view(em, val) -> Lds:
+def _view(em, val, xor_ok: bool = False) -> Lds:
+    """The view ``val``; ``xor_ok``: the caller addresses its elements through Access, which
+    folds a run-time XOR (lds_join.py) into each thread register; every other use needs the
+    view's placement at compile time."""
     s = em.vals[val]
     if not isinstance(s, Lds):
         raise CompileError("a shared-memory descriptor reached the AMD backend through a path it does "
                            "not follow (a loop-carried or branch-selected buffer); pass the buffer "
                            "itself and index it inside the loop", em.loc)
+    if s.xreg is not None and not xor_ok:
+        raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among views "
+                       "placed differently (column halves of a swizzled tile: their offsets differ by an "
+                       "XOR known only at run time), which only .load() and .store() (and .permute/.reshape "
+                       "of them) take; slice or index the buffer inside the branch (or loop body), right "
+                       "where it is used here, or branch around this operation")
     return s
 
 
@@ -93,14 +102,14 @@ def rule_slice(em, op):
 
 
 def rule_permute(em, op):
-    v = _view(em, op.operands[0])
+    v = _view(em, op.operands[0], xor_ok=True)
     order = list(op.attrs["order"])
     nl = len(v.lead)
     em.vals[op.result] = v.with_(lin=np.transpose(v.lin, [d - nl for d in order[nl:]]))
 
 
 def rule_reshape(em, op):
-    v = _view(em, op.operands[0])
+    v = _view(em, op.operands[0], xor_ok=True)
     src, dst = tuple(op.operands[0].type.shape), tuple(op.result.type.shape)
     r = v.lin.ndim
     nl_new = len(dst) - r
@@ -115,6 +124,12 @@ def rule_reshape(em, op):
     # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
     t = op.result.type
     w = _fresh(em, t.layout, dst, t.dtype, v.base, v.balign, v.const)
+    if v.xreg is not None:  # the same lin then (nothing stacked): the run-time XOR still holds
+        if v.lead or w.lead or w.pads:
+            raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch "
+                           "among views placed differently (a run-time XOR) is not supported on AMD; slice "
+                           "or index the buffer inside the branch (or loop body) instead")
+        w = w.with_(xreg=v.xreg, xmask=v.xmask)
     if not np.array_equal(_table(w, dst), _table(v, src).reshape(dst)):
         raise em.error(f"reshape {list(src)} -> {list(dst)} of this view is not supported on AMD; "
                        "reshape the whole buffer")
@@ -351,13 +366,13 @@ def _emit_writes(em, writes, owner) -> None:
 
 
 def rule_store(em, op):
-    v = _view(em, op.operands[0])
+    v = _view(em, op.operands[0], xor_ok=True)
     _membar(em, op)
     _store(em, v, op.operands[1])
 
 
 def rule_load(em, op):
-    v = _view(em, op.operands[0])
+    v = _view(em, op.operands[0], xor_ok=True)
     _membar(em, op)
     d = v.dtype
     acc = Access(em, v, op.result.type)

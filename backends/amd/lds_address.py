@@ -12,6 +12,10 @@ adds the byte strides of the stacked leading dims still in the view, ``lin`` is 
 offset of each element of the swizzled tile before padding (XOR-linear in the coordinate
 bits for every shared layout), and ``pad`` inserts a padded layout's padding
 (``x + sum((x >> log2 interval) << log2 padding)``; none for swizzled/NVMMA layouts).
+A view chosen by a branch or carried by a loop among views whose tables differ by a constant
+XOR (the column halves of a swizzled tile: lds_join.py) has ``lin[c] ^ X`` in place of
+``lin[c]``, X known only at run time: an SGPR ``xreg`` holding ``es * X``, X's bits within
+``xmask`` (no padding then); each thread address VGPR takes it with one ``v_xor_b32``.
 
 An access from a distributed layout splits the way an LDS exchange does: the thread's part
 (lane and warp bits) is one VGPR made once at the kernel entry, every register's part a
@@ -37,11 +41,12 @@ _BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
 
 class Lds:
     """A shared buffer or view on AMD (see the module docstring)."""
-    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype")
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask")
 
-    def __init__(self, base, balign, const, lead, lin, pads, dtype):
+    def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0):
         self.base, self.balign, self.const = base, balign, const
         self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
+        self.xreg, self.xmask = xreg, xmask   # a run-time XOR of lin (lds_join.py): SGPR es * X
 
     def with_(self, **kw) -> "Lds":
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -126,6 +131,15 @@ class Access:
         self.lpairs = tid_pairs(em, lay, at)
         self.spairs = tid_pairs(em, lay, lb)
         self.possible = possible_bits(self.lpairs)
+        if v.xreg is not None:  # X joins the thread's part: register parts with its bits go there too
+            self.possible |= v.xmask
+            # (es * (tL ^ lo) + tS) ^ es * X is es * (tL ^ lo ^ X) + tS while X's bytes stay
+            # below every stacked dim's stride
+            if any(val & -val <= v.es * v.xmask for _, val in self.spairs):
+                raise em.error("this shared-memory view, chosen by a branch among views placed differently "
+                               "(a run-time XOR), is accessed across stacked buffers whose strides collide "
+                               "with that XOR; slice or index the buffer inside the branch (or loop body) "
+                               "instead")
         self.regL = []
         self.regS = []
         for r in range(lay.num_regs):
@@ -144,7 +158,7 @@ class Access:
                            "views whose offsets split that way")
 
     def _predict(self):
-        lay, v = self.lay, self.v
+        v = self.v
         W, Ln, R = self.bytes.shape
         tL = np.zeros((W, Ln), np.int64)
         tS = np.zeros((W, Ln), np.int64)
@@ -174,7 +188,7 @@ class Access:
             runs = b.reshape(b.shape[:2] + (R // n, n))
             if not np.array_equal(runs - runs[..., :1], np.broadcast_to(np.arange(n) * es, runs.shape)):
                 break
-            if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es):
+            if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es) or self.v.xmask % n:
                 break
             V = n
         if es == 8:
@@ -194,6 +208,14 @@ class Access:
         em, v = self.em, self.v
         lo, imm = self.where(r)
         reg = self._thread_reg(lo)
+        if v.xreg is not None:  # the run-time XOR: once per thread register (lds_join.py)
+            if isinstance(reg, Imm):
+                reg = _zero_v(em, reg.bits)
+            key = ("lds_xor", elem_key(reg), elem_key(v.xreg))
+            x = em.cse_get(key)
+            if x is None:
+                x = em.cse_put(key, em.valu("v_xor_b32", em.v(), [v.xreg, reg]))
+            reg = x
         if v.base is not None:
             key = ("lds_addr", elem_key(reg) if not isinstance(reg, Imm) else reg.bits, elem_key(v.base))
             a = em.cse_get(key)

@@ -1,0 +1,215 @@
+"""LDS views joined by control flow whose offset tables differ by a constant XOR.
+
+A view chosen by a branch or carried by a loop lives in SGPRs (control.py). Where the joined
+views share one table (after control._canonical), one SGPR (the address, base + const) does.
+The column halves of a 128-byte-swizzled tile do not: element c of the right half sits at the
+left half's ``lin[c] ^ 16`` (f32; a slice from inside the swizzle's period), and no added
+offset expresses that. Such views are one table ``lin`` up to a constant XOR X that differs
+between the joined values, so the join carries ``es * X`` in a second SGPR: element c at
+``start + lead(c) + es * (lin[c] ^ X)``. Loads and stores fold it into each thread's address
+VGPR with one ``v_xor_b32`` (lds_address.Access); every other use of the view needs its
+placement at compile time and refuses it (lds._view).
+
+Whether a join carries X is decided before its code is emitted, from the tables, which are
+compile-time: a loop body is emitted once, for the view it will receive. Joins whose views
+share one table (every kernel before this) are carried as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gluon_trace.errors import CompileError
+from gluon_trace.ir import MemDescType
+
+from .lds_address import _BIG, Lds, _fresh
+from .mir import Imm
+
+_STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
+_PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # rules that emit nothing
+
+
+def _same(x: Lds, y: Lds) -> bool:
+    """One carried address stands for both (control._as_first's test)."""
+    from .control import _canonical
+    x, y = _canonical(x), _canonical(y)
+    return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads
+            and x.dtype == y.dtype and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
+
+
+def _split(x: Lds) -> Lds | None:
+    """``x`` with its table's origin L0 split: the bits no other entry has (they add) moved into
+    const, the rest (C, colliding with the swizzle) kept in lin = rel ^ C. None for a padded
+    layout (its tables add: only a moved start may differ between joined views)."""
+    if x.pads:
+        return None
+    if x.xreg is not None or not np.size(x.lin):
+        return x
+    lin = np.asarray(x.lin, np.int64)
+    l0 = int(lin.flat[0])
+    rel = lin ^ l0
+    d = l0 & ~int(np.bitwise_or.reduce(rel, axis=None))
+    return x.with_(const=x.const + x.es * d, lin=lin ^ d) if d else x
+
+
+def join(views: list) -> tuple | None:
+    """(spec, mask) for views a join may carry with a run-time XOR: spec, the first's table (split);
+    mask, the bits X may have (0: the split tables agree, one address carries them). None where
+    the join needs no XOR (one table: carried as before) or cannot have one (tables that differ
+    otherwise: refused where the join is emitted)."""
+    if all(_same(views[0], y) for y in views[1:]):
+        return None
+    xs = [_split(y) for y in views]
+    if any(x is None for x in xs):
+        return None
+    s = xs[0]
+    mask = 0
+    for x in xs:
+        if x.lead != s.lead or x.dtype != s.dtype or np.shape(x.lin) != np.shape(s.lin):
+            return None
+        d = int(np.asarray(x.lin).flat[0] ^ np.asarray(s.lin).flat[0]) if np.size(s.lin) else 0
+        if not np.array_equal(np.asarray(x.lin) ^ d, s.lin):
+            return None
+        mask |= d | x.xmask
+    return s, mask
+
+
+def _spec(s: Lds, mask: int) -> Lds:
+    """The joined view, as a table (its registers are not known yet)."""
+    return s.with_(base=None, const=0, xreg=_STATIC if mask else None, xmask=mask)
+
+
+# -- what a view is at compile time ------------------------------------------------------------
+
+class _Views:
+    """The part of the emitter the pure view rules read."""
+
+    def __init__(self, em, vals: dict, loc):
+        self.vals, self.loc, self.t, self.smem_plan = vals, loc, em.t, em.smem_plan
+
+    def error(self, msg: str) -> CompileError:
+        return CompileError(msg, self.loc)
+
+
+def _static(em, v, env: dict):
+    """The view ``v`` will be, as far as its tables go (its registers may not exist yet), from the
+    views already emitted and the pure view ops between; None where that takes more (a view made
+    by a nested loop, a run-time index of a view with a run-time XOR)."""
+    if v in env:
+        return env[v]
+    x = em.vals.get(v)
+    if x is not None:
+        return x if isinstance(x, Lds) else None
+    op = v.owner
+    if op is None:
+        return None
+    if op.name == "if":  # (a branch inside a loop body picks the next view)
+        i = next(k for k, r in enumerate(op.results) if r is v)
+        views = [_static(em, a, env) if a is not None else None for a in (_yielded(b, i) for b in op.regions)]
+        if None in views:
+            return None
+        j = join(views)
+        if j is not None:
+            return _spec(*j)
+        return views[0] if all(_same(views[0], y) for y in views[1:]) else None
+    if op.name == "smem_alloc":
+        t = v.type
+        try:
+            return _fresh(_Views(em, {}, op.loc), t.layout, tuple(t.shape), t.dtype, None, _BIG,
+                          em.smem_plan.offsets[op])
+        except (CompileError, KeyError, AttributeError):
+            return None
+    if op.name not in _PURE + ("smem_index",):
+        return None
+    s = _static(em, op.operands[0], env)
+    if s is None:
+        return None
+    if op.name == "smem_index":  # (moves the address only)
+        return None if s.xreg is not None else s.with_(lead=s.lead[1:])
+    from .lds import RULES
+    fake = _Views(em, {op.operands[0]: s}, op.loc)
+    try:
+        RULES[op.name](fake, op)
+    except CompileError:  # (the rule says so again, with its reason, when it is emitted)
+        return None
+    return fake.vals.get(op.result)
+
+
+def _yielded(block, i: int):
+    y = block.ops[-1] if block.ops else None
+    return y.operands[i] if y is not None and y.name == "yield" else None
+
+
+def branch_specs(em, op) -> dict:
+    """{result index: (spec, mask)} for an ``if``'s views joined with a run-time XOR."""
+    out = {}
+    for i, r in enumerate(op.results):
+        if not isinstance(r.type, MemDescType):
+            continue
+        views = [_static(em, a, {}) if a is not None else None for a in (_yielded(b, i) for b in op.regions)]
+        if None in views:
+            continue
+        j = join(views)
+        if j is not None:
+            out[i] = j
+    return out
+
+
+def loop_specs(em, op, firsts: dict) -> dict:
+    """{carried index: (spec, mask)} for a ``for``'s carried views joined with a run-time XOR: a
+    view that enters with one, or whose body yields a view of the same table up to another XOR.
+    The body's views may be the carried ones (halves swapped each step): repeated until no
+    carried view gains a join or bits of its XOR."""
+    body = op.regions[0]
+    args = body.args[1:]  # (the first is the induction variable)
+    specs = {i: (f, f.xmask) for i, f in firsts.items() if f.xreg is not None}
+    while True:
+        env = {args[i]: (_spec(*specs[i]) if i in specs else f) for i, f in firsts.items()}
+        new = dict(specs)
+        for i, f in firsts.items():
+            v = _yielded(body, i)
+            y = _static(em, v, env) if v is not None else None
+            j = join([env[args[i]], y]) if y is not None else None
+            if j is not None:
+                s, m = specs.get(i, j)
+                new[i] = (s, m | j[1])
+        if new.keys() == specs.keys() and all(new[i][1] == specs[i][1] for i in new):
+            return specs
+        specs = new
+
+
+# -- carrying it ------------------------------------------------------------------------------
+
+def homes(em, ty, mask: int):
+    """The SGPRs a joined view lives in: its address, and es * X where X may be nonzero."""
+    return [em.new_home(ty), em.new_home(ty)] if mask else em.new_home(ty)
+
+
+def carried(em, x: Lds, spec: Lds, mask: int, what: str):
+    """(sources for the join's homes, the arm's alignment) for the view ``x`` a join with
+    ``spec`` receives: its address and, with a mask, es * X (an immediate where it is known)."""
+    from .control import _address, _align
+    y = _split(x)
+    ok = y is not None and y.lead == spec.lead and y.dtype == spec.dtype and np.shape(y.lin) == np.shape(spec.lin)
+    d = int(np.asarray(y.lin).flat[0] ^ np.asarray(spec.lin).flat[0]) if ok and np.size(spec.lin) else 0
+    if not ok or not np.array_equal(np.asarray(y.lin) ^ d, spec.lin) or (d | y.xmask) & ~mask:
+        raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
+                       "or permutation of the buffer, not the same table up to a constant XOR): only the "
+                       "base (and, for slices of a swizzled tile, that XOR) may change; slice or index the "
+                       "buffer inside the branch or loop body instead")
+    start = _address(em, y)
+    if not mask:
+        return start, _align(y)
+    if y.xreg is None:
+        xr = Imm(d * y.es)
+    elif d:
+        xr = em.salu("s_xor_b32", em.s(), [y.xreg, Imm(d * y.es)])
+    else:
+        xr = y.xreg
+    return [start, xr], _align(y)
+
+
+def view(spec: Lds, mask: int, home, align: int) -> Lds:
+    """The joined view on its homes."""
+    if not mask:
+        return spec.with_(base=home, const=0, balign=align, xreg=None, xmask=0)
+    return spec.with_(base=home[0], const=0, balign=align, xreg=home[1], xmask=mask)
