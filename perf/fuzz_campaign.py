@@ -44,6 +44,9 @@ PRESETS = {
     "control": dict(max_numel=128, max_ops=8, max_trip=5),
     # ops off by default
     "dot_split": dict(max_numel=256, max_ops=6, dot_fma=True, split_join=True),
+    # tiles through shared memory (fuzz/smem.py): random shared layouts, views, branch-picked
+    # views, loads in random layouts
+    "shared": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5),
     # larger tiles, values per thread bounded
     "wide": dict(max_numel=1024, max_ops=5, max_values_per_thread=16),
     # the generator's defaults (1024 elements, 8 ops), values per thread bounded
@@ -96,11 +99,17 @@ def run_interpreter(prog) -> list:
 
 
 def run_ptx(prog, target: str, inputs, args) -> None:
-    import ptxsim
     from gluon_trace.backends.nvidia.emitter import emit
     graph = fuzz.trace_program(prog, target).graph
     text, _, smem = emit(graph, target)
-    ptxsim.run(text, (1, 1, 1), args, smem)
+    if any(n.op == "shared" for n in prog.nodes):
+        # shared memory: the simulator with ldmatrix/stmatrix and a race detector (the
+        # barriers the backend placed must order every access by another warp)
+        import ptxsim_races
+        ptxsim_races.run(text, (1, 1, 1), args, smem)
+    else:
+        import ptxsim
+        ptxsim.run(text, (1, 1, 1), args, smem)
     if ASSEMBLE_PTX:  # the simulator takes PTX that ptxas might refuse: assemble it too
         fuzz.compile_program(prog, target)
 

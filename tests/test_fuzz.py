@@ -221,3 +221,69 @@ def test_fma_special_values():
     assert float(R.fma(np.array(-1.98), np.array(-big), np.array(-big), "float64")) == 0.98 * big
     assert np.isnan(R.fma(np.array(np.inf), np.array(1.0), np.array(-np.inf), "float64"))
     assert float(R.fma(np.array(2.0), np.array(big), np.array(0.0), "float64")) == np.inf
+
+
+# ------------------------------------------------------------------------------ shared memory
+SHARED = fuzz.FuzzConfig(max_numel=256, max_ops=6, shared=True)
+N_SHARED = int(os.environ.get("GLUON_TRACE_FUZZ_SHARED_EXAMPLES", "40"))
+
+
+@settings(max_examples=N_SHARED, **_SETTINGS)
+@given(fuzz.programs(SHARED))
+def test_shared_memory_programs_match_reference(prog):
+    """Tiles through shared buffers (random shared layouts, views, branch-picked views, loads
+    in random layouts) in the interpreter, which also checks the barriers membar placed."""
+    outcome = fuzz.check_program(prog)
+    if not outcome.ok:
+        _fail("shared_vs_reference", outcome)
+
+
+def test_shared_generator_covers_layouts_views_and_branches():
+    seen = set()
+    for seed in range(150):
+        for n in fuzz.random_program(seed, SHARED).nodes:
+            if n.op != "shared":
+                continue
+            at = n.attrs
+            seen.add(at["smem"][0])
+            seen.add("init " + at["init"])
+            seen.add("stacked" if at["lrank"] < len(at["buf"]) else "unstacked")
+            for acc in (at["read"], at["write"]):
+                if acc is None:
+                    continue
+                seen.add("write" if acc is at["write"] else "read")
+                seen.update(("branch " + acc["b"][0][0],) if acc["b"] else ())
+                seen.update(s[0] for s in acc["a"] + acc["after"])
+            seen.update(s[0] + ("(flag)" if s[0] == "index" and s[1] == "flag" else "") for s in at["views"])
+    assert seen >= {"swizzled", "nvmma", "padded", "init value", "init store", "stacked", "unstacked",
+                    "read", "write", "branch slice", "branch index", "slice", "permute", "index",
+                    "index(flag)", "reshape"}, seen
+
+
+def test_shared_flag_off_keeps_the_default_programs():
+    """Enabling an op changes which program a seed gives; leaving it off must not."""
+    for seed in range(20):
+        prog = fuzz.random_program(seed)
+        assert not any(n.op == "shared" for n in prog.nodes)
+        again = fuzz.random_program(seed, fuzz.FuzzConfig(shared=False))
+        assert fuzz.kernel_source(again) == fuzz.kernel_source(prog)
+
+
+def test_shared_reference_views_and_write():
+    """The reference's views: a branch-picked column half overwritten, then a permuted slice read."""
+    x = np.arange(32, dtype=np.int32).reshape(4, 8)
+    y = -np.arange(16, dtype=np.int32).reshape(4, 4)
+    nodes = [fuzz.Node("v0", "load", (), {"input": 0, "masked": False, "other": None}, "int32", (4, 8), None),
+             fuzz.Node("v1", "load", (), {"input": 1, "masked": False, "other": None}, "int32", (4, 4), None),
+             fuzz.Node("v2", "shared", ("v0", "v1"),
+                       {"buf": [4, 8], "smem": ("swizzled", 4, 1, 2, [1, 0]), "lrank": 2, "init": "store",
+                        "views": [],
+                        "write": {"a": [("slice", 0, 4, 1)], "b": [("slice", 4, 4, 1)], "after": []},
+                        "read": {"a": [("slice", 2, 2, 0)], "b": None, "after": [("permute", [1, 0])]}},
+                       "int32", (8, 2), None)]
+    for flag in (0, 1):
+        prog = fuzz.Program(nodes, ["v2"], 4, 32, flag=flag)
+        want = x.copy()
+        want[:, 4 * flag:4 * flag + 4] = y
+        got = fuzz.evaluate(prog, {0: x, 1: y})["v2"].v
+        np.testing.assert_array_equal(got, want[2:4].T)

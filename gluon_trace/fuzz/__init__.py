@@ -4,7 +4,8 @@
 :class:`Program`: loads of random shapes, dtypes and layouts (blocked, slice, linear with
 swizzled and broadcast bases), element-wise ops and casts, reductions, scans, layout
 conversions, expand/broadcast, reshape/permute, ``gl.range`` loops and ``gl.if_`` branches,
-masked loads and stores, every result stored. :func:`check_program` runs it in the
+masked loads and stores, every result stored; optionally (FuzzConfig.shared, :mod:`.smem`) tiles
+through shared buffers in random shared layouts, seen through views a branch may pick. :func:`check_program` runs it in the
 interpreter against :func:`evaluate` (numpy, from the description, see
 :mod:`gluon_trace.fuzz.reference` for the semantics and tolerances) and compiles it for
 given targets; :func:`save_reproducer` writes a failing one as a standalone file.

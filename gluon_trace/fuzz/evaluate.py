@@ -166,6 +166,8 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
         return Val(arg[0].v[..., k].copy(), arg[0].e[..., k].copy())
     if n.op == "join":
         return Val(np.stack([arg[0].v, arg[1].v], -1), np.stack([arg[0].e, arg[1].e], -1))
+    if n.op == "shared":
+        return _shared(prog, at, arg)
     if n.op == "loop":
         acc = arg[0]
         for i in range(prog.n_iter):
@@ -176,6 +178,40 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
         step = at["then"] if prog.flag > 0 else at["other"]
         return _step(step, arg[0], n.dtype, vals, nodes, None) if step else arg[0]
     raise ValueError(f"unknown fuzz op {n.op!r}")
+
+
+def _views(idx: np.ndarray, steps, flag: int) -> np.ndarray:
+    """The element numbers a view of the buffer reaches, arranged as the view."""
+    for s in steps:
+        if s[0] == "slice":
+            _, start, length, dim = s
+            idx = np.take(idx, np.arange(start, start + length), axis=dim)
+        elif s[0] == "permute":
+            idx = np.transpose(idx, s[1])
+        elif s[0] == "index":
+            idx = idx[flag if s[1] == "flag" else s[1]]
+        else:
+            idx = idx.reshape(s[1])
+    return idx
+
+
+def _accessed(idx: np.ndarray, acc, flag: int) -> np.ndarray:
+    arm = acc["b"] if acc["b"] is not None and flag > 0 else acc["a"]
+    return _views(_views(idx, arm, flag), acc["after"], flag)
+
+
+def _shared(prog, at, arg) -> Val:
+    """A tile stored into a buffer, perhaps partly overwritten through a view, read back
+    through another: the buffer as a flat array of elements, each view as the element
+    numbers it reaches (layouts place bytes; they never change what a view holds)."""
+    x = arg[0]
+    v, e = np.array(x.v, copy=True).reshape(-1), np.array(x.e, copy=True).reshape(-1)
+    base = _views(np.arange(v.size).reshape(x.v.shape), at["views"], prog.flag)
+    if at["write"] is not None:
+        w = _accessed(base, at["write"], prog.flag)
+        v[w], e[w] = arg[1].v, arg[1].e
+    r = _accessed(base, at["read"], prog.flag)
+    return Val(v[r], e[r])
 
 
 def _step(step, acc: Val, t: str, vals, nodes, i) -> Val:

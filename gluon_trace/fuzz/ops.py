@@ -4,6 +4,7 @@ gluon_trace/dtypes.py, restated here (not imported) so the fuzzer checks them.""
 from __future__ import annotations
 
 from ..layouts import BlockedLayout, SliceLayout, join_layout, permute_layout, reshape_layout, split_layout
+from .smem import op_shared
 from .program import (ARITH, COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2,
                       blocked_layout)
 
@@ -320,4 +321,5 @@ OPS = {
     "join": (lambda c: c.split_join and c.max_rank > 1, op_join),
     "loop": (lambda c: c.loops, op_loop),
     "branch": (lambda c: c.branches, op_branch),
+    "shared": (lambda c: c.shared, op_shared),
 }

@@ -56,6 +56,12 @@ class FuzzConfig:
     dot_fma: bool = False
     # gl.split / gl.join (off by default for the same reason)
     split_join: bool = False
+    # tiles through shared memory: a random shared layout, views (slices, permutes, stacked
+    # slots, a view picked by a run-time branch), a load in a random layout (fuzz/smem.py;
+    # off by default for the same reason). ``shared_weight``: how many op kinds' worth of
+    # draws it gets when on
+    shared: bool = False
+    shared_weight: int = 3
 
 
 @dataclass
@@ -294,6 +300,8 @@ def generate(ch: Chooser, cfg: FuzzConfig | None = None) -> Program:
         b.load()
     for _ in range(ch.int(1, cfg.max_ops)):
         kinds = [k for k, (enabled, _) in OPS.items() if enabled(cfg)]
+        if cfg.shared:
+            kinds += ["shared"] * (cfg.shared_weight - 1)
         OPS[ch.choice(kinds)][1](b)
     outputs = [n.name for n in b.nodes if n.name not in b.used or (n.op != "load" and ch.chance(30))]
     return Program(b.nodes, outputs, num_warps, cfg.warp_size,

@@ -146,6 +146,8 @@ def _node_source(n, lay) -> list[str]:
         return [f"{v} = gl.split({a[0]})[{at['half']}]"]
     if n.op == "join":
         return [f"{v} = gl.join({a[0]}, {a[1]})"]
+    if n.op == "shared":
+        return _shared_source(n, lay)
     if n.op == "loop":
         return [f"{v} = {a[0]}", "for i in gl.range(0, n_iter):",
                 *["    " + _step_source(v, s, n.dtype) for s in at["steps"]]]
@@ -155,3 +157,61 @@ def _node_source(n, lay) -> list[str]:
             out += ["with gl.else_():", "    " + _step_source(v, at["other"], n.dtype)]
         return out
     raise ValueError(f"unknown fuzz op {n.op!r}")
+
+
+def _smem_layout_source(spec, shape) -> str:
+    kind = spec[0]
+    if kind == "swizzled":
+        _, vec, per_phase, max_phase, order = spec
+        return f"gl.SwizzledSharedLayout({vec}, {per_phase}, {max_phase}, {list(order)})"
+    if kind == "nvmma":
+        return f"gl.NVMMASharedLayout.get_default_for({list(shape)}, {{dt}}, transposed={spec[1]})"
+    _, pairs, order = spec
+    return f"gl.PaddedSharedLayout.with_identity_for({[list(p) for p in pairs]}, {list(shape)}, {list(order)})"
+
+
+def _view_source(steps) -> str:
+    out = ""
+    for s in steps:
+        if s[0] == "slice":
+            out += f".slice({s[1]}, {s[2]}, {s[3]})"
+        elif s[0] == "permute":
+            out += f".permute({list(s[1])})"
+        elif s[0] == "index":
+            out += f".index({s[1]})"
+        else:
+            out += f".reshape({list(s[1])})"
+    return out
+
+
+def _access_source(var: str, base: str, acc) -> list[str]:
+    lines = [f"{var} = {base}{_view_source(acc['a'])}"]
+    if acc["b"] is not None:
+        lines += ["with gl.if_(flag > 0):", f"    {var} = {base}{_view_source(acc['b'])}"]
+    if acc["after"]:
+        lines.append(f"{var} = {var}{_view_source(acc['after'])}")
+    return lines
+
+
+def _shared_source(n, lay) -> list[str]:
+    """The tile through a shared buffer (see fuzz/smem.py for the attributes)."""
+    at, v, a = n.attrs, n.name, n.args
+    src = n.args[0]
+    dtype = f"gl.{n.dtype}"
+    shape = list(at["buf"])
+    sl = _smem_layout_source(at["smem"], shape[len(shape) - at["lrank"]:]).replace("{dt}", dtype)
+    buf = f"{v}_s"
+    if at["init"] == "value":
+        out = [f"{buf} = gl.allocate_shared_memory({dtype}, {shape}, {sl}, {src})"]
+    else:
+        out = [f"{buf} = gl.allocate_shared_memory({dtype}, {shape}, {sl})", f"{buf}.store({src})"]
+    base = buf
+    if at["views"]:
+        out.append(f"{v}_p = {buf}{_view_source(at['views'])}")
+        base = f"{v}_p"
+    if at["write"] is not None:
+        out += _access_source(f"{v}_w", base, at["write"])
+        out.append(f"{v}_w.store({a[1]})")
+    out += _access_source(f"{v}_r", base, at["read"])
+    out.append(f"{v} = {v}_r.load({lay(n.layout)})")
+    return out

@@ -40,3 +40,40 @@ def test_simulated_amdgcn_matches_reference(target, data):
     if not outcome.ok:
         path = fuzz.save_reproducer(prog, outcome.failures, name=f"amdsim_{target}")
         raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
+
+
+# ------------------------------------------------------------------------------ shared memory
+N_SHARED = int(os.environ.get("GLUON_TRACE_FUZZ_SHARED_SIM_EXAMPLES", "12"))
+# refusals of legal programs the fuzzer found (open backend limitations): expected failures,
+# so the rest of these programs stay checked
+KNOWN_REFUSALS = (
+    # a tile whose layout mixes bits of a stacked dim by XOR, through a buffer stacking that dim
+    "not addressable as thread part + register part",
+)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("seed", range(N_SHARED))
+def test_simulated_amdgcn_shared_memory_programs(target, seed):
+    """Tiles through LDS buffers and views (gluon_trace/fuzz/smem.py) on the simulator, which
+    also reports LDS races: values against the reference, accesses ordered by the barriers."""
+    warp = 64 if target == "gfx942" else 32
+    prog = fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6, shared=True))
+    outcome = fuzz.Outcome(prog)
+    inputs = fuzz.make_inputs(prog)
+    try:
+        traced = fuzz.trace_program(prog, target)
+        args, poison = fuzz.kernel_args(prog, inputs)
+        with np.errstate(all="ignore"):
+            amdsim.simulate(traced, target, (1,), args)
+        got = fuzz.outputs_of(prog, args)
+        ref = fuzz.evaluate(prog, inputs, "bounded")
+        outcome.failures += [(f"{target} (amdsim)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
+    except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
+        known = next((k for k in KNOWN_REFUSALS if k in str(e)), None)
+        if type(e).__name__ == "CompileError" and known:
+            pytest.xfail(f"known AMD refusal: {known}")
+        outcome.failures.append((f"{target} (amdsim)", f"{type(e).__name__}: {str(e)[:600]}"))
+    if not outcome.ok:
+        path = fuzz.save_reproducer(prog, outcome.failures, name=f"amdsim_shared_{target}_{seed}")
+        raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))

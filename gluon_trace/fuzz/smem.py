@@ -1,0 +1,201 @@
+"""The shared-memory op family (``FuzzConfig.shared``): a tile already in the program goes
+through a shared buffer and comes back, seen through a random chain of views.
+
+One ``shared`` node stands for the whole round trip, so programs stay SSA:
+
+- ``smem``: the buffer's shared layout as plain data, over the buffer's trailing ``lrank``
+  dims (leading dims before them are stacked copies, which ``.index`` selects):
+  ``("swizzled", vec, per_phase, max_phase, order)``, ``("nvmma", transposed)``
+  (``NVMMASharedLayout.get_default_for``, 2-D) or ``("padded", [[interval, pad], ...], order)``
+  (``PaddedSharedLayout.with_identity_for``);
+- ``init``: ``"value"`` (``allocate_shared_memory(..., value)``) or ``"store"`` (``.store``);
+- ``views``: the views every access starts from; each step is ``("slice", start, length, dim)``,
+  ``("permute", order)``, ``("index", i)`` (``i`` an int or ``"flag"``, the run-time scalar) or
+  ``("reshape", shape)`` (first step only: stacked dims regrouped on the whole buffer);
+- ``read`` and, optionally, ``write``: an access ``{"a": [...], "b": [...] | None, "after": [...]}``:
+  the view is ``views`` then ``a``; with ``b``, ``with gl.if_(flag > 0):`` rebinds it to
+  ``views`` then ``b`` (both arms views of one buffer, of one shape: slices of one dim at
+  different aligned starts, or different slots); ``after`` (permutes) applies to the chosen
+  view. ``write`` stores the node's second argument there (after the first store);
+- the node's own layout is the distributed layout ``read``'s view is loaded in.
+
+Only programs the backends document as lowerable are drawn: slices of swizzled dims have
+power-of-two lengths at aligned starts, permutes keep stacked dims in front, int1 tiles go
+through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
+loaded and stored. Barriers are the backends' own (gluon_trace.membar), which users rely on
+and the interpreter checks.
+"""
+from __future__ import annotations
+
+from .program import _Builder, _log2, _permutation
+
+
+def _shared_layout(b: _Builder, shape: tuple, dtype: str):
+    """(spec, lrank): a shared layout for the buffer ``shape`` of ``dtype``, over its trailing
+    ``lrank`` dims (the rest stacked)."""
+    ch, rank = b.ch, len(shape)
+    kinds = ["swizzled", "padded"] + (["nvmma"] if rank >= 2 else [])
+    kind = ch.choice(kinds)
+    if kind == "nvmma":
+        lrank = 2
+    else:
+        lrank = rank if rank == 1 or not ch.chance(35) else ch.int(1, rank - 1)
+    inner = shape[rank - lrank:]
+    if kind == "nvmma":
+        return ("nvmma", ch.chance(30)), lrank
+    order = list(range(lrank))[::-1]
+    if ch.chance(40):
+        order = [order[i] for i in _permutation(ch, lrank)]
+    if kind == "swizzled":
+        ncols = inner[order[0]]
+        vec = 1 << ch.int(0, min(3, _log2(ncols)))
+        per_phase = 1 << ch.int(0, 2)
+        if ch.chance(50):  # the whole row swizzled: column halves then differ by an XOR
+            max_phase = ncols // vec
+        else:
+            max_phase = 1 << ch.int(0, max(0, min(3, _log2(ncols // vec)) if not ch.chance(15) else 3))
+        return ("swizzled", vec, per_phase, max_phase, order), lrank
+    numel = 1
+    for s in inner:
+        numel *= s
+    pairs = []
+    for _ in range(1 if ch.chance(75) else 2):
+        interval = 1 << ch.int(0, max(0, _log2(numel)))
+        if all(interval != p[0] for p in pairs):
+            pairs.append([interval, 1 << ch.int(0, 2)])
+    return ("padded", pairs, order), lrank
+
+
+class _View:
+    """The shape of a view and how many of its leading dims are stacked."""
+
+    def __init__(self, shape, lead):
+        self.shape, self.lead = list(shape), lead
+
+    def copy(self):
+        return _View(self.shape, self.lead)
+
+    def apply(self, step):
+        kind = step[0]
+        if kind == "slice":
+            _, start, length, dim = step
+            self.shape[dim] = length
+        elif kind == "permute":
+            self.shape = [self.shape[d] for d in step[1]]
+        elif kind == "index":
+            self.shape = self.shape[1:]
+            self.lead -= 1
+        elif kind == "reshape":
+            self.lead += len(step[1]) - len(self.shape)
+            self.shape = list(step[1])
+        return self
+
+
+def _slice_step(b: _Builder, v: _View, last: bool = False):
+    """A slice of a random dim (``last``: the last dim, where it can be sliced, more often: the
+    contiguous dim of most layouts, whose swizzle makes halves differ by an XOR)."""
+    dims = [d for d in range(len(v.shape)) if v.shape[d] >= 2]
+    if not dims:
+        return None
+    d = dims[-1] if last and b.ch.chance(60) else b.ch.choice(dims)
+    length = v.shape[d] >> (1 if last and b.ch.chance(50) else b.ch.int(1, min(3, _log2(v.shape[d]))))
+    return ("slice", length * b.ch.int(0, v.shape[d] // length - 1), length, d)
+
+
+def _permute_step(b: _Builder, v: _View):
+    inner = len(v.shape) - v.lead
+    if inner < 2:
+        return None
+    perm = _permutation(b.ch, inner)
+    if perm == list(range(inner)):
+        return None
+    return ("permute", list(range(v.lead)) + [v.lead + p for p in perm])
+
+
+def _index_step(b: _Builder, v: _View):
+    if not v.lead:
+        return None
+    if v.shape[0] >= 2 and b.ch.chance(40):
+        return ("index", "flag")
+    return ("index", b.ch.int(0, v.shape[0] - 1))
+
+
+def _reshape_step(b: _Builder, v: _View, max_rank: int):
+    """Stacked dims regrouped: two merged, or one split in two (within ``max_rank``)."""
+    if v.lead >= 2 and b.ch.chance(50):
+        return ("reshape", [v.shape[0] * v.shape[1]] + v.shape[2:])
+    cands = [d for d in range(v.lead) if v.shape[d] >= 2]
+    if not cands or len(v.shape) >= max_rank:
+        return None
+    d = b.ch.choice(cands)
+    k = 1 << b.ch.int(1, _log2(v.shape[d]))
+    return ("reshape", v.shape[:d] + [k, v.shape[d] // k] + v.shape[d + 1:])
+
+
+def _chain(b: _Builder, v: _View, n: int, max_rank: int = 0) -> list:
+    """Up to ``n`` view steps from ``v`` (applied to it); ``max_rank`` > 0 lets the first be a
+    reshape (the chain starts at the whole buffer)."""
+    steps = []
+    for i in range(n):
+        pick = b.ch.int(0, 3)
+        step = (_slice_step(b, v) if pick == 0 else _permute_step(b, v) if pick == 1 else
+                _index_step(b, v) if pick == 2 else
+                (_reshape_step(b, v, max_rank) if i == 0 and max_rank else None))
+        if step is not None:
+            steps.append(step)
+            v.apply(step)
+    return steps
+
+
+def _access(b: _Builder, base: _View, branch: bool):
+    """An access from the views' end: its spec and the view it reaches."""
+    a, other = [], None
+    v = base.copy()
+    if branch:
+        if base.lead and base.shape[0] >= 2 and b.ch.chance(30):
+            i, j = b.ch.int(0, base.shape[0] - 1), b.ch.int(0, base.shape[0] - 2)
+            a, other = [("index", i)], [("index", j if j < i else j + 1)]
+        else:
+            s = _slice_step(b, base, last=True)
+            if s is not None:
+                _, start, length, d = s
+                starts = [k * length for k in range(base.shape[d] // length) if k * length != start]
+                a, other = [s], [("slice", b.ch.choice(starts), length, d)]
+                if b.ch.chance(30):  # a second dim too (quarters): the same slice on both arms
+                    t = _slice_step(b, v.copy().apply(s))
+                    if t is not None and t[3] != d:
+                        a, other = a + [t], other + [t]
+    else:
+        a = _chain(b, v.copy(), b.ch.int(0, 1))
+    for step in a:
+        v.apply(step)
+    after = []
+    if b.ch.chance(30):
+        p = _permute_step(b, v)
+        if p is not None:
+            after.append(p)
+            v.apply(p)
+    return {"a": a, "b": other, "after": after}, v
+
+
+def op_shared(b: _Builder) -> None:
+    t = b.pick(lambda n: n.shape)
+    if t is None:
+        return
+    if t.dtype == "int1":
+        t = b.add("cast", (t,), "int8", t.shape, t.layout, to="int8")
+    spec, lrank = _shared_layout(b, t.shape, t.dtype)
+    base = _View(t.shape, len(t.shape) - lrank)
+    views = _chain(b, base, b.ch.int(0, 2), b.cfg.max_rank)
+    args = [t]
+    write = None
+    if b.ch.chance(35):
+        write, wv = _access(b, base, b.ch.chance(50))
+        x = b.pick(lambda n: tuple(n.shape) == tuple(wv.shape) and n.dtype == t.dtype and n is not t)
+        if x is None or b.ch.chance(30):
+            x = b.load(tuple(wv.shape), t.dtype)
+        args.append(x)
+    read, rv = _access(b, base, b.ch.chance(45))
+    shape = tuple(rv.shape)
+    b.add("shared", tuple(args), t.dtype, shape, b.layout(shape), buf=list(t.shape), smem=spec, lrank=lrank,
+          init="value" if b.ch.chance(50) else "store", views=views, read=read, write=write)
