@@ -22,9 +22,14 @@ An access from a distributed layout splits the way an LDS exchange does: the thr
 constant in the instruction's 16-bit offset. That split holds for ``pad`` too wherever a
 register's bits do not collide with the thread's (``pad(a | b) = pad(a) + pad(b)`` for
 disjoint ``a``, ``b``); the bits that do collide (a swizzle) get one more thread register
-per distinct value. Every split is checked against the view's full byte table, and so is
-each vector width: runs of registers whose bytes are consecutive and aligned for every
-thread move as one ``ds_write/ds_read_b64/b128``.
+per distinct value. The stacked bytes add up over the lane/warp/register bases unless the
+bases mix a stacked dim's coordinate bits (lane bases [1, 0] and [3, 0]: lane 3 is row
+1 ^ 3 = 2, not 4); such a dim's coordinate is split instead, as the XOR of a thread part and a
+register part, the thread register holding ``lead_d * (tc_d ^ lo_d)`` for the register bits the
+thread part can set too (``Access._coord_lead``; any stride, padded tiles' too). Every split
+is checked against the view's full byte table, and so is each vector width: runs of registers
+whose bytes are consecutive and aligned for every thread move as one
+``ds_write/ds_read_b64/b128``.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ import numpy as np
 from gluon_trace.ops_memory import element_offsets, layout_rank
 
 from .emitter import elem_key
-from .layout import log2, possible_bits, thread_part, tid_pairs
+from .layout import log2, possible_bits, reg_part, thread_part, tid_pairs
 from .mir import Imm
 
 _BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
@@ -140,8 +145,9 @@ class Access:
                                "(a run-time XOR), is accessed across stacked buffers whose strides collide "
                                "with that XOR; slice or index the buffer inside the branch (or loop body) "
                                "instead")
+        self.clead = None
         self.regL = []
-        self.regS = []
+        self.regS = []  # (additive lead bytes; per register [(lo_d, hi_d)] once _coord_lead ran)
         for r in range(lay.num_regs):
             x, s = L0, 0
             for j, b in enumerate(lay.reg_bases):
@@ -152,10 +158,35 @@ class Access:
             self.regS.append(s)
         # the split must reproduce every thread's address (XOR-linear lin, additive lead)
         pred = self._predict()
+        if not np.array_equal(pred, self.bytes) and nl:
+            # a layout mixing a stacked dim's coordinate bits (bases [1, 0] and [3, 0] over it):
+            # the coordinate is the XOR of the bases' but the bytes are not their sum. Then
+            # stacked dim d's coordinate splits as the XOR of a thread part tc_d and a register
+            # part; the register part's bits tc_d can set go into the thread register, which
+            # holds sum_d lead_d * (tc_d ^ lo_d), the others into the offset
+            self._coord_lead(em, lay, nl)
+            pred = self._predict()
         if not np.array_equal(pred, self.bytes):
             raise em.error("this shared-memory view is not addressable as thread part + register part "
                            "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
                            "views whose offsets split that way")
+
+    def _coord_lead(self, em, lay, nl):
+        v = self.v
+        self.clead = []   # per stacked dim: (its tid pairs, their possible bits)
+        for d in range(nl):
+            pairs = tid_pairs(em, lay, lambda b, d=d: int(b[d]))
+            self.clead.append((pairs, possible_bits(pairs)))
+        if v.xreg is not None and any(pairs and (s & -s) <= v.es * v.xmask
+                                      for (pairs, _), s in zip(self.clead, v.lead)):
+            raise em.error("this shared-memory view, chosen by a branch among views placed differently "
+                           "(a run-time XOR), is accessed across stacked buffers whose strides collide "
+                           "with that XOR; slice or index the buffer inside the branch (or loop body) "
+                           "instead")
+        self.regS = []
+        for r in range(lay.num_regs):
+            cs = [reg_part(lay, lambda b, d=d: int(b[d]), r) for d in range(nl)]
+            self.regS.append(tuple((c & m, c & ~m) for c, (_, m) in zip(cs, self.clead)))
 
     def _predict(self):
         v = self.v
@@ -165,10 +196,20 @@ class Access:
         for bit, val in self.lpairs:
             on = self._tid_bit(bit, W, Ln)
             tL ^= on * val
+        rl = np.asarray(self.regL, np.int64)
+        if self.clead is not None:  # sum_d lead_d * ((tc_d ^ lo_d) + hi_d), as the code makes it
+            lead = np.zeros((W, Ln, R), np.int64)
+            for d, ((pairs, _), s) in enumerate(zip(self.clead, v.lead)):
+                tc = np.zeros((W, Ln), np.int64)
+                for bit, val in pairs:
+                    tc ^= self._tid_bit(bit, W, Ln) * val
+                lo = np.asarray([x[d][0] for x in self.regS], np.int64)
+                hi = np.asarray([x[d][1] for x in self.regS], np.int64)
+                lead += s * ((tc[..., None] ^ lo) + hi)
+            return v.const + lead + v.es * pad(tL[..., None] ^ rl, v.pads)
         for bit, val in self.spairs:
             on = self._tid_bit(bit, W, Ln)
             tS += on * val
-        rl = np.asarray(self.regL, np.int64)
         rs = np.asarray(self.regS, np.int64)
         return v.const + tS[..., None] + rs + v.es * pad(tL[..., None] ^ rl, v.pads)
 
@@ -201,6 +242,10 @@ class Access:
         v = self.v
         x = self.regL[r]
         lo, hi = x & self.possible, x & ~self.possible
+        if self.clead is not None:
+            parts = self.regS[r]
+            extra = sum(s * h for s, (_, h) in zip(v.lead, parts))
+            return (lo, tuple(x for x, _ in parts)), v.const + extra + v.es * int(pad(np.int64(hi), v.pads))
         return lo, v.const + self.regS[r] + v.es * int(pad(np.int64(hi), v.pads))
 
     def addr(self, r: int):
@@ -230,9 +275,12 @@ class Access:
             imm = 0
         return reg, imm
 
-    def _thread_reg(self, lo: int):
-        """es * pad(tL ^ lo) + tS, hoisted to the kernel entry."""
+    def _thread_reg(self, lo):
+        """es * pad(tL ^ lo) + tS, hoisted to the kernel entry (``lo`` = (lo, (lo_d...)) for
+        stacked coordinates split by _coord_lead)."""
         em, v = self.em, self.v
+        if self.clead is not None:
+            return self._thread_reg_c(*lo)
         key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads)
         if key in em.memo:
             return em.memo[key]
@@ -241,28 +289,64 @@ class Access:
             return em.memo[key]
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         with em.hoisted():
-            x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
-            if lo:
-                x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
-            if v.pads and not isinstance(x, Imm):
-                acc = x
-                for k, p in v.pads:
-                    t = em.valu("v_lshrrev_b32", em.v(), [Imm(k), x])
-                    t = em.valu("v_lshlrev_b32", em.v(), [Imm(p), t])
-                    acc = em.valu(add, em.v(), [acc, t])
-                x = acc
-            elif isinstance(x, Imm):
-                x = Imm(int(pad(np.int64(x.bits), v.pads)))
-            if v.es > 1 and not isinstance(x, Imm):
-                x = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(v.es)), x])
-            elif isinstance(x, Imm):
-                x = Imm(x.bits * v.es)
+            x = self._lin_bytes(lo)
             if self.spairs:
                 s = _tid_sum(em, self.spairs)
                 x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
             if isinstance(x, Imm):
                 x = em.to_v(x)
         em.memo[key] = x
+        return x
+
+    def _thread_reg_c(self, lo: int, los: tuple):
+        """es * pad(tL ^ lo) + sum_d lead_d * (tc_d ^ lo_d)."""
+        em, v = self.em, self.v
+        key = ("lds_thread_c", self.lpairs, tuple(p for p, _ in self.clead), lo, los, v.es, v.pads, v.lead)
+        if key in em.memo:
+            return em.memo[key]
+        if not self.lpairs and not any(p for p, _ in self.clead):
+            em.memo[key] = Imm(v.es * int(pad(np.int64(lo), v.pads)) + sum(s * x for s, x in zip(v.lead, los)))
+            return em.memo[key]
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        with em.hoisted():
+            x = self._lin_bytes(lo)
+            for (pairs, _), s, c in zip(self.clead, v.lead, los):
+                if not pairs:  # (then no register bit goes to the thread: c is 0)
+                    continue
+                t = thread_part(em, pairs)
+                if c:
+                    t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+                if s & (s - 1) == 0:
+                    if s > 1:
+                        t = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(s)), t])
+                else:
+                    t = em.valu("v_mul_u32_u24", em.v(), [Imm(s), t])
+                x = t if isinstance(x, Imm) and x.bits == 0 else em.valu(add, em.v(), [x, t])
+            if isinstance(x, Imm):
+                x = em.to_v(x)
+        em.memo[key] = x
+        return x
+
+    def _lin_bytes(self, lo: int):
+        """es * pad(tL ^ lo): a VGPR, or an Imm when no thread bit moves it (emitted in place)."""
+        em, v = self.em, self.v
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
+        if lo:
+            x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
+        if v.pads and not isinstance(x, Imm):
+            acc = x
+            for k, p in v.pads:
+                t = em.valu("v_lshrrev_b32", em.v(), [Imm(k), x])
+                t = em.valu("v_lshlrev_b32", em.v(), [Imm(p), t])
+                acc = em.valu(add, em.v(), [acc, t])
+            x = acc
+        elif isinstance(x, Imm):
+            x = Imm(int(pad(np.int64(x.bits), v.pads)))
+        if v.es > 1 and not isinstance(x, Imm):
+            x = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(v.es)), x])
+        elif isinstance(x, Imm):
+            x = Imm(x.bits * v.es)
         return x
 
 

@@ -46,10 +46,9 @@ def test_simulated_amdgcn_matches_reference(target, data):
 N_SHARED = int(os.environ.get("GLUON_TRACE_FUZZ_SHARED_SIM_EXAMPLES", "12"))
 # refusals of legal programs the fuzzer found (open backend limitations): expected failures,
 # so the rest of these programs stay checked
-KNOWN_REFUSALS = (
-    # a tile whose layout mixes bits of a stacked dim by XOR, through a buffer stacking that dim
-    "not addressable as thread part + register part",
-)
+# (none left: a tile whose layout mixes bits of a stacked dim by XOR, through a buffer stacking
+# that dim, is addressed since: test_amd_lds_stacked_xor.py)
+KNOWN_REFUSALS: tuple = ()
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
