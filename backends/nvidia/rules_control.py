@@ -100,9 +100,11 @@ def _const_value(v):
 # -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
 # A view is a base register, a constant and a compile-time table of byte offsets (rules_smem.Smem);
 # what a loop or branch may change is where the view starts (a ring slot, buffers swapped, a row
-# half), so it is carried as one b32 register: base + const. A slice from inside a swizzle's
-# period is XOR-linear only with its constant (rules_smem._xor_affine), so such a view keeps its
-# constant and the register carries base + (const - the first value's const), never below the base.
+# half), so it is carried as one b32 register: base + const. A table that is not XOR-linear (a
+# padded layout's, or a slice from inside a swizzle's period: XOR-linear only with its constant,
+# rules_smem._xor_affine) keeps a constant: the lowest start among the views the join receives
+# that are known before its code is emitted (the arms of a branch, what a loop's body yields), and
+# the register carries base + (const - that), never below the base.
 # Views whose tables differ by a constant XOR (the column halves of a swizzled tile) are carried
 # with that XOR in a second register (smem_join.py): the "xor" dicts below, {index: the joined
 # view's spec}, decided before the code that receives the view is emitted.
@@ -120,32 +122,42 @@ def _refuse_tensordesc(vals, loc) -> None:
                                "or branch around the tma call itself", loc)
 
 
-def _kept_const(first) -> int:
-    """The constant a carried view keeps (0: all of it goes into the carried register)."""
+def _linear(s) -> bool:
     from .rules_smem import _linear_bits
-    linear = _linear_bits(tuple(first.rel.shape), np.ascontiguousarray(first.rel).tobytes()) is not None
-    return 0 if linear else first.const
+    return _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes()) is not None
 
 
-def _home_align(s, first) -> int:
+def _kept_const(first, others=()) -> int:
+    """The constant a carried view keeps (0: all of it goes into the carried register): for a
+    table that is not XOR-linear, the lowest start of ``first`` and the views ``others`` (known
+    at compile time, None where not) of the same table."""
+    if _linear(first):
+        return 0
+    return min([first.const] + [o.const for o in others if o is not None and o.xreg is None
+                                and o.rel.shape == first.rel.shape and np.array_equal(o.rel, first.rel)])
+
+
+def _home_align(s, kept: int) -> int:
     """Alignment of the carried register for view ``s`` (base + s.const - the kept constant)."""
-    d = s.const - _kept_const(first)
+    d = s.const - kept
     return min(s.align, ptx.pow2_div(d, 16) if d else 16)
 
 
-def _addresses(em, vals: list, regs: list[list], firsts: dict, loc, xor: dict) -> list[list[str]]:
+def _addresses(em, vals: list, regs: list[list], firsts: dict, loc, xor: dict, kept: dict) -> list[list[str]]:
     """``regs`` with each shared view replaced by the register(s) carrying it."""
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
         if i in xor:
-            out.append(smem_join.carry(em, r[0]))
+            out.append(smem_join.carry(em, r[0], xor[i]))
         elif i in firsts:
             s = r[0]
-            d = s.const - _kept_const(firsts[i])
+            d = s.const - kept[i]
             if d < 0:   # (an address below the view's base would wrap)
-                raise CompileError("views of a slice from inside a swizzle's period carried by a loop or branch "
-                                   "must not start before the first one; carry the slot index instead and "
-                                   "slice inside", loc)
+                raise CompileError("a loop or branch carries views whose offsets are not XOR-linear (a padded "
+                                   "layout, or a slice from inside a swizzle's period) from the lowest start "
+                                   f"known at compile time (byte {kept[i]}); this one starts before it (byte "
+                                   f"{s.const}), made by code the backend does not follow ahead (a nested "
+                                   "branch or loop): carry the slot index instead and slice inside", loc)
             out.append([em.ins("b32", f"add.u32 {{d}}, {s.base}, {d};") if d else s.base])
         else:
             out.append(r)
@@ -162,7 +174,7 @@ def _check_same_view(s, first, loc, what: str) -> None:
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
 
 
-def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict) -> list[list]:
+def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict) -> list[list]:
     """Carried registers back as the Smem views the other rules read."""
     from .rules_smem import Smem
     out = []
@@ -171,7 +183,7 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], _kept_const(f), f.rel, f.dtype, aligns[i])])
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i])])
         else:
             out.append(r)
     return out
@@ -179,6 +191,28 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
 
 def _first_views(vals, regs) -> dict:
     return {i: r[0] for i, (v, r) in enumerate(zip(vals, regs)) if isinstance(v.type, MemDescType)}
+
+
+def _loop_kept(em, op, firsts: dict, xor: dict) -> dict:
+    """{carried index: kept constant} of a ``for``'s carried views without a run-time XOR: the
+    lowest start among the entering view and what the body yields (views of the carried ones
+    start at least at their kept constants), repeated until none lowers."""
+    from .rules_smem import Smem
+    body = op.regions[0]
+    args = body.args[1:]
+    kept = {i: _kept_const(f) for i, f in firsts.items() if i not in xor}
+    if all(_linear(firsts[i]) for i in kept):
+        return kept
+    while True:
+        env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align)
+               for i, f in firsts.items()}
+        new = {}
+        for i in kept:
+            v = smem_join._yielded(body, i)
+            new[i] = _kept_const(env[args[i]], [smem_join._static(em, v, env) if v is not None else None])
+        if new == kept:
+            return kept
+        kept = new
 
 
 @rule("for")
@@ -192,11 +226,12 @@ def _for(em, op):
     types = _carrier_types(carried)
     firsts = _first_views(carried, [em.vals[v] for v in carried])
     xor = smem_join.loop_specs(em, op, firsts)
+    kept = _loop_kept(em, op, firsts, xor)
     ns = [2 if i in xor else len(em.vals[v]) for i, v in enumerate(carried)]
-    aligns = {i: smem_join.home_align(f) if i in xor else _home_align(f, f)  # the body is emitted for the first's
-              for i, f in firsts.items()}
+    aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])  # the body is emitted
+              for i, f in firsts.items()}                                                  # for the first's
     phis = _carried(em, types, ns)
-    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor), types, ns)
+    _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor, kept), types, ns)
     iv = em.reg(cls)
     em.emit(f"mov.{_mov(cls)} {iv}, {lo};")
     head, end = em.label("loop"), em.label("loop_end")
@@ -224,27 +259,27 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor)
+        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
         ys = em.run_block(op.regions[0], [[iv]] + args)
         em.loc = saved
         for i, f in firsts.items():
             if i in xor:
                 smem_join.check(ys[i][0], xor[i], op.loc, "this loop's body")
-                align = smem_join.home_align(ys[i][0])
+                align = smem_join.home_align(ys[i][0], xor[i])
             else:
                 _check_same_view(ys[i][0], f, op.loc, "this loop's body")
-                align = _home_align(ys[i][0], f)
+                align = _home_align(ys[i][0], kept[i])
             if align < aligns[i]:
                 raise CompileError(f"this loop's body yields a shared-memory view less aligned "
                                    f"({align} bytes) than its first value ({aligns[i]}); "
                                    "carry views of whole slots", op.loc)
-        _copy(em, phis, _addresses(em, carried, ys, firsts, op.loc, xor), types, ns)
+        _copy(em, phis, _addresses(em, carried, ys, firsts, op.loc, xor, kept), types, ns)
     em.emit(f"add.{ty} {iv}, {iv}, {step};")
     em.emit(f"bra.uni {head};")
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
 
 
 @rule("if")
@@ -253,8 +288,11 @@ def _if(em, op):
     _refuse_tensordesc(op.results, op.loc)
     types = _carrier_types(op.results)
     xor = smem_join.branch_specs(em, op)
+    arms = {i: [smem_join._static(em, a, {}) if a is not None else None
+                for a in (smem_join._yielded(b, i) for b in op.regions)]
+            for i, r in enumerate(op.results) if isinstance(r.type, MemDescType) and i not in xor}
     ns = [2 if i in xor else 1 if isinstance(r.type, MemDescType) else em.nregs(r) for i, r in enumerate(op.results)]
-    firsts, aligns = {}, {}
+    firsts, aligns, kept = {}, {}, {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
@@ -269,8 +307,10 @@ def _if(em, op):
         firsts = _first_views(op.results, ys)
         for i in xor:
             smem_join.check(firsts[i], xor[i], op.loc, "this branch")
-        aligns = {i: smem_join.home_align(f) if i in xor else _home_align(f, f) for i, f in firsts.items()}
-        _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor), types, ns)
+        kept = {i: _kept_const(f, arms[i]) for i, f in firsts.items() if i not in xor}
+        aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])
+                  for i, f in firsts.items()}
+        _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor, kept), types, ns)
     dirty_then = em.smem_dirty
     inflight_then = list(em.flags.get("wgmma_inflight", []))
     em.flags["wgmma_inflight"] = list(inflight0)  # the else branch starts where the then did
@@ -284,18 +324,18 @@ def _if(em, op):
             for i, f in firsts.items():  # the join's alignment: the weaker arm's
                 if i in xor:
                     smem_join.check(ys[i][0], xor[i], op.loc, "this branch")
-                    aligns[i] = min(aligns[i], smem_join.home_align(ys[i][0]))
+                    aligns[i] = min(aligns[i], smem_join.home_align(ys[i][0], xor[i]))
                 else:
                     _check_same_view(ys[i][0], f, op.loc, "this branch")
-                    aligns[i] = min(aligns[i], _home_align(ys[i][0], f))
-            _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor), types, ns)
+                    aligns[i] = min(aligns[i], _home_align(ys[i][0], kept[i]))
+            _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor, kept), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
     # after the join a wgmma group is in flight if it may be on either path
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor, kept)
 
 
 @rule("yield")

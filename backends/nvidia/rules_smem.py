@@ -201,12 +201,12 @@ def _bit_offsets(shape: tuple, raw: bytes, additive: bool) -> tuple | None:
 
 def offset_fn(em, s: Smem, what: str, lin=None):
     """coordinate -> byte offset in the view (relative to its base + const); ``f.additive``: the
-    offsets of coordinate bits add (a padded layout) rather than XOR, which holds for a tile in
-    ``lin`` only if its bases set disjoint coordinate bits."""
+    offsets of coordinate bits add (a padded layout) rather than XOR; ``f.bits``: per dim, the
+    offset of each coordinate bit."""
     raw = np.ascontiguousarray(s.rel).tobytes()
     bits = _linear_bits(tuple(s.rel.shape), raw)
     additive = False
-    if bits is None and lin is not None and _disjoint_bases(lin):
+    if bits is None and lin is not None:  # (bases that mix coordinate bits: Access sums at run time)
         bits = _additive_bits(tuple(s.rel.shape), raw)
         additive = True
     if bits is None:
@@ -222,6 +222,7 @@ def offset_fn(em, s: Smem, what: str, lin=None):
                     v = v + o if additive else v ^ o
         return v
     f.additive = additive
+    f.bits = bits
     return f
 
 
@@ -263,6 +264,10 @@ class Access:
         f = offset_fn(em, s, what, lin if lane_fn is None else None)
         self.em, self.s, self.lin, self.f = em, s, lin, f
         self.additive = f.additive
+        self.mixed = None
+        if self.additive and not _disjoint_bases(lin):
+            self._mixed(f)
+            return
         if self.additive:  # thread part and register parts add: nothing is XORed into the register
             self.treg, low = em.thread_sum(tuple(f(b) for b in lin.lane_bases), tuple(f(b) for b in lin.warp_bases))
             self.tmask, self.tlow = 0, low
@@ -280,8 +285,85 @@ class Access:
         self.offs = [(sum(f(b) for i, b in enumerate(lin.reg_bases) if r >> i & 1) if self.additive
                       else em.reg_part(lin, r, f) ^ self.xor) for r in range(lin.num_regs)]
 
+    def _mixed(self, f) -> None:
+        """An additive (padded) table addressed from a layout whose bases mix coordinate bits
+        (lane bases [1] and [3]): an element's coordinate is the XOR of its bases', not their
+        sum, so no per-basis offsets add up to its place. The thread's coordinate bits, packed
+        dim after dim into one word, are XOR-linear in its lane and warp: one register K (the
+        prologue); register r's packed coordinate splits into bits K can have (lo, XORed into
+        K) and the rest (hi, disjoint from it). The table adds over coordinate bits, so the
+        offset is F(K ^ lo) + F(hi): the first summed at run time in the prologue per distinct
+        lo, the second the instruction's immediate."""
+        em, lin, s = self.em, self.lin, self.s
+        shifts, sh = [], 0
+        for col in f.bits:
+            shifts.append(sh)
+            sh += len(col)
+        vals = tuple(o for col in f.bits for o in col)  # packed bit -> its offset
+
+        def pack(c):
+            return functools.reduce(lambda a, d: a | int(c[d]) << shifts[d], range(len(shifts)), 0)
+
+        def F(k):
+            return sum(o for p, o in enumerate(vals) if k >> p & 1)
+        self.treg, self.tmask = em.thread_xor(tuple(pack(b) for b in lin.lane_bases),
+                                              tuple(pack(b) for b in lin.warp_bases))
+        self.tvals = tuple(o if self.tmask >> p & 1 else 0 for p, o in enumerate(vals))
+        self.tlow = functools.reduce(lambda a, o: a | o, self.tvals, 0)
+        self.es = _esize(s.dtype)
+        self.mixed = []
+        for r in range(lin.num_regs):
+            k = functools.reduce(lambda a, i: a ^ pack(lin.reg_bases[i]) if r >> i & 1 else a,
+                                 range(len(lin.reg_bases)), 0)
+            self.mixed.append((k & self.tmask, F(k & ~self.tmask)))
+        self.offs = [hi for _, hi in self.mixed]
+
+    def _mixed_vec(self, cap_elems: int) -> int:
+        es, n, V = self.es, self.lin.num_regs, 1
+        while V * 2 <= min(cap_elems, 16 // es) and n % (V * 2) == 0:
+            W, span = V * 2, V * 2 * es
+            ok = self.s.align % span == 0 and self.s.const % span == 0 and not self.tlow & (span - 1)
+            for r0 in range(0, n, W):
+                lo0, hi0 = self.mixed[r0]
+                ok = ok and hi0 % span == 0 and all(self.mixed[r0 + i] == (lo0, hi0 + i * es) for i in range(W))
+            if not ok:
+                break
+            V = W
+        return V
+
+    def _mixed_addr(self, r: int) -> str:
+        em = self.em
+        lo, hi = self.mixed[r]
+        key = ("smem_padsum", self.treg, lo, self.tvals)
+        t = em.thread_cache.get(key)
+        if t is None:
+            src = self.treg
+            if lo:
+                src = em.reg("b32")
+                em.pro(f"xor.b32 {src}, {self.treg}, {lo};")
+            terms = em._bit_terms(src, self.tvals)
+            if not terms:
+                t = em.reg("b32")
+                em.pro(f"mov.u32 {t}, 0;")
+            else:
+                t = terms[0]
+                for u in terms[1:]:
+                    x = em.reg("b32")
+                    em.pro(f"add.u32 {x}, {t}, {u};")
+                    t = x
+            em.thread_cache[key] = t
+        key = ("saddr", self.s.base, t)
+        a = em.memo_get(key)
+        if a is None:
+            a = em.ins("b32", f"add.u32 {{d}}, {self.s.base}, {t};")
+            em.memo_put(key, a)
+        imm = self.s.const + hi
+        return f"[{a}+{imm}]" if imm else f"[{a}]"
+
     def vec(self, cap_elems: int) -> int:
         """Registers per access: runs of 2**k registers at consecutive, aligned offsets."""
+        if self.mixed is not None:
+            return self._mixed_vec(cap_elems)
         lin, es = self.lin, self.es
         V = 1
         while V * 2 <= min(cap_elems, 16 // es):
@@ -301,6 +383,8 @@ class Access:
 
     def addr(self, r: int) -> str:
         """``[reg+imm]`` of register r's element in this thread."""
+        if self.mixed is not None:
+            return self._mixed_addr(r)
         em, o = self.em, self.offs[r]
         lo, hi = o & self.tmask, o & ~self.tmask
         if lo:

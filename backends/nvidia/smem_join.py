@@ -32,40 +32,73 @@ def _linear(rel: np.ndarray) -> bool:
     return _linear_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes()) is not None
 
 
-def _canon(s: Smem):
-    """(A, X, lin): ``s`` places element c at base + A + (lin[c] ^ X), lin XOR-linear; X None:
-    the view's run-time XOR. None where the table is not XOR-linear up to a constant XOR (a
-    padded layout's tables add: a moved start is all a join of them may change)."""
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.array_equal(a, b)
+
+
+def _canon(s: Smem, lin: np.ndarray | None = None):
+    """(A, X, table): ``s`` places element c at base + A + (table[c] ^ X), the table XOR-linear
+    (and ``lin``, where given); X None: the view's run-time XOR. None where the table is not
+    XOR-linear up to a constant XOR (a padded layout's tables add: a moved start is all a join
+    of them may change), or cannot be ``lin``.
+
+    Without ``lin``, a view's own table (normalised to start at 0) where it is XOR-linear. A
+    view may also be another XOR-linear table up to a constant XOR: the right column of a
+    [32, 2] tile swizzled per row (SwizzledSharedLayout(1, 1, 2)) is the left one's table XOR
+    one element, though each, normalised, is XOR-linear on its own. So with ``lin``, the
+    start's bits within the table's go into X, the rest (rows of a row slice) into A."""
     if s.xreg is not None:
-        return s.const, None, s.rel
-    if _linear(s.rel):
-        return s.const, 0, s.rel
-    v, x = _xor_affine(s)
-    return (0, x, v.rel) if x else None
+        c = (s.const, None, s.rel)
+    elif _linear(s.rel):
+        c = (s.const, 0, s.rel)
+    else:
+        v, x = _xor_affine(s)
+        c = (0, x, v.rel) if x else None
+    if lin is None or c is not None and _same(c[2], lin):
+        return c
+    if s.xreg is not None or lin.shape != s.rel.shape or not lin.size or lin.flat[0] != 0:
+        return None
+    full = s.rel + s.const
+    c0 = int(full.flat[0])
+    m = int(np.bitwise_or.reduce(lin, axis=None))
+    for x in dict.fromkeys((c0 & m, c0)):
+        if x and np.array_equal(full - (c0 - x), lin ^ x):
+            return c0 - x, x, lin
+    return None
+
+
+def _join(views: list[Smem]):
+    """(mask, table) of a join that needs a run-time XOR: the bits the joined views' XOR may
+    have, and the XOR-linear table they share; None if it does not (one table: carried as
+    before) or cannot (tables that differ otherwise: refused where the join is emitted). The
+    shared table is the first view's own where every view is it up to an XOR (as before),
+    else another view's."""
+    first = views[0]
+    if all(s.xreg is None and _same(s.rel, first.rel) for s in views):
+        return None
+    own = [_canon(s) for s in views]
+    for c in own:
+        if c is None:
+            continue
+        cs = [_canon(s, c[2]) for s in views]
+        if any(d is None for d in cs):
+            continue
+        m = 0
+        for s, (_, x, _) in zip(views, cs):
+            m |= s.xmask if x is None else x
+        return m, c[2]
+    return None
 
 
 def join_mask(views: list[Smem]) -> int | None:
-    """The bits the joined views' XOR may have, if the join needs a run-time XOR; None if it
-    does not (one table: carried as before) or cannot (tables that differ otherwise: refused
-    where the join is emitted)."""
-    first = views[0]
-    if all(s.xreg is None and s.rel.shape == first.rel.shape and np.array_equal(s.rel, first.rel) for s in views):
-        return None
-    cs = [_canon(s) for s in views]
-    if any(c is None for c in cs):
-        return None
-    lin = cs[0][2]
-    if any(c[2].shape != lin.shape or not np.array_equal(c[2], lin) for c in cs):
-        return None
-    m = 0
-    for s, (_, x, _) in zip(views, cs):
-        m |= s.xmask if x is None else x
-    return m
+    """The bits the joined views' XOR may have, if the join needs a run-time XOR (``_join``)."""
+    j = _join(views)
+    return None if j is None else j[0]
 
 
-def _spec(s: Smem, mask: int) -> Smem:
-    """The joined view as a table: ``s``'s XOR-linear table, a run-time XOR with bits of ``mask``."""
-    a, _, lin = _canon(s)
+def _spec(s: Smem, mask: int, lin: np.ndarray) -> Smem:
+    """The joined view as a table: ``lin``, ``s``'s up to an XOR, a run-time XOR with bits of ``mask``."""
+    a, _, lin = _canon(s, lin)
     return Smem(s.base, a, lin, s.dtype, s.align, _STATIC, mask)
 
 
@@ -87,9 +120,9 @@ def _static(em, v, env: dict) -> Smem | None:
         views = [_static(em, a, env) if a is not None else None for a in arms]
         if None in views:
             return None
-        m = join_mask(views)
-        if m is not None:
-            return _spec(views[0], m)
+        j = _join(views)
+        if j is not None:
+            return _spec(views[0], *j)
         same = all(s.xreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
         return views[0] if same else None
@@ -125,9 +158,9 @@ def branch_specs(em, op) -> dict:
         views = [_static(em, a, {}) if a is not None else None for a in arms]
         if None in views:
             continue
-        m = join_mask(views)
-        if m is not None:
-            out[i] = _spec(views[0], m)
+        j = _join(views)
+        if j is not None:
+            out[i] = _spec(views[0], *j)
     return out
 
 
@@ -139,17 +172,19 @@ def loop_specs(em, op, firsts: dict) -> dict:
     body = op.regions[0]
     args = body.args[1:]  # (the first is the induction variable)
     masks = {i: f.xmask for i, f in firsts.items() if f.xreg is not None}
+    lins = {i: firsts[i].rel for i in masks}
     while True:
-        env = {args[i]: (_spec(f, masks[i]) if i in masks else f) for i, f in firsts.items()}
+        env = {args[i]: (_spec(f, masks[i], lins[i]) if i in masks else f) for i, f in firsts.items()}
         new = dict(masks)
         for i in firsts:
             v = _yielded(body, i)
             y = _static(em, v, env) if v is not None else None
-            m = join_mask([env[args[i]], y]) if y is not None else None
-            if m is not None:
-                new[i] = new.get(i, 0) | m
+            j = _join([env[args[i]], y]) if y is not None else None
+            if j is not None:
+                new[i] = new.get(i, 0) | j[0]
+                lins.setdefault(i, j[1])
         if new == masks:
-            return {i: _spec(firsts[i], m) for i, m in masks.items()}
+            return {i: _spec(firsts[i], m, lins[i]) for i, m in masks.items()}
         masks = new
 
 
@@ -165,16 +200,16 @@ def check(s: Smem, spec: Smem, loc, what: str) -> None:
                            "or index the buffer inside the branch or loop body instead", loc)
 
 
-def home_align(s: Smem) -> int:
-    """Alignment of the start register carried for ``s`` (its base + A)."""
-    a = _canon(s)[0]
+def home_align(s: Smem, spec: Smem) -> int:
+    """Alignment of the start register carried for ``s`` (its base + A) joined as ``spec``."""
+    a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 
 
-def carry(em, s: Smem) -> list[str]:
-    """[start address, XOR]: the two b32 sources a join copies for view ``s`` (the XOR an
-    immediate where it is a constant)."""
-    a, x, _ = _canon(s)
+def carry(em, s: Smem, spec: Smem) -> list[str]:
+    """[start address, XOR]: the two b32 sources a join copies for view ``s`` joined as ``spec``
+    (the XOR an immediate where it is a constant)."""
+    a, x, _ = _canon(s, spec.rel)
     start = em.ins("b32", f"add.u32 {{d}}, {s.base}, {a};") if a else s.base
     return [start, s.xreg if x is None else str(x)]
 
