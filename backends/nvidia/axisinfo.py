@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
-from gluon_trace.ir import Block, Graph, Value
+from gluon_trace.ir import Block, Graph, MemDescType, Value
 
 from .ptx import pow2_div
 
@@ -61,6 +61,10 @@ def _rank(v: Value) -> int:
 
 
 def _elementwise_default(op, infos, rank):
+    """Runs of equal values the result keeps from its operands of its own shape. A shared-memory
+    operand says nothing of the values loaded through it (its info is its stored tile's, in
+    another shape and order: a random program loading a reshaped buffer crashed _cmp here)."""
+    infos = [i for i, v in zip(infos, op.operands) if i.rank == rank and not isinstance(v.type, MemDescType)]
     const = [1] * rank
     if infos:
         const = list(infos[0].const)

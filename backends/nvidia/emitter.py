@@ -53,6 +53,33 @@ def _unpack(v: int, shape) -> tuple:
     return tuple(reversed(out))
 
 
+
+def copy_masks(lin) -> tuple[int, int]:
+    """(lane mask, warp mask): the lane and warp bits whose basis adds no element that the
+    registers' and the earlier lanes' and warps' bases do not already reach (a zero basis, or
+    one equal to an XOR of earlier ones). A thread with such a bit set holds only copies of
+    what the thread with it cleared holds, so only the thread with all of them clear stores
+    (an atomic through a layout whose warp basis repeats a lane's was applied twice: fuzz seed
+    15100172). Registers that repeat one another are not deduplicated here."""
+    pivots: dict[int, int] = {}
+
+    def independent(b) -> bool:
+        v = 0
+        for d, x in enumerate(b):
+            v |= int(x) << (32 * d)
+        while v:
+            top = v.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = v
+                return True
+            v ^= pivots[top]
+        return False
+    for b in lin.reg_bases:
+        independent(b)
+    lm = sum(1 << i for i, b in enumerate(lin.lane_bases) if not independent(b))
+    wm = sum(1 << i for i, b in enumerate(lin.warp_bases) if not independent(b))
+    return lm, wm
+
 class Lin:
     """The parts of a LinearLayout the emitter reads, for layouts it derives itself
     (LinearLayout's constructor validates and records a source location: too slow here)."""
@@ -326,8 +353,7 @@ class Emitter:
         if lin is None:
             lm, wm = 31, self.nw - 1
         else:
-            lm = sum(1 << i for i, b in enumerate(lin.lane_bases) if not any(b))
-            wm = sum(1 << i for i, b in enumerate(lin.warp_bases) if not any(b))
+            lm, wm = copy_masks(lin)
         if not lm and not wm:
             return None
         key = ("owner", lm, wm)

@@ -204,3 +204,33 @@ def test_a_width1_column_picked_by_a_branch_left_first(flag):
     ref, sim, _ = both(width1_first_left, lambda: [x.copy(), np.full((32, 1), np.nan, np.float32), flag])
     exp = x[:, flag:flag + 1]
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def reshaped_load_compared(x_ptr, y_ptr, out_ptr):
+    """Fuzz seed 15100101: a tile loaded through a reshaped buffer ([64, 1] stored, [8, 8, 1]
+    loaded) compared with a loaded tile. axisinfo gave the load its buffer's info, of the stored
+    rank: the comparison indexed past it (IndexError in _cmp), on sm_90 and sm_80."""
+    S: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 1], [1, 0])
+    T: gl.constexpr = gl.BlockedLayout([1, 2, 1], [4, 8, 1], [1, 1, 1], [2, 1, 0])
+    flat = gl.arange(0, 64, gl.SliceLayout(1, S))[:, None] + gl.arange(0, 1, gl.SliceLayout(0, S))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [64, 1], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
+                                    gl.load(x_ptr + flat))
+    i = gl.arange(0, 8, gl.SliceLayout(1, gl.SliceLayout(2, T)))[:, None, None]
+    j = gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(2, T)))[None, :, None]
+    k = gl.arange(0, 1, gl.SliceLayout(0, gl.SliceLayout(1, T)))[None, None, :]
+    o = i * 8 + j + k
+    v = buf.reshape([8, 8, 1]).load(T)
+    gl.store(out_ptr + o, (v == gl.load(y_ptr + o)).to(gl.int32))
+
+
+def test_a_load_through_a_reshaped_buffer_compared():
+    x = _rand((64, 1))
+    y = x.reshape(8, 8, 1).copy()
+    y[::3] += 1.0  # some rows differ
+
+    def make():
+        return [x.copy(), y.copy(), np.full((8, 8, 1), -7, np.int32)]
+    ref, sim, _ = both(reshaped_load_compared, make)
+    want = (x.reshape(8, 8, 1) == y).astype(np.int32)
+    assert np.array_equal(ref[2], want) and np.array_equal(sim[2], want)
