@@ -575,6 +575,43 @@ def free_bits(linear: LinearLayout) -> dict[str, int]:
                                 ("warp", linear.warp_bases))}
 
 
+def copy_bits(linear: LinearLayout) -> dict[str, int]:
+    """Per in-dimension, a bitmask of the bases that reach no element the registers' and the
+    earlier lanes' and warps' bases do not already reach: a zero basis (free_bits), or one equal
+    to an XOR of earlier ones. The registers and threads with all of these bits clear hold each
+    element exactly once, so they are the ones an atomic (or anything done once per element)
+    runs in; the others hold copies."""
+    pivots: dict[int, int] = {}
+
+    def repeats(b) -> bool:
+        v = 0
+        for d, x in enumerate(b):
+            v |= int(x) << (32 * d)
+        while v:
+            top = v.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = v
+                return False
+            v ^= pivots[top]
+        return True
+    return {name: sum(1 << i for i, b in enumerate(bases) if repeats(b))
+            for name, bases in (("reg", linear.reg_bases), ("lane", linear.lane_bases),
+                                ("warp", linear.warp_bases))}
+
+
+def first_copy_regs(linear: LinearLayout) -> list[int]:
+    """For each register, the lowest register of the same thread holding the same element."""
+    first: dict[tuple, int] = {}
+    out = []
+    for r in range(1 << len(linear.reg_bases)):
+        c = [0] * len(linear.shape)
+        for i, b in enumerate(linear.reg_bases):
+            if r >> i & 1:
+                c = [x ^ int(y) for x, y in zip(c, b)]
+        out.append(first.setdefault(tuple(c), r))
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def invert_regs(linear: LinearLayout) -> dict[tuple, int]:
     """{(warp, lane, coordinate): register index} -- O(elements held); the lowest

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from gluon_trace import dtypes as dt
-from gluon_trace.layouts import free_bits
+from gluon_trace.layouts import first_copy_regs
 
 from . import arith
 from .emitter import dwords
@@ -81,10 +81,10 @@ def _atomic_rule(em, op, kind):
         cs, vs = None, real(op.operands[1])
         ms = real(op.operands[2]) if op.attrs.get("mask") else None
     owner = owner_lanes(em, lin)
-    free_r = free_bits(lin)["reg"] if lin is not None else 0
+    first = first_copy_regs(lin) if lin is not None and len(ps) == 1 << len(lin.reg_bases) else range(len(ps))
     out = [None] * len(ps)
     for i in range(len(ps)):
-        if i & free_r:
+        if first[i] != i:  # a copy of an earlier register's element: its atomic runs there
             continue
         m = ms[i] if ms else None
         if isinstance(m, Imm) and not m.bits:
@@ -96,7 +96,7 @@ def _atomic_rule(em, op, kind):
         em.vcc_holds = None
     for i in range(len(ps)):
         if out[i] is None:
-            out[i] = out[i & ~free_r]
+            out[i] = out[first[i]]
     if owner is not None and op.result in em.used:
         out = _broadcast_from_owners(em, d, out, lin, owner)
     em.vals[op.result] = out[0] if scalar else out

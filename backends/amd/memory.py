@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gluon_trace.layouts import free_bits
+from gluon_trace.layouts import copy_bits
 
 from . import arith
 from .emitter import WAVE_LOG, dwords, elem_key
@@ -346,7 +346,7 @@ def owner_lanes(em, lin):
     if lin is None:
         m = 0x3FF  # a scalar: only work-item 0
     else:
-        fb = free_bits(lin)
+        fb = copy_bits(lin)  # zero bases and bases repeating earlier ones (fuzz seed 15100172)
         m = fb["lane"] | (fb["warp"] << WAVE_LOG[em.wave])
     if m == 0:
         return None

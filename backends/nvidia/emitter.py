@@ -25,7 +25,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.backend import Unsupported, rule_table
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import Block, Graph, TensorDescType, Value
-from gluon_trace.layouts import LinearLayout
+from gluon_trace.layouts import LinearLayout, copy_bits
 
 from . import ptx
 from .axisinfo import Analysis
@@ -55,30 +55,12 @@ def _unpack(v: int, shape) -> tuple:
 
 
 def copy_masks(lin) -> tuple[int, int]:
-    """(lane mask, warp mask): the lane and warp bits whose basis adds no element that the
-    registers' and the earlier lanes' and warps' bases do not already reach (a zero basis, or
-    one equal to an XOR of earlier ones). A thread with such a bit set holds only copies of
-    what the thread with it cleared holds, so only the thread with all of them clear stores
-    (an atomic through a layout whose warp basis repeats a lane's was applied twice: fuzz seed
-    15100172). Registers that repeat one another are not deduplicated here."""
-    pivots: dict[int, int] = {}
-
-    def independent(b) -> bool:
-        v = 0
-        for d, x in enumerate(b):
-            v |= int(x) << (32 * d)
-        while v:
-            top = v.bit_length() - 1
-            if top not in pivots:
-                pivots[top] = v
-                return True
-            v ^= pivots[top]
-        return False
-    for b in lin.reg_bases:
-        independent(b)
-    lm = sum(1 << i for i, b in enumerate(lin.lane_bases) if not independent(b))
-    wm = sum(1 << i for i, b in enumerate(lin.warp_bases) if not independent(b))
-    return lm, wm
+    """(lane mask, warp mask) of layouts.copy_bits: the threads with none of these bits hold
+    each element once (a basis repeating an XOR of earlier ones, not only a zero one: an
+    atomic through a layout whose warp basis repeated a lane's applied twice, fuzz seed
+    15100172)."""
+    c = copy_bits(lin)
+    return c["lane"], c["warp"]
 
 class Lin:
     """The parts of a LinearLayout the emitter reads, for layouts it derives itself

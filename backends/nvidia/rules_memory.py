@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
+from gluon_trace.layouts import first_copy_regs
 
 from . import affine, fp8, ptx
 from .emitter import rule, select
@@ -415,8 +416,12 @@ def _atomic_rmw(em, op):
     masks = em.vals[mask_v] if mask_v is not None else None
     ty = _atom_type(em, kind, t)
     fn = _combine_fn(em, kind, t)
+    first = _first_copies(lin, em.nregs(ptr_v))
     out = []
     for i in range(em.nregs(ptr_v)):
+        if first[i] != i:  # a copy of an earlier register's element: its atomic ran there
+            out.append(out[first[i]])
+            continue
         p = ptrs[i] if len(ptrs) > 1 else ptrs[0]
         v = vals[i] if len(vals) > 1 else vals[0]
         m = (masks[i] if len(masks) > 1 else masks[0]) if masks else None
@@ -428,6 +433,14 @@ def _atomic_rmw(em, op):
     return [_broadcast_from_owner(em, op, out, lin)]
 
 
+def _first_copies(lin, n: int) -> list[int]:
+    """For each of a thread's n registers, the first holding its element: an atomic runs once
+    per element (a layout holding one element in two registers applied it twice)."""
+    if lin is None or n <= 1 or len(lin.reg_bases) != (n - 1).bit_length():
+        return list(range(n))
+    return first_copy_regs(lin)
+
+
 @rule("atomic_cas")
 def _atomic_cas(em, op):
     ptr_v, cmp_v, val_v = op.operands
@@ -436,8 +449,12 @@ def _atomic_cas(em, op):
     owner = em.owner_pred(lin)
     ptrs, cmps, vals = (em.vals[v] for v in op.operands)
     cls = ptx.rclass(t)
+    first = _first_copies(lin, em.nregs(ptr_v))
     out = []
     for i in range(em.nregs(ptr_v)):
+        if first[i] != i:
+            out.append(out[first[i]])
+            continue
         p, c, v = (x[i] if len(x) > 1 else x[0] for x in (ptrs, cmps, vals))
         g = f"@{owner} " if owner else ""
         es = _esize(t)
