@@ -62,3 +62,19 @@ def test_copy_masks():
     assert copy_masks(lin) == (1 << 4, 1)      # lane bit 4 (34 = 32 ^ 2), the zero warp basis
     plain = gl.BlockedLayout([2], [32], [2], [0]).to_linear((64,), 2, 32)
     assert copy_masks(plain) == (0, 1)         # 64 elements on 128 copies: the second warp repeats
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_each_element_is_written_once_on_the_gpu(name):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a machine with an NVIDIA GPU")
+    lay = LAYOUTS[name]
+    acc = torch.full((64,), 5, dtype=torch.int32, device="cuda")
+    out = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+    old = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+    add_and_store[(1,)](acc, out, old, L=lay, num_warps=2, backend="nvidia")
+    torch.cuda.synchronize()
+    assert acc.cpu().tolist() == [6] * 64 and old.cpu().tolist() == [5] * 64
+    assert out.cpu().tolist() == [3 * i for i in range(64)]
