@@ -305,17 +305,21 @@ class Emitter:
         mask = 0
         for v in lane_vals + warp_vals:
             mask |= v
+        c = self.thread_cache[key] = (self.fold_terms(op, terms), mask)
+        return c
+
+    def fold_terms(self, op: str, terms: list[str]) -> str:
+        """``op`` folded over the b32 registers ``terms`` in the prologue (0 for none)."""
         if not terms:
             r = self.reg("b32")
             self.pro(f"mov.u32 {r}, 0;")
-        else:
-            r = terms[0]
-            for t in terms[1:]:
-                x = self.reg("b32")
-                self.pro(f"{op} {x}, {r}, {t};")
-                r = x
-        c = self.thread_cache[key] = (r, mask)
-        return c
+            return r
+        r = terms[0]
+        for t in terms[1:]:
+            x = self.reg("b32")
+            self.pro(f"{op} {x}, {r}, {t};")
+            r = x
+        return r
 
     def thread_part(self, lin: LinearLayout, fn) -> tuple[str, int]:
         """Register with fn(lane part ^ warp part of the coordinate), fn linear over XOR."""

@@ -341,17 +341,7 @@ class Access:
             if lo:
                 src = em.reg("b32")
                 em.pro(f"xor.b32 {src}, {self.treg}, {lo};")
-            terms = em._bit_terms(src, self.tvals)
-            if not terms:
-                t = em.reg("b32")
-                em.pro(f"mov.u32 {t}, 0;")
-            else:
-                t = terms[0]
-                for u in terms[1:]:
-                    x = em.reg("b32")
-                    em.pro(f"add.u32 {x}, {t}, {u};")
-                    t = x
-            em.thread_cache[key] = t
+            t = em.thread_cache[key] = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
         key = ("saddr", self.s.base, t)
         a = em.memo_get(key)
         if a is None:

@@ -24,7 +24,13 @@ N = int(os.environ.get("GLUON_TRACE_FUZZ_SIM_EXAMPLES", "25"))
 @given(data=__import__("hypothesis").strategies.data())
 def test_simulated_amdgcn_matches_reference(target, data):
     warp = 64 if target == "gfx942" else 32
-    prog = data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6)))
+    _check(data.draw(fuzz.programs(fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6))), target,
+           f"amdsim_{target}")
+
+
+def _check(prog, target: str, name: str) -> None:
+    """``prog`` on amdsim (which also reports LDS races) against the numpy reference; a refusal
+    or crash on a legal program is a finding too. A failure saves a reproducer named ``name``."""
     outcome = fuzz.Outcome(prog)
     inputs = fuzz.make_inputs(prog)
     try:
@@ -38,17 +44,12 @@ def test_simulated_amdgcn_matches_reference(target, data):
     except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
         outcome.failures.append((f"{target} (amdsim)", f"{type(e).__name__}: {str(e)[:600]}"))
     if not outcome.ok:
-        path = fuzz.save_reproducer(prog, outcome.failures, name=f"amdsim_{target}")
+        path = fuzz.save_reproducer(prog, outcome.failures, name=name)
         raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
 
 
 # ------------------------------------------------------------------------------ shared memory
 N_SHARED = int(os.environ.get("GLUON_TRACE_FUZZ_SHARED_SIM_EXAMPLES", "12"))
-# refusals of legal programs the fuzzer found (open backend limitations): expected failures,
-# so the rest of these programs stay checked
-# (none left: a tile whose layout mixes bits of a stacked dim by XOR, through a buffer stacking
-# that dim, is addressed since: test_amd_lds_stacked_xor.py)
-KNOWN_REFUSALS: tuple = ()
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
@@ -57,22 +58,5 @@ def test_simulated_amdgcn_shared_memory_programs(target, seed):
     """Tiles through LDS buffers and views (gluon_trace/fuzz/smem.py) on the simulator, which
     also reports LDS races: values against the reference, accesses ordered by the barriers."""
     warp = 64 if target == "gfx942" else 32
-    prog = fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6, shared=True))
-    outcome = fuzz.Outcome(prog)
-    inputs = fuzz.make_inputs(prog)
-    try:
-        traced = fuzz.trace_program(prog, target)
-        args, poison = fuzz.kernel_args(prog, inputs)
-        with np.errstate(all="ignore"):
-            amdsim.simulate(traced, target, (1,), args)
-        got = fuzz.outputs_of(prog, args)
-        ref = fuzz.evaluate(prog, inputs, "bounded")
-        outcome.failures += [(f"{target} (amdsim)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
-    except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
-        known = next((k for k in KNOWN_REFUSALS if k in str(e)), None)
-        if type(e).__name__ == "CompileError" and known:
-            pytest.xfail(f"known AMD refusal: {known}")
-        outcome.failures.append((f"{target} (amdsim)", f"{type(e).__name__}: {str(e)[:600]}"))
-    if not outcome.ok:
-        path = fuzz.save_reproducer(prog, outcome.failures, name=f"amdsim_shared_{target}_{seed}")
-        raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
+    _check(fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6, shared=True)),
+           target, f"amdsim_shared_{target}_{seed}")

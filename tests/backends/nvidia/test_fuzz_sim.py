@@ -25,21 +25,26 @@ CONFIG = fuzz.FuzzConfig(max_numel=256, max_ops=6)
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(fuzz.programs(CONFIG))
 def test_simulated_ptx_matches_reference(prog):
+    _check(prog, ptxsim.run, "sm_90 (ptxsim)", "ptxsim")
+
+
+def _check(prog, run, where: str, name: str) -> None:
+    """``prog`` on the PTX simulator ``run`` against the numpy reference; a refusal or crash on
+    a legal program is a finding too. A failure saves a reproducer named ``name``."""
     outcome = fuzz.Outcome(prog)
     inputs = fuzz.make_inputs(prog)
     try:
-        graph = fuzz.trace_program(prog, "sm_90").graph
-        text, _, smem = emit(graph, "sm_90")
+        text, _, smem = emit(fuzz.trace_program(prog, "sm_90").graph, "sm_90")
         args, poison = fuzz.kernel_args(prog, inputs)
         with np.errstate(all="ignore"):
-            ptxsim.run(text, (1, 1, 1), args, smem)
+            run(text, (1, 1, 1), args, smem)
         got = fuzz.outputs_of(prog, args)
         ref = fuzz.evaluate(prog, inputs, "bounded")
-        outcome.failures += [("sm_90 (ptxsim)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
+        outcome.failures += [(where, m) for m in fuzz.mismatches(prog, got, ref, poison)]
     except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
-        outcome.failures.append(("sm_90 (ptxsim)", f"{type(e).__name__}: {str(e)[:600]}"))
+        outcome.failures.append((where, f"{type(e).__name__}: {str(e)[:600]}"))
     if not outcome.ok:
-        path = fuzz.save_reproducer(prog, outcome.failures, name="ptxsim")
+        path = fuzz.save_reproducer(prog, outcome.failures, name=name)
         raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
 
 
@@ -48,9 +53,6 @@ import ptxsim_races  # noqa: E402
 
 SHARED = fuzz.FuzzConfig(max_numel=256, max_ops=6, shared=True)
 N_SHARED = int(os.environ.get("GLUON_TRACE_FUZZ_SHARED_SIM_EXAMPLES", "12"))
-# refusals of legal programs the fuzzer found (open backend limitations): expected failures,
-# so the rest of these programs stay checked
-KNOWN_REFUSALS: tuple = ()  # (none now: the three found are fixed, test_smem_fuzz_found.py)
 
 
 @pytest.mark.parametrize("seed", range(N_SHARED))
@@ -58,22 +60,4 @@ def test_simulated_ptx_shared_memory_programs(seed):
     """Tiles through shared buffers and views (gluon_trace/fuzz/smem.py) on the simulator
     with the race detector: values against the reference, and every shared access ordered
     by the barriers the backend placed."""
-    prog = fuzz.random_program(seed, SHARED)
-    outcome = fuzz.Outcome(prog)
-    inputs = fuzz.make_inputs(prog)
-    try:
-        text, _, smem = emit(fuzz.trace_program(prog, "sm_90").graph, "sm_90")
-        args, poison = fuzz.kernel_args(prog, inputs)
-        with np.errstate(all="ignore"):
-            ptxsim_races.run(text, (1, 1, 1), args, smem)
-        got = fuzz.outputs_of(prog, args)
-        ref = fuzz.evaluate(prog, inputs, "bounded")
-        outcome.failures += [("sm_90 (ptxsim_races)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
-    except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
-        known = next((k for k in KNOWN_REFUSALS if k in str(e)), None)
-        if type(e).__name__ == "CompileError" and known:
-            pytest.xfail(f"known NVIDIA refusal: {known}")
-        outcome.failures.append(("sm_90 (ptxsim_races)", f"{type(e).__name__}: {str(e)[:600]}"))
-    if not outcome.ok:
-        path = fuzz.save_reproducer(prog, outcome.failures, name=f"ptxsim_shared_{seed}")
-        raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))
+    _check(fuzz.random_program(seed, SHARED), ptxsim_races.run, "sm_90 (ptxsim_races)", f"ptxsim_shared_{seed}")
