@@ -35,44 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "backends", "amd"))
 from gluon_trace import fuzz  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
 
-PRESETS = {
-    # the simulator tests' own bounds
-    "small": dict(max_numel=256, max_ops=6),
-    # longer op chains (more conversions, reductions of reductions)
-    "long": dict(max_numel=256, max_ops=12, max_inputs=4),
-    # more loop trips and branches over smaller tiles
-    "control": dict(max_numel=128, max_ops=8, max_trip=5),
-    # ops off by default
-    "dot_split": dict(max_numel=256, max_ops=6, dot_fma=True, split_join=True),
-    # tiles through shared memory (fuzz/smem.py): random shared layouts, views, branch-picked
-    # views, loads in random layouts
-    "shared": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5),
-    # larger tiles, values per thread bounded
-    "wide": dict(max_numel=1024, max_ops=5, max_values_per_thread=16),
-    # the generator's defaults (1024 elements, 8 ops), values per thread bounded
-    "default": dict(max_values_per_thread=32),
-    # 8- and 16-bit types and bools only (packing, sign extension, half-precision rounding)
-    "narrow": dict(max_numel=256, max_ops=8,
-                   dtypes=("int8", "uint8", "int16", "uint16", "float16", "bfloat16", "int1")),
-    # 64-bit types beside 32-bit ones (register pairs, wide shifts and division)
-    "wide64": dict(max_numel=256, max_ops=8,
-                   dtypes=("int64", "uint64", "float64", "int32", "uint32", "float32")),
-    # the generator's defaults unbounded: many values per thread, so register spilling
-    "big": dict(),
-    # integers only: division, remainder and shifts by edge values, wrapping, widening
-    "ints": dict(max_numel=256, max_ops=10, dtypes=("int8", "int16", "int32", "int64", "uint8",
-                                                     "uint16", "uint32", "uint64", "int1")),
-    # half-precision floats and their math (f32 compute, rounding on every store)
-    "halfmath": dict(max_numel=256, max_ops=10, dtypes=("float16", "bfloat16", "float32")),
-    # 16 warps: cross-warp exchanges over more waves than the other presets draw
-    "warps16": dict(num_warps=(16,), max_numel=512, max_ops=8, max_values_per_thread=16),
-    # long chains with every op kind on
-    "stress": dict(max_numel=256, max_ops=20, max_inputs=4, max_trip=4, dot_fma=True,
-                   split_join=True),
-    # longer still over small tiles: many live values, loops and branches in one kernel
-    "marathon": dict(max_numel=64, max_ops=40, max_inputs=4, max_trip=3, dot_fma=True,
-                     split_join=True),
-}
+from gluon_trace.fuzz.presets import PRESETS, preset_config  # noqa: E402
 # interpNN: the interpreter on the programs of NN-wide warps; gfx90a (64-wide) runs with --targets
 TARGETS = ("interp32", "interp64", "sm_90", "sm_80", "gfx942", "gfx1100")
 WARP32 = ("interp32", "sm_90", "sm_80", "gfx1100")
@@ -90,7 +53,7 @@ def _alarm(signum, frame):
 
 
 def program(seed: int, preset: str, warp: int):
-    return fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, **PRESETS[preset]))
+    return fuzz.random_program(seed, preset_config(preset, warp))
 
 
 def run_interpreter(prog) -> list:

@@ -10,6 +10,7 @@
 #   attention perf/bench_attention.py against cuDNN and FlashAttention-2
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
 #   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
+#   fuzzshared  the same with the shared-memory preset (GLUON_TRACE_FUZZ_GPU_PRESET=shared)
 #   l2        the skinny GEMM at each L2 promotion of its tensor maps (probe_skinny PROMOTIONS), and
 #             Nsight Compute's L2 breakdown of cuBLAS, clusters of one and pairs
 #   apart     the cluster GEMM's producer split in two warps (APART): the skinny shape, then
@@ -74,10 +75,15 @@ stage_fuzz() {
   # programs not run before: a seed from the clock unless one is given (the tests stage runs
   # seed 0's, the fixed set); the seed is in the summary, so a run can be repeated
   local seed=${GLUON_TRACE_FUZZ_GPU_SEED:-$(( $(date +%s) / 60 % 100000 * 10000 + 1000000 ))}
-  say "fuzz seed $seed"
+  say "fuzz seed $seed preset ${GLUON_TRACE_FUZZ_GPU_PRESET:-none}"
   GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_GPU_SEED=$seed GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
     python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu.log" 2>&1
   tail -6 "$LOGS/fuzz-gpu.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_fuzzshared() {
+  GLUON_TRACE_FUZZ_GPU_PRESET=shared stage_fuzz
+  cp "$LOGS/fuzz-gpu.log" "$LOGS/fuzz-gpu-shared.log"
 }
 
 stage_skinny() {

@@ -1,7 +1,9 @@
 """The differential fuzzer on an NVIDIA GPU: N random programs (GLUON_TRACE_FUZZ_GPU, default
 2000, from seed GLUON_TRACE_FUZZ_GPU_SEED) run in the interpreter (exactly against the numpy
 reference) and on the GPU (against the reference's bounds, which allow another summation order
-and the approximate math instructions).
+and the approximate math instructions). GLUON_TRACE_FUZZ_GPU_PRESET names one of
+gluon_trace.fuzz.presets (``shared``: tiles through shared buffers; default: the generator's
+own bounds).
 
 Worker processes (GLUON_TRACE_FUZZ_WORKERS, default one per CPU core) do the CPU work of each
 program (the interpreter, trace, emit, ptxas); this process launches and compares, printing a
@@ -21,6 +23,7 @@ import pytest
 
 from gluon_trace import fuzz
 from gluon_trace.fuzz import parallel
+from gluon_trace.fuzz.presets import preset_config
 
 pytestmark = pytest.mark.gpu
 
@@ -29,6 +32,7 @@ SEED0 = int(os.environ.get("GLUON_TRACE_FUZZ_GPU_SEED", "0"))
 BUDGET = float(os.environ.get("GLUON_TRACE_FUZZ_GPU_BUDGET", "120"))
 SHRINK = float(os.environ.get("GLUON_TRACE_FUZZ_GPU_SHRINK", "60"))
 DEADLINE = os.environ.get("GLUON_TRACE_FUZZ_GPU_DEADLINE")
+PRESET = os.environ.get("GLUON_TRACE_FUZZ_GPU_PRESET")
 
 
 def _gpu_reason():
@@ -63,7 +67,8 @@ def test_random_programs_agree_on_the_gpu():
     from gluon_trace.backends.nvidia import BACKEND
     target = BACKEND.target_of_device(torch.cuda.current_device())
     directory = os.path.join(fuzz.failure_dir(), "gpu")
-    rep = parallel.check_many(range(SEED0, SEED0 + N), on_gpu, target=target, workers=parallel.default_workers(),
+    cfg = preset_config(PRESET) if PRESET else None
+    rep = parallel.check_many(range(SEED0, SEED0 + N), on_gpu, target=target, cfg=cfg, workers=parallel.default_workers(),
                               budget_s=BUDGET, shrink_s=SHRINK, directory=directory,
                               deadline_s=float(DEADLINE) if DEADLINE else None)
     kinds = collections.Counter()
