@@ -38,6 +38,9 @@ WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps cons
     (128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 5, 8), (128, 64, 64, 8, 4), (128, 64, 128, 4, 4),
     (128, 256, 32, 6, 8), (256, 128, 64, 3, 8), (256, 128, 32, 6, 8),
     (64, 128, 64, 8, 4),  # M=128 as two tile rows: a 64x128 wgmma a step, B's tile read by both rows
+    # (..., EPI_N, num_ctas): launched in clusters of two with no cluster code, so the two CTAs
+    # reading one block of B run on one GPC (hopper_run)
+    (64, 128, 64, 8, 4, 128, 2), (64, 128, 64, 8, 8, 128, 2), (128, 256, 64, 3, 8, 256, 2),
 ]
 CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas[, EPI_N]): clusters multicasting B's tile (cuBLAS's
     # sm_90 shape); EPI_N < BN stores the tile in column blocks through two buffers (room for a 4th stage)
@@ -187,9 +190,13 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=256):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=256, num_ctas=1):
+    """A persistent kernel over min(SMs, tiles) CTAs. ``num_ctas`` > 1 launches them in clusters
+    of that many with no cluster code in the kernel: neighbouring CTAs (the tiles of a group's
+    rows, which share a block of B) then run on one GPC, so they read B from one L2 partition."""
     bm, bn, bk, stages, warps = cfg[:5]
     epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
+    num_ctas = cfg[6] if len(cfg) > 6 else num_ctas
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
@@ -197,13 +204,20 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=2
     db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd), l2_promotion=promotion)
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
-    return lambda: kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=GROUP_M,
-                                       num_warps=warps, backend="nvidia")
+    kw = dict(STAGES=stages, GROUP_M=GROUP_M, num_warps=warps, backend="nvidia")
+    if num_ctas > 1:
+        from gluon_trace.nvidia import max_active_clusters
+        kw["num_ctas"] = num_ctas
+        ck = kernel.trace(da, db, dc, m, n, k, target="sm_90a", STAGES=stages, GROUP_M=GROUP_M, num_warps=warps,
+                          num_ctas=num_ctas).compile("sm_90a")
+        programs = min(max_active_clusters(ck, num_ctas), -(-programs // num_ctas)) * num_ctas
+    return lambda: kernel[(programs,)](da, db, dc, m, n, k, **kw)
 
 
-def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, **constexprs):
+def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, swizzle=None, **constexprs):
     """A cluster kernel, persistent over as many clusters as the GPU runs at once (``constexprs``
-    go to the kernel besides the config's; ``promotion``: A's and B's descriptors' L2 promotion)."""
+    go to the kernel besides the config's; ``promotion``: A's and B's descriptors' L2 promotion;
+    ``swizzle``: A's and B's NVMMA swizzle in bytes, default the widest their blocks allow)."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
     share_a = len(cfg) > 7 and cfg[7]
@@ -211,8 +225,11 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
     ablk, bblk = ([bm // n, bk], [bk, bn]) if share_a else ([bm, bk], [bk, bn // n])
+    if swizzle is not None:
+        lay = lambda blk, dt: gl.NVMMASharedLayout(swizzle, dt.primitive_bitwidth)  # noqa: E731
     da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd), l2_promotion=promotion)
     db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd), l2_promotion=promotion)
+    lay = gl.NVMMASharedLayout.get_default_for
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     group_m = cfg[8] if len(cfg) > 8 else 8
     kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a), **constexprs)

@@ -93,6 +93,13 @@ def _ws(cfg, a, b, c, shape, promotion=256):
     return bg.hopper_run(cfg, a, b, c, shape, bg.matmul_hopper_ws, promotion=promotion)
 
 
+def _ws_pairs(cfg, a, b, c, shape, promotion=256):
+    """The warp-specialized kernel launched in clusters of two with no cluster code: the two CTAs
+    that read one block of B (64x128: the two tile rows) or of A (128x64: neighbouring columns)
+    run on one GPC, so the second reads it from the L2 partition the first filled."""
+    return bg.hopper_run(cfg, a, b, c, shape, bg.matmul_hopper_ws, promotion=promotion, num_ctas=2)
+
+
 def _cluster_ws(cfg, a, b, c, shape, promotion=256):
     return bg.cluster_run(cfg, a, b, c, shape, bg.matmul_hopper_cluster_ws, promotion)
 
@@ -116,6 +123,12 @@ RUNS = {  # name: (runner, config)
     "cluster-ws 64x128 x2 share B": (_cluster_ws, (64, 128, 64, 8, 4, 2, 64)),
     "cluster-ws 64x128 x2 share B apart": (_cluster_ws_apart, (64, 128, 64, 8, 4, 2, 64)),
     "ws 64x128x64/8/4": (_ws, (64, 128, 64, 8, 4)),
+    # the same CTAs co-located in clusters of two (no multicast, no cluster barrier)
+    "ws 64x128x64/8/4 co-located": (_ws_pairs, (64, 128, 64, 8, 4)),
+    "ws 128x64x64/8/4 co-located": (_ws_pairs, (128, 64, 64, 8, 4)),
+    "ws 64x128x64/8/8 co-located": (_ws_pairs, (64, 128, 64, 8, 8)),  # two consumer warpgroups, 64x64 each
+    "ws 64x128x64/7/4 co-located": (_ws_pairs, (64, 128, 64, 7, 4)),
+    "ws 64x128x128/4/4 co-located": (_ws_pairs, (64, 128, 128, 4, 4)),
     "ws 64x128x32/16/4": (_ws, (64, 128, 32, 16, 4)),
     # a 9th stage (or 18 of BK 32) in the room the epilogue's 32-column blocks leave
     "cluster-ws 64x128x64/9 x1 epi32": (_cluster_ws, (64, 128, 64, 9, 4, 1, 32)),

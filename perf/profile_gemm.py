@@ -6,7 +6,7 @@
 (``python perf/profile_gemm.py KERNEL [SIZE or MxNxK]``; cuBLAS through torch.matmul as ``cublas``.)
 The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
 warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-specialized kernel at 128x64x64, 8 stages, 4
-warps: the skinny shape's fastest), pairs / ones (the warp-specialized cluster kernel at that tile, in
+warps; ws64x128 the same at 64x128; NUM_CTAS=2 launches either in co-located clusters of two), pairs / ones (the warp-specialized cluster kernel at that tile, in
 pairs sharing A as cuBLAS runs it, or clusters of one: where the pairs lose 3-7% is the open lead),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
@@ -35,12 +35,15 @@ elif which == "triton":
     from bench_gemm import triton_matmul
     tri = triton_matmul()
     run = lambda: tri(a, b, c)  # noqa: E731
-elif which in ("ws64", "streamk"):  # the skinny shape's kernels: perf/bench_gemm.py's configs
+elif which in ("ws64", "ws64x128", "streamk"):  # the skinny shape's kernels: perf/bench_gemm.py's configs
     import bench_gemm
-    cfg = (128, 64, 64, 8, 4) if which == "ws64" else (128, 256, 64, 4, 8, 64, int(os.environ.get("SPLIT", "4")))
-    make = bench_gemm.hopper_run if which == "ws64" else bench_gemm.streamk_run
-    run = (make(cfg, a, b, c, (m, n, k), matmul_hopper_ws, promotion=int(os.environ.get("PROMOTION", "256")))
-           if which == "ws64" else make(cfg, a, b, c, (m, n, k)))
+    if which == "streamk":
+        run = bench_gemm.streamk_run((128, 256, 64, 4, 8, 64, int(os.environ.get("SPLIT", "4"))), a, b, c, (m, n, k))
+    else:  # NUM_CTAS=2: launched in clusters of two, co-located (bench_gemm.hopper_run)
+        cfg = (128, 64, 64, 8, 4) if which == "ws64" else (64, 128, 64, 8, 4)
+        run = bench_gemm.hopper_run(cfg, a, b, c, (m, n, k), matmul_hopper_ws,
+                                    promotion=int(os.environ.get("PROMOTION", "256")),
+                                    num_ctas=int(os.environ.get("NUM_CTAS", "1")))
 elif which in ("pairs", "ones"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
     cfg = (128, 64, 64, 8, 4, 2, 64, True) if which == "pairs" else (128, 64, 64, 8, 4, 1, 64)

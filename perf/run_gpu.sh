@@ -15,6 +15,10 @@
 #             Nsight Compute's L2 breakdown of cuBLAS, clusters of one and pairs
 #   apart     the cluster GEMM's producer split in two warps (APART): the skinny shape, then
 #             4096^3 and 8192^3 (perf/probe_apart.py)
+#   coloc     the skinny GEMM's warp-specialized kernel launched in co-located clusters of two (no
+#             cluster code) beside the same without clusters, and Nsight Compute's L2 breakdown of each
+#   align     rows that are not whole 128-byte lines: 4000^3 against 4096^3, padded rows and
+#             narrower swizzles (perf/probe_align.py); the skinny GEMM's co-located variants
 #   notebooks the notebooks, cell by cell
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
@@ -114,6 +118,26 @@ stage_apart() {
   grep -v "rel err" "$LOGS/probe-apart-skinny.log" | tee -a "$OUT/summary.txt"
   python3 perf/probe_apart.py > "$LOGS/probe-apart.log" 2>&1
   grep -v "rel err" "$LOGS/probe-apart.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_coloc() {
+  PROBE_RUNS="ws 64x128x64/8/4,ws 128x64x64/8/4,cluster-ws 64x128 x1,cluster-ws 64x128 x2 share B" \
+    python3 perf/probe_skinny.py 128x8192x2048 128x8192x8192 > "$LOGS/probe-coloc.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-coloc.log" | tee -a "$OUT/summary.txt"
+  local metrics=lts__ltcfabric2ltc_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,gpu__time_duration.sum
+  metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_lookup_hit.sum
+  for which in cublas "ws64x128 1" "ws64x128 2" "ws64 2"; do
+    set -- $which
+    NUM_CTAS=${2:-1} ncu -k regex:'matmul|nvjet' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+      python3 perf/profile_gemm.py $1 128x8192x8192 > "$LOGS/ncu-coloc-$1-${2:-1}.txt" 2>&1
+    say "ncu $which: $(grep -E 'gpu__time|ltcfabric|tex_op_read' "$LOGS/ncu-coloc-$1-${2:-1}.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+  done
+}
+
+stage_align() {
+  python3 perf/probe_align.py > "$LOGS/probe-align.log" 2>&1; grep -v "rel err" "$LOGS/probe-align.log" | tee -a "$OUT/summary.txt"
+  PROBE_RUNS="ws 64x128x64/8/4,co-located,cluster-ws 64x128 x1" python3 perf/probe_skinny.py 128x8192x8192 \
+    > "$LOGS/probe-coloc2.log" 2>&1; grep -v "rel err" "$LOGS/probe-coloc2.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_notebooks() {
