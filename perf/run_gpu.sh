@@ -81,13 +81,12 @@ stage_fuzz() {
   local seed=${GLUON_TRACE_FUZZ_GPU_SEED:-$(( $(date +%s) / 60 % 100000 * 10000 + 1000000 ))}
   say "fuzz seed $seed preset ${GLUON_TRACE_FUZZ_GPU_PRESET:-none}"
   GLUON_TRACE_FUZZ_GPU=${GLUON_TRACE_FUZZ_GPU:-2000} GLUON_TRACE_FUZZ_GPU_SEED=$seed GLUON_TRACE_FUZZ_DIR="$LOGS/fuzz_failures" \
-    python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu.log" 2>&1
-  tail -6 "$LOGS/fuzz-gpu.log" | tee -a "$OUT/summary.txt"
+    python3 -m pytest -s -q -m gpu -p no:cacheprovider tests/backends/nvidia/test_fuzz_gpu.py > "$LOGS/fuzz-gpu-$seed.log" 2>&1
+  tail -6 "$LOGS/fuzz-gpu-$seed.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_fuzzshared() {
   GLUON_TRACE_FUZZ_GPU_PRESET=shared stage_fuzz
-  cp "$LOGS/fuzz-gpu.log" "$LOGS/fuzz-gpu-shared.log"
 }
 
 stage_skinny() {
