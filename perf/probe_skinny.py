@@ -100,6 +100,10 @@ def _ws_pairs(cfg, a, b, c, shape, promotion=256):
     return bg.hopper_run(cfg, a, b, c, shape, bg.matmul_hopper_ws, promotion=promotion, num_ctas=2)
 
 
+def _ws_quads(cfg, a, b, c, shape, promotion=256):
+    return bg.hopper_run(cfg, a, b, c, shape, bg.matmul_hopper_ws, promotion=promotion, num_ctas=4)
+
+
 def _cluster_ws(cfg, a, b, c, shape, promotion=256):
     return bg.cluster_run(cfg, a, b, c, shape, bg.matmul_hopper_cluster_ws, promotion)
 
@@ -127,6 +131,10 @@ RUNS = {  # name: (runner, config)
     "ws 64x128x64/8/4 co-located": (_ws_pairs, (64, 128, 64, 8, 4)),
     "ws 128x64x64/8/4 co-located": (_ws_pairs, (128, 64, 64, 8, 4)),
     "ws 64x128x64/8/8 co-located": (_ws_pairs, (64, 128, 64, 8, 8)),  # two consumer warpgroups, 64x64 each
+    "ws 64x128x64/8/8": (_ws, (64, 128, 64, 8, 8)),
+    "ws 64x128x64/8/4 co-located x4": (_ws_quads, (64, 128, 64, 8, 4)),
+    "cluster-ws 64x128/8w x1": (_cluster_ws, (64, 128, 64, 8, 8, 1, 64)),
+    "cluster-ws 64x128/8w x2 share B": (_cluster_ws, (64, 128, 64, 8, 8, 2, 64)),
     "ws 64x128x64/7/4 co-located": (_ws_pairs, (64, 128, 64, 7, 4)),
     "ws 64x128x128/4/4 co-located": (_ws_pairs, (64, 128, 128, 4, 4)),
     "ws 64x128x32/16/4": (_ws, (64, 128, 32, 16, 4)),
@@ -163,7 +171,11 @@ def probe(shape):
     for name, (make, cfg) in RUNS.items():
         if only and not any(w in name for w in only):
             continue
-        run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
+        try:
+            run = bg.checked(name, lambda c: make(cfg, a, b, c, shape), shape, ref)
+        except Exception as e:  # noqa: BLE001  (a configuration that does not build is reported, not fatal)
+            print(f"  {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
         if run is not None:
             runs[name] = run
     for promotion in [int(p) for p in os.environ.get("PROMOTIONS", "").split(",") if p]:

@@ -18,6 +18,19 @@ def grouped_tile(tile, num_m, num_n, GROUP_M):
     return pid_m, pid_n
 
 
+def wgmma_layout(BM, BN, num_warps):
+    """The accumulator layout of a [BM, BN] tile over ``num_warps`` consumer warps: warpgroups
+    stacked along M while each has 64 rows of its own, the rest side by side along N (BM=64 on
+    8 warps: two m64 x BN/2 halves, cuBLAS's split for a skinny M). Stacking all of them along M
+    regardless would give warpgroups beyond BM/64 copies of the same rows: the same wgmmas run
+    twice."""
+    wm = min(num_warps, max(4, BM // 16))
+    gl.static_assert(num_warps % wm == 0 and BN % (num_warps // wm) == 0,
+                     "the consumer warps must split the tile into whole warpgroups of 64 rows")
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[wm, num_warps // wm],
+                                     instr_shape=[16, BN // (num_warps // wm), 16])
+
+
 def column_chunks(x, width):
     """A [M, N] register tile as its [M, width] column blocks, left to right; no data moves
     where the columns are spread over registers (an MMA accumulator's are)."""
@@ -66,8 +79,7 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[0 if B_KMAJOR else 1]
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, BN, 16])
+    acc_l: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps())
     dtype = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)

@@ -17,7 +17,7 @@ from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import column_chunks, grouped_tile, output_buffers, store_block, store_tile
+from .matmul_hopper import column_chunks, grouped_tile, output_buffers, store_block, store_tile, wgmma_layout
 
 
 def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both"):
@@ -124,8 +124,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     gl.static_assert(STAGES >= 3, "STAGES >= 3: loads run STAGES - 2 steps ahead")
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, BN, 16])
+    acc_l: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps())
     a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A)
     rank = cluster.cta_rank()
     num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
@@ -192,8 +191,7 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
     (default: all); returns the ring position reached."""
     n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, BN, 16])
+    acc_l: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps())
     num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
     rank = cluster.cta_rank()
     first = gl.program_id(0) // n

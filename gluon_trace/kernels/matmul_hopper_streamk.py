@@ -25,7 +25,7 @@ import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from .matmul_hopper import column_chunks, grouped_tile, store_block
+from .matmul_hopper import column_chunks, grouped_tile, store_block, wgmma_layout
 from .matmul_hopper_cluster import _produce, _release, _ring, _tiles, consume_tiles, produce_tiles
 
 
@@ -122,8 +122,7 @@ def _sk_consumer(a_desc, b_desc, c_desc, partials, counters, a_bufs, b_bufs, c_b
                  STAGES, GROUP_M, SPLIT):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BN: gl.constexpr = b_desc.block_type.shape[1]
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, BN, 16])
+    acc_l: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps())
     num_m, num_n, KT = _tiles(a_desc, b_desc, M, N, K, False)
     dp_tiles, S, P_sk = _schedule(num_m * num_n, KT, SPLIT)
     it = consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M,

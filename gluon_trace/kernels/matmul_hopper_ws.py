@@ -7,7 +7,7 @@ from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import grouped_tile
+from .matmul_hopper import grouped_tile, wgmma_layout
 
 
 def _tiling(a_desc, b_desc, M, N, K):
@@ -62,8 +62,7 @@ def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n):
 
 def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M):
     BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
-    acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                      instr_shape=[16, BN, 16])
+    acc_l = wgmma_layout(BM, BN, gl.num_warps())
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
@@ -100,8 +99,7 @@ def _pingpong_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, em
     writes its tile out; taking turns also keeps each consumer's ring waits at most one
     mbarrier phase ahead of the producer (a wait further ahead would see an old phase)."""
     BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
-    acc_l = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                      instr_shape=[16, BN, 16])
+    acc_l = wgmma_layout(BM, BN, gl.num_warps())
     pid = gl.program_id(0)
     progs = gl.num_programs(0)
     for tile in gl.range(pid + WHICH * progs, num_m * num_n, 2 * progs):

@@ -373,8 +373,10 @@ def test_gpu_warp_specialize_in_a_loop_and_twice(worker_warps, num_warps, t):
 @pytest.mark.parametrize("m, n, k", [(512, 512, 512), (1000, 520, 333), (4096, 4096, 256), (128, 1024, 2048)])
 @pytest.mark.parametrize("kernel, bm, bn, bk, warps, stages", [
     (matmul_hopper_ws, 128, 256, 64, 8, 3), (matmul_hopper_ws, 128, 128, 64, 4, 4),
-    (matmul_hopper_pingpong, 128, 128, 64, 4, 5), (matmul_hopper_pingpong, 64, 256, 64, 4, 4)])
-def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, warps, stages):
+    (matmul_hopper_pingpong, 128, 128, 64, 4, 5), (matmul_hopper_pingpong, 64, 256, 64, 4, 4),
+    (matmul_hopper_ws, 64, 128, 64, 8, 8)])   # two consumer warpgroups side by side along N
+@pytest.mark.parametrize("ctas", [1, 2])      # 2: launched in clusters of two (co-located, no cluster code)
+def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, warps, stages, ctas):
     torch = _gpu()
 
     def padded(rows, cols, fill=None):   # TMA needs 16-byte row strides
@@ -387,7 +389,9 @@ def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, wa
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
     tiles = -(-m // bm) * -(-n // bn)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    kernel[(min(tiles, sms),)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8, num_warps=warps, backend="nvidia")
+    programs = min(tiles, sms) // ctas * ctas or ctas
+    kernel[(programs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8, num_warps=warps, num_ctas=ctas,
+                        backend="nvidia")
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())

@@ -217,7 +217,8 @@ WS_GEMMS = [  # (kernel, M, N, K, BM, BN, BK, warps, stages, programs)
         (192, 128, 160, 64, 64, 32, 4, 3, 2),    # 6 tiles on 2 CTAs, 5 K steps: the ring wraps within a tile
         (130, 70, 100, 64, 64, 32, 4, 2, 3),     # ragged edges, a K that is not a step multiple, 2 stages
         (320, 64, 64, 64, 64, 32, 4, 3, 2)]      # odd tile counts per CTA (ping-pong: consumers take 2 and 1)
-] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1)]   # two consumer warpgroups
+] + [("matmul_hopper_ws", 128, 128, 64, 128, 64, 32, 8, 3, 1),   # two consumer warpgroups
+       ("matmul_hopper_ws", 128, 256, 96, 64, 128, 32, 8, 3, 2)]   # two, side by side along N (BM=64)
 
 
 @pytest.mark.parametrize("kernel, m, n, k, bm, bn, bk, warps, stages, programs, order", [
@@ -231,6 +232,22 @@ def test_warp_specialized_gemm(kernel, m, n, k, bm, bn, bk, warps, stages, progr
                                     STAGES=stages, GROUP_M=2, num_warps=warps)
     _check_gemm(a, b, c_sim, c_ref, 1e-2)
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
+
+
+@pytest.mark.parametrize("kernel", ["matmul_hopper_ws", "matmul_hopper_cluster_ws"])
+def test_two_warpgroups_split_a_64_row_tile_along_n(kernel):
+    """8 consumer warps on a 64-row tile: each warpgroup takes half the columns (m64n64 per
+    instruction). Both warpgroups stacked along M, as before, ran the same m64n128 wgmmas twice
+    (the answer right, the skinny GEMM 0.80x cuBLAS on the H200)."""
+    from gluon_trace.kernels import matmul_hopper_cluster, matmul_hopper_ws
+    kern = getattr(matmul_hopper_ws, kernel, None) or getattr(matmul_hopper_cluster, kernel)
+    a = padded(np.zeros((128, 256), BF16))
+    b = padded(np.zeros((256, 256), BF16))
+    c = padded(np.zeros((128, 256), BF16))
+    args = [*_bf16_descs(a, b, c, 64, 128, 64), 128, 256, 256]
+    _, text, _ = trace(kern, args, (2,), STAGES=4, GROUP_M=8, num_warps=8)
+    shapes = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", text))
+    assert shapes == {"m64n64k16"}, shapes
 
 
 def _without(text, pattern, nth, wait):
