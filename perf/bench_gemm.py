@@ -263,6 +263,17 @@ def streamk_run(cfg, a, b, c, shape):
                                                       GROUP_M=8, SPLIT=split, num_warps=warps, backend="nvidia")
 
 
+def probe_case(shape, dtype=torch.bfloat16):
+    """(A, B, fp32 reference, {"cublas": its launch}) on fresh random operands: what each
+    probe script starts from (the device's name and the shape printed first)."""
+    m, n, k = shape
+    print(torch.cuda.get_device_name(), shape, flush=True)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    c0 = torch.empty(m, n, device="cuda", dtype=dtype)
+    return a, b, a.float() @ b.float(), {"cublas": lambda: torch.matmul(a, b, out=c0)}
+
+
 def time_in_turn(runs: dict, shape, rounds=5, reps=20, anchor="cublas") -> dict:
     """Each of ``runs`` (name: launch) timed in turn, ``rounds`` times, with the ``anchor`` run
     among them; prints a line a run (median time, TFLOP/s, ratio to the anchor, the rounds'

@@ -52,12 +52,7 @@ def _checked(label, make, shape, ref, padded):
 
 def probe(shape):
     m, n, k = shape
-    print(torch.cuda.get_device_name(), shape, flush=True)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
-    c0 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    runs = {"cublas": lambda: torch.matmul(a, b, out=c0)}
+    a, b, ref, runs = bg.probe_case(shape)
     operands = {"": (a, b)}
     if (k * 2) % 128 or (n * 2) % 128:
         ap, bp = padded_rows(a), padded_rows(b)

@@ -161,12 +161,7 @@ def main():
 
 def probe(shape):
     m, n, k = shape
-    print(torch.cuda.get_device_name(), shape, flush=True)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    ref = a.float() @ b.float()
-    c0 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    runs = {"cublas": lambda: torch.matmul(a, b, out=c0)}
+    a, b, ref, runs = bg.probe_case(shape)
     only = [w for w in os.environ.get("PROBE_RUNS", "").split(",") if w]  # names holding one of these
     for name, (make, cfg) in RUNS.items():
         if only and not any(w in name for w in only):
