@@ -133,6 +133,29 @@ def xor_view_in_loop_expected(x, n):
     return np.stack([x[i % 2, 8:24, 16 * (i % 2) + 8:16 * (i % 2) + 16] for i in range(n)])
 
 
+@gt.jit
+def xor_reinterpret_join(x_ptr, out_ptr, c, d):
+    """Column half c picked by a branch, then a second branch joins reinterprets of its slot 0 or
+    slot d: views whose start moved by the run-time XOR (the join predicts them ahead)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    B3: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, W // 8, 8], [1, 4, 1], [2, 1, 0])
+    s0 = gl.arange(0, 2, gl.SliceLayout(1, gl.SliceLayout(2, B3)))[:, None, None]
+    s1 = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(2, B3)))[None, :, None]
+    s2 = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, B3)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [2, 32, 32], SW)
+    buf.store(gl.load(x_ptr + s0 * 1024 + s1 * 32 + s2))
+    v = buf.slice(0, 16, dim=2)
+    with gl.if_(c > 0):
+        v = buf.slice(16, 16, dim=2)
+    P: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    w = v.index(0).reinterpret(gl.float32, [16, 16], P)
+    with gl.if_(d > 0):
+        w = v.index(1).reinterpret(gl.float32, [16, 16], P)
+    L: gl.constexpr = gl.BlockedLayout([1, 2], [W // 8, 8], [4, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, L))[None, :]
+    gl.store(out_ptr + r, w.load(L))
+
+
 # -- padded views whose lowest start comes from nested code -------------------------------------
 
 PAD = gl.PaddedSharedLayout.with_identity_for([[8, 4]], [8, 8], [1, 0])   # rows of 8 f32, 4 padding

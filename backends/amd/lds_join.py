@@ -117,6 +117,12 @@ class _Views:
     def error(self, msg: str) -> CompileError:
         return CompileError(msg, self.loc)
 
+    def s(self):  # (a register a view rule would make: a stand-in, as the joined XOR's)
+        return _STATIC
+
+    def salu(self, *_):
+        return _STATIC
+
 
 def _static(em, v, env: dict):
     """The view ``v`` will be, as far as its tables go (its registers may not exist yet), from the

@@ -96,6 +96,14 @@ def test_a_slice_splitting_the_swizzle_chunks_is_refused_at_its_line():
     assert "w.load(L)" in C.refusal_line(msg, C.__file__) or "slice(2, 8" in C.refusal_line(msg, C.__file__), msg
 
 
+@pytest.mark.parametrize("c, d", [(0, 1), (1, 0), (1, 1)])
+def test_reinterprets_of_a_branch_picked_half_joined_by_a_branch(c, d):
+    x = _rand((2, 32, 32))
+    exp = C.xor_view_expected("reinterpret", x, None, c, d, 0, C.SW)
+    ref, sim, _ = both(C.xor_reinterpret_join, lambda: [x.copy(), np.full((16, 16), np.nan, np.float32), c, d], "gfx1100")
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
 # -- padded views with moved starts, some from nested code ----------------------------------------
 
 @pytest.mark.parametrize("target", TARGETS)
