@@ -317,5 +317,5 @@ def reinterpret_start(em, v: Lds, es: int):
     if lo & v.xmask:
         x = em.salu("s_xor_b32", em.s(), [x, Imm(v.es * (lo & v.xmask))])
     base = x if v.base is None else em.salu("s_add_u32", em.s(), [v.base, x])
-    balign = min(v.balign if v.base is not None else _BIG, (v.es * v.xmask) & -(v.es * v.xmask))
+    balign = min(v.balign if v.base is not None else _BIG, (v.es * v.xmask) & -(v.es * v.xmask) or _BIG)
     return base, balign, const

@@ -321,4 +321,4 @@ def reinterpret_start(em, s: Smem, es: int, loc) -> tuple[str, int]:
     if (s.const | s.xmask) % es:
         _refuse(".reinterpret()", f"may start inside an element of {es} bytes (that XOR's mask "
                 f"{s.xmask:#x})", loc)
-    return em.ins("b32", f"add.u32 {{d}}, {s.base}, {s.xreg};"), min(s.align, s.xmask & -s.xmask)
+    return em.ins("b32", f"add.u32 {{d}}, {s.base}, {s.xreg};"), min(s.align, (s.xmask & -s.xmask) or 16)
