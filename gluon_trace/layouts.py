@@ -599,6 +599,25 @@ def copy_bits(linear: LinearLayout) -> dict[str, int]:
                                 ("warp", linear.warp_bases))}
 
 
+def xor_coset_min(values):
+    """v -> the least of v ^ s over the XOR span S of ``values``: the lowest offset of a view whose
+    offsets are an XOR-linear table (S, its values) XORed with v. It is the reduction of v by S's
+    echelon basis, highest bits first, so it is linear in v over GF(2): a run-time v's image is
+    the XOR of its bits' images."""
+    basis: dict[int, int] = {}   # leading bit -> vector
+
+    def least(v: int) -> int:
+        for top in sorted(basis, reverse=True):
+            if v >> top & 1:
+                v ^= basis[top]
+        return v
+    for x in values:
+        x = least(int(x))
+        if x:
+            basis[x.bit_length() - 1] = x
+    return least
+
+
 def first_copy_regs(linear: LinearLayout) -> list[int]:
     """For each register, the lowest register of the same thread holding the same element."""
     first: dict[tuple, int] = {}

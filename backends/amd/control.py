@@ -19,7 +19,9 @@ def _scc_from_bool(em, c) -> None:
 # -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
 # An Lds view is an address (an SGPR base, maybe none, plus a constant) and compile-time tables;
 # a loop or branch may change the address only (buffers swapped, a slot picked), so it is carried
-# in one SGPR holding base + const, the tables fixed by its first value. Views whose tables differ
+# in one SGPR holding base + const, the tables fixed by its first value (padded views at moved
+# starts in their additive form, lds_join.additive, where that makes the joined tables one: decided
+# before the code is emitted, from the views predicted ahead). Views whose tables differ
 # by a constant XOR (the column halves of a swizzled tile) carry that XOR in a second SGPR
 # (lds_join.py): the ``xor`` dicts below, {index: (the joined table, the XOR's bits)}, decided
 # before the code that receives the view is emitted.
@@ -60,9 +62,9 @@ def _canonical(x):
     return x.with_(const=x.const + x.es * int(pad(np.int64(l0), x.pads)), lin=rel)
 
 
-def _as_first(em, x, first, what: str, align: bool):
-    """``x`` in the form of ``first`` (already canonical): the same tables, another address."""
-    x = _canonical(x)
+def _as_first(em, x, first, what: str, align: bool, canon=_canonical):
+    """``x`` in the form of ``first`` (already canonical, by ``canon``): the same tables, another address."""
+    x = canon(x)
     same = (x.lead == first.lead and x.pads == first.pads and x.dtype == first.dtype
             and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin)
             and x.xreg is None and first.xreg is None)  # (one SGPR would drop a run-time XOR)
@@ -88,6 +90,8 @@ def rule_for(em, op):
     body = op.regions[0]
     firsts = {i: _canonical(em.vals[v]) for i, v in enumerate(inits) if _is_view(v)}
     xor = lds_join.loop_specs(em, op, firsts)
+    add = lds_join.loop_additive(em, op, firsts, xor)   # (padded views at moved starts)
+    firsts.update({i: lds_join.additive(firsts[i]) for i in add})
     homes = [lds_join.homes(em, v.type, xor[i][1]) if i in xor else em.new_home(v.type) for i, v in enumerate(inits)]
     aligns = {}
     pairs = []
@@ -136,7 +140,8 @@ def rule_for(em, op):
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
             else:
-                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True)
+                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True,
+                                  canon=lds_join.additive if i in add else _canonical)
         ys = [_address(em, y) for y in ys]
         pairs = []
         for h, y in zip(homes, ys):
@@ -162,6 +167,8 @@ def rule_if(em, op):
             em.vals[r] = y
         return
     xor = lds_join.branch_specs(em, op)
+    add = {i for i, r in enumerate(op.results) if _is_view(r) and i not in xor and lds_join.padded_join(
+           [lds_join._static(em, a, {}) if a is not None else None for a in (lds_join._yielded(b, i) for b in op.regions)])}
     homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else em.new_home(r.type)
              for i, r in enumerate(op.results)]
     firsts, aligns = {}, {}
@@ -179,10 +186,11 @@ def rule_if(em, op):
                     ys[i], a = lds_join.carried(em, ys[i], *xor[i], "this branch")
                     aligns[i] = min(aligns.get(i, 16), a)
                 elif _is_view(r):
+                    canon = lds_join.additive if i in add else _canonical   # (padded views at moved starts)
                     if i not in firsts:
-                        firsts[i] = ys[i] = _canonical(ys[i])
+                        firsts[i] = ys[i] = canon(ys[i])
                     else:
-                        ys[i] = _as_first(em, ys[i], firsts[i], "this branch", align=False)
+                        ys[i] = _as_first(em, ys[i], firsts[i], "this branch", align=False, canon=canon)
                     aligns[i] = min(aligns.get(i, 16), _align(ys[i]))   # the join's: the weaker arm's
             ys = [_address(em, y) for y in ys]
             pairs = []

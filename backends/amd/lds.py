@@ -40,9 +40,9 @@ def _view(em, val, xor_ok: bool = False) -> Lds:
     if s.xreg is not None and not xor_ok:
         raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among views "
                        "placed differently (column halves of a swizzled tile: their offsets differ by an "
-                       "XOR known only at run time), which only .load() and .store() (and .permute/.reshape "
-                       "of them) take; slice or index the buffer inside the branch (or loop body), right "
-                       "where it is used here, or branch around this operation")
+                       "XOR known only at run time), which only .load() and .store() (and views of it: "
+                       ".index/.slice/.permute/.reshape/.reinterpret) take; slice or index the buffer inside "
+                       "the branch (or loop body), right where it is used here, or branch around this operation")
     return s
 
 
@@ -64,8 +64,8 @@ def rule_alloc(em, op):
         _store(em, v, op.operands[0])
 
 
-def rule_index(em, op):
-    v = _view(em, op.operands[0])
+def rule_index(em, op):  # (a run-time XOR acts on lin, the slot's bytes add outside it: it stays)
+    v = _view(em, op.operands[0], xor_ok=True)
     stride = v.lead[0]
     i = em.vals[op.operands[1]]
     i = em.real(i)
@@ -88,8 +88,8 @@ def rule_index(em, op):
     em.vals[op.result] = v.with_(base=base, balign=min(v.balign, _pow2_div(stride)), lead=v.lead[1:])
 
 
-def rule_slice(em, op):
-    v = _view(em, op.operands[0])
+def rule_slice(em, op):  # (lin[c + start] ^ X: the sliced table, X as it was; Access checks the split)
+    v = _view(em, op.operands[0], xor_ok=True)
     a = op.attrs
     dim, start, n = a["dim"], a["start"], a["length"]
     nl = len(v.lead)
@@ -124,12 +124,17 @@ def rule_reshape(em, op):
     # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
     t = op.result.type
     w = _fresh(em, t.layout, dst, t.dtype, v.base, v.balign, v.const)
-    if v.xreg is not None:  # the same lin then (nothing stacked): the run-time XOR still holds
-        if v.lead or w.lead or w.pads:
+    if v.xreg is not None:  # the run-time XOR holds where it places every element alike (below)
+        if w.pads:
             raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch "
-                           "among views placed differently (a run-time XOR) is not supported on AMD; slice "
-                           "or index the buffer inside the branch (or loop body) instead")
+                           "among views placed differently (a run-time XOR) into a padded layout is not "
+                           "supported on AMD; slice or index the buffer inside the branch (or loop body) instead")
         w = w.with_(xreg=v.xreg, xmask=v.xmask)
+        for x in _xor_values(v.xmask):
+            if not np.array_equal(_table(w.with_(lin=w.lin ^ x), dst), _table(v.with_(lin=v.lin ^ x), src).reshape(dst)):
+                raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch "
+                               "among views placed differently (a run-time XOR) moves elements differently "
+                               f"for XOR {x}; slice or index the buffer inside the branch (or loop body) instead")
     if not np.array_equal(_table(w, dst), _table(v, src).reshape(dst)):
         raise em.error(f"reshape {list(src)} -> {list(dst)} of this view is not supported on AMD; "
                        "reshape the whole buffer")
@@ -137,13 +142,25 @@ def rule_reshape(em, op):
 
 
 def rule_reinterpret(em, op):
-    v = _view(em, op.operands[0])
+    v = _view(em, op.operands[0], xor_ok=True)
     t = op.result.type
-    start = int(_table(v, tuple(op.operands[0].type.shape)).min())
     es = max(t.dtype.bits // 8, 1)
+    if v.xreg is not None:
+        from .lds_join import reinterpret_start
+        base, balign, start = reinterpret_start(em, v, es)
+        em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, base, balign, start)
+        return
+    start = int(_table(v, tuple(op.operands[0].type.shape)).min())
     if start % es:
         raise em.error(f"reinterpret as {t.dtype} starts at byte {start}, not a multiple of {es}")
     em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, v.base, v.balign, start)
+
+
+def _xor_values(mask: int):
+    """Every value a run-time XOR within ``mask`` may take."""
+    bits = [1 << b for b in range(mask.bit_length()) if mask >> b & 1]
+    for k in range(1 << len(bits)):
+        yield sum(b for j, b in enumerate(bits) if k >> j & 1)
 
 
 # -- data to and from LDS words -------------------------------------------------------------------

@@ -21,7 +21,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from .lds_address import _BIG, Lds, _fresh
+from .lds_address import _BIG, Lds, _fresh, pad
 from .mir import Imm
 
 _STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -34,6 +34,34 @@ def _same(x: Lds, y: Lds) -> bool:
     x, y = _canonical(x), _canonical(y)
     return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads
             and x.dtype == y.dtype and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
+
+
+def _same_table(x: Lds, y: Lds) -> bool:
+    return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads and x.dtype == y.dtype
+            and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
+
+
+def additive(x: Lds) -> Lds | None:
+    """A padded view with the whole padding periods below its least offset moved into the address:
+    lin - a, const + es * pad(a), a the greatest multiple of the largest padding interval not above
+    lin's least (a multiple of every interval: pad(a + y) = pad(a) + pad(y)). Rows r.. of a padded
+    buffer are then one table whatever r, where the XOR split (control._canonical) gives rows 1..4
+    and 2..5 different ones (their starts' bits collide with the rows'). None where not padded."""
+    if not x.pads or x.xreg is not None or not np.size(x.lin):
+        return None
+    step = max(1 << k for k, _ in x.pads)
+    lin = np.asarray(x.lin, np.int64)
+    a = int(lin.min()) // step * step
+    return x.with_(const=x.const + x.es * int(pad(np.int64(a), x.pads)), lin=lin - a) if a else x
+
+
+def padded_join(views: list) -> bool:
+    """Whether a join of ``views`` (all known) carries them in their additive form: one table
+    there, not in the XOR-split form (where one table carries them as before)."""
+    if any(y is None for y in views) or all(_same(views[0], y) for y in views[1:]):
+        return False
+    forms = [additive(y) for y in views]
+    return None not in forms and all(_same_table(forms[0], y) for y in forms[1:])
 
 
 def _split(x: Lds) -> Lds | None:
@@ -89,11 +117,17 @@ class _Views:
     def error(self, msg: str) -> CompileError:
         return CompileError(msg, self.loc)
 
+    def s(self):  # (a register a view rule would make: a stand-in, as the joined XOR's)
+        return _STATIC
+
+    def salu(self, *_):
+        return _STATIC
+
 
 def _static(em, v, env: dict):
     """The view ``v`` will be, as far as its tables go (its registers may not exist yet), from the
-    views already emitted and the pure view ops between; None where that takes more (a view made
-    by a nested loop, a run-time index of a view with a run-time XOR)."""
+    views already emitted and the ops between, nested branches and loops included (in the form
+    their joins will carry it); None where a view is made by something else."""
     if v in env:
         return env[v]
     x = em.vals.get(v)
@@ -110,7 +144,11 @@ def _static(em, v, env: dict):
         j = join(views)
         if j is not None:
             return _spec(*j)
+        if padded_join(views):
+            return additive(views[0])
         return views[0] if all(_same(views[0], y) for y in views[1:]) else None
+    if op.name == "for":
+        return _static_loop(em, op, v, env)
     if op.name == "smem_alloc":
         t = v.type
         try:
@@ -124,7 +162,7 @@ def _static(em, v, env: dict):
     if s is None:
         return None
     if op.name == "smem_index":  # (moves the address only)
-        return None if s.xreg is not None else s.with_(lead=s.lead[1:])
+        return s.with_(lead=s.lead[1:])
     from .lds import RULES
     fake = _Views(em, {op.operands[0]: s}, op.loc)
     try:
@@ -132,6 +170,44 @@ def _static(em, v, env: dict):
     except CompileError:  # (the rule says so again, with its reason, when it is emitted)
         return None
     return fake.vals.get(op.result)
+
+
+def _static_loop(em, op, v, env: dict):
+    """A nested loop's carried view after it, in the form control.rule_for will carry it."""
+    from .control import _canonical, _is_view
+    i = next(k for k, r in enumerate(op.results) if r is v)
+    firsts = {}
+    for k, a in enumerate(op.operands[3:]):
+        f = _static(em, a, env) if _is_view(a) else None
+        if f is not None:
+            firsts[k] = _canonical(f)
+    if i not in firsts:
+        return None
+    xor = loop_specs(em, op, firsts, env)
+    if i in xor:
+        return _spec(*xor[i])
+    return additive(firsts[i]) if i in loop_additive(em, op, firsts, xor, env) else firsts[i]
+
+
+def loop_additive(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> set:
+    """The carried views (indexes) a ``for`` carries in their additive form: a padded view whose
+    body yields one of another table that form makes the same (repeated while the yields of
+    carried views change with it)."""
+    body = op.regions[0]
+    args = body.args[1:]
+    add: set = set()
+    while True:
+        env = dict(outer or {})
+        env.update({args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else f
+                    for j, f in firsts.items()})
+        new = set(add)
+        for j, f in firsts.items():
+            v = _yielded(body, j)
+            if j not in xor and j not in add and v is not None and padded_join([f, _static(em, v, env)]):
+                new.add(j)
+        if new == add:
+            return add
+        add = new
 
 
 def _yielded(block, i: int):
@@ -154,16 +230,18 @@ def branch_specs(em, op) -> dict:
     return out
 
 
-def loop_specs(em, op, firsts: dict) -> dict:
+def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
     """{carried index: (spec, mask)} for a ``for``'s carried views joined with a run-time XOR: a
     view that enters with one, or whose body yields a view of the same table up to another XOR.
     The body's views may be the carried ones (halves swapped each step): repeated until no
-    carried view gains a join or bits of its XOR."""
+    carried view gains a join or bits of its XOR. ``outer``: the predicted views around (a loop
+    nested in code not emitted yet)."""
     body = op.regions[0]
     args = body.args[1:]  # (the first is the induction variable)
     specs = {i: (f, f.xmask) for i, f in firsts.items() if f.xreg is not None}
     while True:
-        env = {args[i]: (_spec(*specs[i]) if i in specs else f) for i, f in firsts.items()}
+        env = dict(outer or {})
+        env.update({args[i]: (_spec(*specs[i]) if i in specs else f) for i, f in firsts.items()})
         new = dict(specs)
         for i, f in firsts.items():
             v = _yielded(body, i)
@@ -213,3 +291,31 @@ def view(spec: Lds, mask: int, home, align: int) -> Lds:
     if not mask:
         return spec.with_(base=home, const=0, balign=align, xreg=None, xmask=0)
     return spec.with_(base=home[0], const=0, balign=align, xreg=home[1], xmask=mask)
+
+
+def reinterpret_start(em, v: Lds, es: int):
+    """(base SGPR, its alignment, const) where a reinterpret of ``v`` (with a run-time XOR X)
+    starts: at its lowest byte, const + es * the least of lin ^ X (stacked dims start at 0). That
+    is es * (least(lin0) ^ X) where the table's offsets never XOR X's bits down
+    (layouts.xor_coset_min); otherwise refused, as a reinterpret that may start inside an element."""
+    from gluon_trace.layouts import xor_coset_min
+    lin = np.asarray(v.lin, np.int64)
+    l0 = int(lin.flat[0])
+    least = xor_coset_min(np.unique(lin ^ l0))
+    bits = [1 << b for b in range(v.xmask.bit_length()) if v.xmask >> b & 1]
+    lo = least(l0)
+    why = None
+    if any(least(b) != b for b in bits):
+        why = "starts at an offset that is not the XOR itself (the table's offsets take some of its bits down)"
+    elif v.const % es or (v.es * (v.xmask | lo)) % es:
+        why = f"may start inside an element of {es} bytes"
+    if why:
+        raise em.error(f".reinterpret() of this shared-memory view, chosen by a branch (or carried by a loop) "
+                       f"among views whose offsets differ by an XOR known only at run time, {why}; slice or "
+                       "index the buffer inside the branch (or loop body) instead")
+    x, const = v.xreg, v.const + v.es * (lo & ~v.xmask)   # (lo's bits outside X's add)
+    if lo & v.xmask:
+        x = em.salu("s_xor_b32", em.s(), [x, Imm(v.es * (lo & v.xmask))])
+    base = x if v.base is None else em.salu("s_add_u32", em.s(), [v.base, x])
+    balign = min(v.balign if v.base is not None else _BIG, (v.es * v.xmask) & -(v.es * v.xmask) or _BIG)
+    return base, balign, const

@@ -156,8 +156,9 @@ def _addresses(em, vals: list, regs: list[list], firsts: dict, loc, xor: dict, k
                 raise CompileError("a loop or branch carries views whose offsets are not XOR-linear (a padded "
                                    "layout, or a slice from inside a swizzle's period) from the lowest start "
                                    f"known at compile time (byte {kept[i]}); this one starts before it (byte "
-                                   f"{s.const}), made by code the backend does not follow ahead (a nested "
-                                   "branch or loop): carry the slot index instead and slice inside", loc)
+                                   f"{s.const}), made by code the backend does not predict ahead (views are "
+                                   "followed through slices, indexes, nested branches and loops): carry the "
+                                   "slot index instead and slice inside", loc)
             out.append([em.ins("b32", f"add.u32 {{d}}, {s.base}, {d};") if d else s.base])
         else:
             out.append(r)
@@ -193,10 +194,12 @@ def _first_views(vals, regs) -> dict:
     return {i: r[0] for i, (v, r) in enumerate(zip(vals, regs)) if isinstance(v.type, MemDescType)}
 
 
-def _loop_kept(em, op, firsts: dict, xor: dict) -> dict:
+def _loop_kept(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> dict:
     """{carried index: kept constant} of a ``for``'s carried views without a run-time XOR: the
     lowest start among the entering view and what the body yields (views of the carried ones
-    start at least at their kept constants), repeated until none lowers."""
+    start at least at their kept constants; views made by branches and loops nested in the body
+    as those joins will make them: smem_join._static), repeated until none lowers. ``outer``:
+    the predicted views of the code around (a loop nested in a body not emitted yet)."""
     from .rules_smem import Smem
     body = op.regions[0]
     args = body.args[1:]
@@ -204,8 +207,9 @@ def _loop_kept(em, op, firsts: dict, xor: dict) -> dict:
     if all(_linear(firsts[i]) for i in kept):
         return kept
     while True:
-        env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align)
-               for i, f in firsts.items()}
+        env = dict(outer or {})
+        env.update({args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align)
+                    for i, f in firsts.items()})
         new = {}
         for i in kept:
             v = smem_join._yielded(body, i)

@@ -73,9 +73,9 @@ def _view_of(em, v, xor_ok: bool = False) -> Smem:
         raise CompileError("this shared-memory view was chosen by a branch (or carried by a loop) among "
                            "views placed differently (column halves of a swizzled tile: their offsets "
                            "differ by an XOR known only at run time), which only .load() and .store() "
-                           "(and .permute/.reshape of them) take; slice or index the buffer inside the "
-                           "branch (or loop body), right where it is used here, or branch around this "
-                           "operation", em.loc)
+                           "(and views of it: .index/.slice/.permute/.reshape/.reinterpret) take; slice or "
+                           "index the buffer inside the branch (or loop body), right where it is used here, "
+                           "or branch around this operation", em.loc)
     return s
 
 
@@ -110,7 +110,7 @@ def _alloc(em, op):
 
 @rule("smem_index")
 def _index(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], xor_ok=True)
     i_v = op.operands[1]
     n = s.rel.shape[0]
     stride = int(s.rel[1].flat[0] - s.rel[0].flat[0]) if n > 1 else 0
@@ -118,20 +118,26 @@ def _index(em, op):
         if not np.array_equal(s.rel[j], s.rel[0] + j * stride):
             raise CompileError("the leading dim of this buffer is not evenly strided in shared memory; "
                                "index a buffer allocated with stacked leading dims", op.loc)
+    if s.xreg is not None:
+        from .smem_join import index_xor
+        index_xor(s, stride, n, op.loc)
     i = em.vals[i_v][0]
     if i_v.type.dtype.bits == 64:
         i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     align = min(s.align, _pow2_div(stride, 16))
-    return [[Smem(base, s.const, s.rel[0], s.dtype, align)]]
+    return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask)]]
 
 
 @rule("smem_slice")
 def _slice(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], xor_ok=True)
     a = op.attrs
     idx = [slice(None)] * s.rel.ndim
     idx[a["dim"]] = slice(a["start"], a["start"] + a["length"])
+    if s.xreg is not None:
+        from .smem_join import slice_xor
+        return [[slice_xor(em, s, s.rel[tuple(idx)], op.loc)]]
     return [[s.shifted(s.rel[tuple(idx)])]]
 
 
@@ -150,16 +156,20 @@ def _reshape(em, op):
 
 @rule("smem_reinterpret")
 def _reinterpret(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], xor_ok=True)
     t = op.results[0].type
     if t.dtype.is_bool:
         raise CompileError("int1 shared buffers are not supported on NVIDIA; use int8", op.loc)
     start = s.const + int(s.rel.min())
     es = _esize(t.dtype)
+    base, align = s.base, s.align
+    if s.xreg is not None:  # (its lowest offset moves with the XOR: the base takes it)
+        from .smem_join import reinterpret_start
+        base, align = reinterpret_start(em, s, es, op.loc)
     if start % es:
         raise CompileError(f"reinterpret as {t.dtype} starts at byte {start}, not a multiple of {es}", op.loc)
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
-    return [[Smem(s.base, start, np.asarray(offs, np.int64) * es, t.dtype, s.align)]]
+    return [[Smem(base, start, np.asarray(offs, np.int64) * es, t.dtype, align)]]
 
 
 # -- addressing ---------------------------------------------------------------------------------

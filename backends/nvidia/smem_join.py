@@ -7,8 +7,12 @@ offset of c XOR 64 bytes (a slice from inside the swizzle's period, rules_smem._
 no added offset expresses that. Such views are the same XOR-linear table ``lin`` up to a constant
 XOR X that differs between the joined values, so the join carries X as a second b32 register:
 element c at start + (lin[c] ^ X). Loads and stores fold X into the thread's part of the address
-(one xor.b32 per thread register: rules_smem.Access); every other use of the view needs its
-placement at compile time and refuses it (rules_smem._view_of).
+(one xor.b32 per thread register: rules_smem.Access). Views of such a view keep that form (the
+view ops below): an index or a slice of whole swizzle periods moves the start, a slice inside
+the period XORs a constant into X, a permute or reshape re-indexes the table (X is in offset
+space: it stays), a reinterpret starts at the lowest offset, start + the least of lin ^ X (no
+XOR left). Every other use needs the view's placement at compile time and refuses it
+(rules_smem._view_of).
 
 Whether a join needs X is decided before its code is emitted, from the views' tables, which are
 compile-time: the loop body is emitted once, for the carried view it will receive. Joins whose
@@ -25,7 +29,7 @@ from . import ptx
 from .rules_smem import Smem, _linear_bits, _xor_affine
 
 _STATIC = "%static"  # the run-time XOR of a view known only by its table (the decision below)
-_PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # rules that emit nothing
+_PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # views by table (and X's xor)
 
 
 def _linear(rel: np.ndarray) -> bool:
@@ -105,9 +109,12 @@ def _spec(s: Smem, mask: int, lin: np.ndarray) -> Smem:
 # -- what a view is at compile time ------------------------------------------------------------
 
 def _static(em, v, env: dict) -> Smem | None:
-    """The view ``v`` will be, as far as its table goes (its registers may not exist yet), from
-    the views already emitted and the pure view ops between; None where that takes more (a view
-    made by a nested branch or loop, a run-time index of a view with a run-time XOR)."""
+    """The view ``v`` will be, as far as its table and constant go (its registers may not exist
+    yet), from the views already emitted and the ops between, nested branches and loops
+    included: a join of tables that are not XOR-linear keeps the lowest start it receives
+    (rules_control._kept_const), so a view made by nested code must be predicted as the join
+    will make it, or an outer join would keep a start above it. None where a view is made by
+    something else."""
     if v in env:
         return env[v]
     regs = em.vals.get(v)
@@ -125,22 +132,64 @@ def _static(em, v, env: dict) -> Smem | None:
             return _spec(views[0], *j)
         same = all(s.xreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
-        return views[0] if same else None
+        if not same:
+            return None
+        from .rules_control import _kept_const
+        if _linear(views[0].rel):
+            return views[0]
+        f = views[0]
+        return Smem(f.base, _kept_const(f, views[1:]), f.rel, f.dtype, f.align)
+    if op is not None and op.name == "for":
+        return _static_loop(em, op, v, env)
+    if op is not None and op.name == "smem_alloc":
+        return _static_alloc(em, op)
     if op is None or op.name not in _PURE + ("smem_index",):
         return None
     s = _static(em, op.operands[0], env)
     if s is None:
         return None
     if op.name == "smem_index":  # (moves the base only; the rule checks the stride)
-        return None if s.xreg is not None else Smem(s.base, s.const, s.rel[0], s.dtype, s.align)
+        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask)
 
-    class _Views:  # the view rules read only these
+    class _Views:  # the view rules read only these (a register they would make: a stand-in)
         vals, loc = {op.operands[0]: [s]}, op.loc
+        ins = staticmethod(lambda *_: _STATIC)
     from .emitter import RULES
     try:
         return RULES[op.name](_Views, op)[0][0]
     except CompileError:  # (the rule says so again, with its reason, when it is emitted)
         return None
+
+
+def _static_loop(em, op, v, env: dict) -> Smem | None:
+    """A nested loop's carried view after it: as rules_control._for will carry it."""
+    from .rules_control import _loop_kept
+    i = next(k for k, r in enumerate(op.results) if r is v)
+    firsts = {}
+    for k, a in enumerate(op.operands[3:]):
+        f = _static(em, a, env) if isinstance(a.type, MemDescType) else None
+        if f is not None:
+            firsts[k] = f
+    if i not in firsts:
+        return None
+    xor = loop_specs(em, op, firsts, env)
+    if i in xor:
+        return xor[i]
+    f = firsts[i]
+    return Smem(f.base, _loop_kept(em, op, firsts, xor, env)[i], f.rel, f.dtype, f.align)
+
+
+def _static_alloc(em, op) -> Smem | None:
+    """A buffer allocated in code not emitted yet (a nested body's): its table; the base is the
+    allocation's and only the table and constant matter ahead."""
+    t = op.results[0].type
+    if t.dtype.is_bool or op not in em.smem_plan.offsets:
+        return None
+    from gluon_trace.ops_memory import element_offsets
+    from .rules_smem import _esize
+    offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
+    return Smem(_STATIC, 0, np.asarray(offs, np.int64) * _esize(t.dtype), t.dtype,
+                ptx.pow2_div(em.smem_plan.offsets[op], 16) if em.smem_plan.offsets[op] else 16)
 
 
 def _yielded(block, i: int):
@@ -164,17 +213,19 @@ def branch_specs(em, op) -> dict:
     return out
 
 
-def loop_specs(em, op, firsts: dict) -> dict:
+def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
     """{carried index: spec} for a ``for``'s carried views that need a run-time XOR: a view
     that enters with one, or whose body yields a view of the same table up to another XOR. The
     body's views may be the carried ones (buffers swapped each step): repeated until no carried
-    view gains a run-time XOR or bits of one."""
+    view gains a run-time XOR or bits of one. ``outer``: the predicted views of the code around
+    (a loop nested in a body not emitted yet)."""
     body = op.regions[0]
     args = body.args[1:]  # (the first is the induction variable)
     masks = {i: f.xmask for i, f in firsts.items() if f.xreg is not None}
     lins = {i: firsts[i].rel for i in masks}
     while True:
-        env = {args[i]: (_spec(f, masks[i], lins[i]) if i in masks else f) for i, f in firsts.items()}
+        env = dict(outer or {})
+        env.update({args[i]: (_spec(f, masks[i], lins[i]) if i in masks else f) for i, f in firsts.items()})
         new = dict(masks)
         for i in firsts:
             v = _yielded(body, i)
@@ -217,3 +268,57 @@ def carry(em, s: Smem, spec: Smem) -> list[str]:
 def view(regs: list[str], spec: Smem, align: int) -> Smem:
     """The joined view on its carried registers."""
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, regs[1], spec.xmask)
+
+
+# -- views of a view with a run-time XOR ----------------------------------------------------------
+
+def _refuse(what: str, why: str, loc):
+    raise CompileError(f"{what} of this shared-memory view, chosen by a branch (or carried by a loop) among "
+                       f"views whose offsets differ by an XOR known only at run time, {why}; slice or index "
+                       "the buffer inside the branch (or loop body) instead", loc)
+
+
+def index_xor(s: Smem, stride: int, n: int, loc) -> None:
+    """Slot j of a view with X: start + ((rel[j, c]) ^ X) = start + j * stride + (rel[0, c] ^ X)
+    where the slots' bits (the rule checked they add) are not X's too."""
+    if any(j * stride & s.xmask for j in range(n)):
+        _refuse(".index()", f"is not addressable: the slots' offsets (a stride of {stride} bytes) share bits "
+                f"with that XOR's (mask {s.xmask:#x}), so the slot moves with it", loc)
+
+
+def slice_xor(em, s: Smem, sub: np.ndarray, loc) -> Smem:
+    """``sub`` (a part of ``s.rel``) as a view with a run-time XOR. Its first offset k either XORs
+    (the table is lin ^ k, lin XOR-linear: a slice inside the swizzle's period): k's bits that
+    lin or X may have go into X (one xor.b32), the rest add to the start; or adds (sub - k
+    XOR-linear: whole swizzle periods of rows) where X's bits all lie below k's lowest, which
+    adding k never carries into."""
+    k = int(sub.flat[0]) if sub.size else 0
+    lin = sub ^ k
+    if _linear(lin):
+        m = int(np.bitwise_or.reduce(lin, axis=None)) | s.xmask
+        kx, ka = k & m, k & ~m
+    elif _linear(sub - k) and s.xmask < (k & -k):
+        lin, kx, ka = sub - k, 0, k
+    else:
+        _refuse(".slice()", "is neither its table XOR a constant nor its table moved by whole swizzle "
+                "periods (a start inside the period that is not a multiple of the length?), so no one "
+                "register holds what varies", loc)
+    x = em.ins("b32", f"xor.b32 {{d}}, {s.xreg}, {kx};") if kx else s.xreg
+    return Smem(s.base, s.const + ka, lin, s.dtype, s.align, x, s.xmask | kx)
+
+
+def reinterpret_start(em, s: Smem, es: int, loc) -> tuple[str, int]:
+    """(base register, alignment) of a reinterpret of a view with X: it starts at the view's lowest
+    offset, const + the least of rel ^ X, which is X itself unless the table holds offsets that
+    XOR X's bits down (then refused: that map would be bit by bit)."""
+    from gluon_trace.layouts import xor_coset_min
+    bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
+    least = xor_coset_min(o for col in bits for o in col)
+    moved = [1 << b for b in range(s.xmask.bit_length()) if s.xmask >> b & 1 and least(1 << b) != 1 << b]
+    if moved:
+        _refuse(".reinterpret()", f"starts at an offset that is not the XOR itself (the table's offsets take "
+                f"bit {moved[0]:#x} of it down), which the backend does not compute", loc)
+    if (s.const | s.xmask) % es:
+        _refuse(".reinterpret()", f"may start inside an element of {es} bytes (that XOR's mask "
+                f"{s.xmask:#x})", loc)
+    return em.ins("b32", f"add.u32 {{d}}, {s.base}, {s.xreg};"), min(s.align, (s.xmask & -s.xmask) or 16)
