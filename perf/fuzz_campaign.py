@@ -65,9 +65,10 @@ def run_ptx(prog, target: str, inputs, args) -> None:
     from gluon_trace.backends.nvidia.emitter import emit
     graph = fuzz.trace_program(prog, target).graph
     text, _, smem = emit(graph, target)
-    if any(n.op == "shared" for n in prog.nodes):
-        # shared memory: the simulator with ldmatrix/stmatrix and a race detector (the
-        # barriers the backend placed must order every access by another warp)
+    if any(n.op in ("shared", "atomic") for n in prog.nodes):
+        # shared memory (an atomic's old values reach the copies through it too): the simulator
+        # with ldmatrix/stmatrix and a race detector (the barriers the backend placed must
+        # order every access by another warp)
         import ptxsim_races
         ptxsim_races.run(text, (1, 1, 1), args, smem)
     else:
@@ -152,6 +153,9 @@ def prune(prog, outputs: list):
         if n.name not in need:
             need.add(n.name)
             todo += list(n.args)
+    for n in prog.nodes:  # an atomic kept keeps its buffer an output: the buffer is its parameter
+        if n.op == "atomic" and n.name in need and n.args[0] not in outputs:
+            outputs = list(outputs) + [n.args[0]]
     nodes = [n for n in prog.nodes if n.name in need]
     return fuzz.Program(nodes, list(outputs), prog.num_warps, prog.warp_size, prog.n_valid,
                         prog.n_iter, prog.flag, prog.seed)
@@ -170,7 +174,7 @@ def shrink(path: str, target: str) -> None:
         for o in list(prog.outputs):
             if len(prog.outputs) > 1:
                 cand = prune(prog, [x for x in prog.outputs if x != o])
-                if fails(cand, target):
+                if len(cand.outputs) < len(prog.outputs) and fails(cand, target):
                     prog, changed = cand, True
     print(fuzz.kernel_source(prog))
     msg = failure(prog, target)

@@ -21,6 +21,8 @@ Semantics (the GPU backends match them bit for bit; README "Semantics" says the 
 - float -> int truncates toward zero and saturates at the target type's range; NaN -> 0
   (PTX ``cvt.rzi``); int -> float rounds to nearest even; int -> narrower int wraps;
 - a masked-off lane of a load without ``other`` reads 0;
+- atomics apply once per element (a layout's copies of it included), in row-major order;
+  ``atomic_cas`` compares bit patterns (float -0.0 is not 0.0; int1 compares truth values);
 - reductions combine adjacent pairs in a tree, keeping operand order (so an associative,
   non-commutative combine function gets the order it expects).
 """
@@ -476,9 +478,21 @@ def _atomic_rmw(p, op, ptr, val, *rest):
     return _atomic_apply(p, op, ptr, [val], mask, fn)
 
 
+def _same_bits(old, c):
+    """What compare-and-swap compares: the bit patterns (the hardware's cmpxchg, on both GPU
+    backends), so -0.0 does not match 0.0 and a NaN matches its own bits -- a CAS loop over a
+    float that holds NaN ends; int1 compares truth values (any nonzero byte is true)."""
+    old = np.asarray(old)
+    c = np.asarray(c, old.dtype)
+    if old.dtype.kind == "f":
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[old.dtype.itemsize]
+        return old.view(u) == c.view(u)
+    return old == c
+
+
 @rule("atomic_cas")
 def _atomic_cas(p, op, ptr, cmp, val):
-    return _atomic_apply(p, op, ptr, [cmp, val], None, lambda old, c, v: np.where(old == c, v, old))
+    return _atomic_apply(p, op, ptr, [cmp, val], None, lambda old, c, v: np.where(_same_bits(old, c), v, old))
 
 
 @rule("print")

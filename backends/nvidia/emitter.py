@@ -333,13 +333,15 @@ class Emitter:
                 v ^= fn(b)
         return v
 
-    def owner_pred(self, lin: LinearLayout | None) -> str | None:
+    def owner_pred(self, lin: LinearLayout | None, lanes: bool = True) -> str | None:
         """Predicate true in the one thread of each set of copies (replicated lanes/warps),
-        or None when every thread owns its elements."""
+        or None when every thread owns its elements. ``lanes=False``: in the one warp of each
+        set of warp copies (every lane of it)."""
         if lin is None:
             lm, wm = 31, self.nw - 1
         else:
             lm, wm = copy_masks(lin)
+        lm = lm if lanes else 0
         if not lm and not wm:
             return None
         key = ("owner", lm, wm)

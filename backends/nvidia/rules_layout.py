@@ -86,13 +86,17 @@ def exchange(em, regs, dtype, src: LinearLayout, dst: LinearLayout, fn) -> list[
         dkey = lambda b, k=dkey: swz(k(b))  # noqa: E731
     tp, tmask = em.thread_part(src, skey)
     vals = [em.to_b32(r, dtype) for r in regs] if cls == "pred" else regs
+    # warps holding copies of another warp's elements stay out: two warps writing one byte with
+    # nothing ordering them race (a layout whose lane basis repeats a register's put the copies
+    # in different registers, so different instructions). Lanes of one warp may repeat a write.
+    g_ = f"@{p} " if (p := em.owner_pred(src, lanes=False)) else ""
     for g in range(0, src.num_regs, V):
         a, off = _addr(em, src, skey, es, g, tp, tmask, cache)
         group = vals[g:g + V]
         if V > 1:
-            em.emit(f"st.shared.v{V}.{st} [{a}+{off}], {{{', '.join(group)}}};")
+            em.emit(f"{g_}st.shared.v{V}.{st} [{a}+{off}], {{{', '.join(group)}}};")
         else:
-            em.emit(f"st.shared.{st} [{a}+{off}], {group[0]};")
+            em.emit(f"{g_}st.shared.{st} [{a}+{off}], {group[0]};")
     em.barrier()
     tp, tmask = em.thread_part(dst, dkey)
     V = Vd

@@ -10,7 +10,8 @@ overwrites them where the mask holds. Where a layout replicates elements over la
 warps, only one copy stores (and only one copy applies an atomic). Atomics use
 ``atom.global.acq_rel.gpu``; the combinations the hardware lacks (8/16-bit integers,
 float max/min, float16 max/min/xchg/and...) run a compare-and-swap loop on the
-enclosing 32-bit word, with the interpreter's semantics (maximum ignores NaN).
+enclosing 32-bit word, with the interpreter's semantics (maximum ignores NaN; cas compares
+bit patterns, like atom.cas on 32/64-bit words).
 """
 from __future__ import annotations
 
@@ -314,9 +315,10 @@ def _native_atomic(em, kind, t, ty, p, v, pred):
     return o
 
 
-def cas_loop(em, t, p, pred, combine) -> str:
+def cas_loop(em, t, p, pred, combine, with_bits: bool = False) -> str:
     """Atomically replace the element at p by combine(old) with a CAS loop on the
-    enclosing aligned word; returns old (0 where pred is false)."""
+    enclosing aligned word; returns old (0 where pred is false). ``with_bits``: an element
+    narrower than the word is passed as ``combine(old, raw)``, raw its memory bits in a b32."""
     cls = ptx.rclass(t)
     es = _esize(t)
     res = _zero(em, t)
@@ -356,7 +358,7 @@ def cas_loop(em, t, p, pred, combine) -> str:
                 old = em.bf16_bits_to_f32(h)
             else:
                 old = raw
-        new = combine(old)
+        new = combine(old, raw) if with_bits and es < 4 else combine(old)
         if es >= 4:
             nw = em.ins(wcls, f"mov.{wt} {{d}}, {new};") if cls in ("f32", "f64") else new
         else:
@@ -466,6 +468,12 @@ def _atomic_cas(em, op):
             o = em.ins(wcls, f"mov.{wt} {{d}}, 0;")
             em.emit(f"{g}atom.global.acq_rel.gpu.cas.{wt} {o}, [{p}], {cb}, {vb};")
             out.append(em.ins(cls, f"mov.{wt} {{d}}, {o};") if cls[0] == "f" else o)
+        elif t.is_floating:  # bit patterns, as the 32/64-bit cas: -0.0 is not 0.0
+            def combine(old, raw, c=c, v=v):
+                cb = em.ins("b32", f"cvt.u32.u16 {{d}}, {_to16(em, t, c)};")
+                eq = em.ins("pred", f"setp.eq.b32 {{d}}, {raw}, {cb};")
+                return select(em, t, eq, v, old)
+            out.append(cas_loop(em, t, p, owner, combine, with_bits=True))
         else:
             def combine(old, c=c, v=v):
                 eq = _compare_eq(em, t, old, c)
@@ -478,8 +486,6 @@ def _compare_eq(em, t, a, b):
     if t.is_bool:
         x = em.ins("pred", f"xor.pred {{d}}, {a}, {b};")
         return em.ins("pred", f"not.pred {{d}}, {x};")
-    if t.is_floating:
-        return em.ins("pred", f"setp.eq.{'f64' if t.bits == 64 else 'f32'} {{d}}, {a}, {b};")
     return em.ins("pred", f"setp.eq.{ptx.ity(t)} {{d}}, {a}, {b};")
 
 

@@ -5,7 +5,9 @@
 swizzled and broadcast bases), element-wise ops and casts, reductions, scans, layout
 conversions, expand/broadcast, reshape/permute, ``gl.range`` loops and ``gl.if_`` branches,
 masked loads and stores, every result stored; optionally (FuzzConfig.shared, :mod:`.smem`) tiles
-through shared buffers in random shared layouts, seen through views a branch may pick. :func:`check_program` runs it in the
+through shared buffers in random shared layouts, seen through views a branch may pick; optionally
+(FuzzConfig.atomics, :mod:`.atomics`) atomic read-modify-writes of tiles into buffers with random
+contents, through layouts holding elements more than once. :func:`check_program` runs it in the
 interpreter against :func:`evaluate` (numpy, from the description, see
 :mod:`gluon_trace.fuzz.reference` for the semantics and tolerances) and compiles it for
 given targets; :func:`save_reproducer` writes a failing one as a standalone file.

@@ -168,6 +168,12 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
         return Val(np.stack([arg[0].v, arg[1].v], -1), np.stack([arg[0].e, arg[1].e], -1))
     if n.op == "shared":
         return _shared(prog, at, arg)
+    if n.op == "atomic_buf":
+        return Val(np.array(inputs[n.name], copy=True))
+    if n.op == "atomic":
+        from .atomics_ref import atomic
+        old, vals[n.args[0]] = atomic(prog, n, arg, mode)
+        return old
     if n.op == "loop":
         acc = arg[0]
         for i in range(prog.n_iter):

@@ -4,8 +4,9 @@ gluon_trace/dtypes.py, restated here (not imported) so the fuzzer checks them.""
 from __future__ import annotations
 
 from ..layouts import BlockedLayout, SliceLayout, join_layout, permute_layout, reshape_layout, split_layout
+from .atomics import op_atomics
 from .smem import op_shared
-from .program import (ARITH, COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2,
+from .program import (COMPARE, FLOAT_DTYPES, UNARY_FLOAT, _Builder, _literal, _log2,
                       blocked_layout)
 
 _BITS = {"int1": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
@@ -322,4 +323,5 @@ OPS = {
     "loop": (lambda c: c.loops, op_loop),
     "branch": (lambda c: c.branches, op_branch),
     "shared": (lambda c: c.shared, op_shared),
+    "atomics": (lambda c: c.atomics, op_atomics),
 }

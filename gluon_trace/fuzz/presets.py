@@ -13,6 +13,9 @@ PRESETS = {
     # tiles through shared memory (fuzz/smem.py): random shared layouts, views, branch-picked
     # views, loads in random layouts
     "shared": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5),
+    # atomic read-modify-writes (fuzz/atomics.py) through layouts holding elements more than
+    # once, at repeated addresses, masked, into buffers with random contents
+    "atomics": dict(max_numel=256, max_ops=6, atomics=True, atomics_weight=5),
     # larger tiles, values per thread bounded
     "wide": dict(max_numel=1024, max_ops=5, max_values_per_thread=16),
     # the generator's defaults (1024 elements, 8 ops), values per thread bounded

@@ -62,6 +62,11 @@ class FuzzConfig:
     # draws it gets when on
     shared: bool = False
     shared_weight: int = 3
+    # atomic read-modify-writes of a tile into a global buffer that starts with random contents,
+    # through layouts holding elements more than once, at addresses that may repeat
+    # (fuzz/atomics.py; off by default for the same reason)
+    atomics: bool = False
+    atomics_weight: int = 3
 
 
 @dataclass
@@ -259,8 +264,9 @@ class _Builder:
         return self.add("load", (), dtype, shape, layout, input=idx, masked=masked, other=other)
 
     def pick(self, pred=lambda n: True) -> Node | None:
-        """An earlier node, preferring recent ones (so programs chain)."""
-        cands = [n for n in self.nodes if pred(n)][::-1]
+        """An earlier node, preferring recent ones (so programs chain); never an atomics buffer
+        (it is memory, not a value)."""
+        cands = [n for n in self.nodes if n.op != "atomic_buf" and pred(n)][::-1]
         if not cands:
             return None
         return cands[min(self.ch.int(0, 3), len(cands) - 1)] if not self.ch.chance(25) else \
@@ -302,8 +308,12 @@ def generate(ch: Chooser, cfg: FuzzConfig | None = None) -> Program:
         kinds = [k for k, (enabled, _) in OPS.items() if enabled(cfg)]
         if cfg.shared:
             kinds += ["shared"] * (cfg.shared_weight - 1)
+        if cfg.atomics:
+            kinds += ["atomics"] * (cfg.atomics_weight - 1)
         OPS[ch.choice(kinds)][1](b)
     outputs = [n.name for n in b.nodes if n.name not in b.used or (n.op != "load" and ch.chance(30))]
+    # an atomics buffer is always checked: its final contents are the atomics' effect
+    outputs += [n.name for n in b.nodes if n.op == "atomic_buf" and n.name not in outputs]
     return Program(b.nodes, outputs, num_warps, cfg.warp_size,
                    n_valid=ch.int(0, 1024), n_iter=ch.int(0, cfg.max_trip), flag=ch.int(0, 1),
                    seed=ch.int(0, 2 ** 31 - 1))

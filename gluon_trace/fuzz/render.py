@@ -80,9 +80,14 @@ def kernel_source(prog: Program, name: str = "fuzz_kernel") -> str:
     params = [f"in{n.attrs['input']}" for n in prog.inputs] + [f"out{i}" for i in range(len(prog.outputs))]
     body = []
     for n in prog.nodes:
-        body += _node_source(n, lambda lay: layout_source(lay, names))
+        if n.op == "atomic":  # the buffer is the output parameter itself
+            body += _atomic_source(n, f"out{prog.outputs.index(n.args[0])}", lambda lay: layout_source(lay, names))
+        elif n.op != "atomic_buf":
+            body += _node_source(n, lambda lay: layout_source(lay, names))
     for i, out in enumerate(prog.outputs):
         n = prog.node(out)
+        if n.op == "atomic_buf":
+            continue
         if not n.shape:
             body.append(f"gl.store(out{i}, {n.name})")
             continue
@@ -215,3 +220,18 @@ def _shared_source(n, lay) -> list[str]:
     out += _access_source(f"{v}_r", base, at["read"])
     out.append(f"{v} = {v}_r.load({lay(n.layout)})")
     return out
+
+
+def _atomic_source(n, buf: str, lay) -> list[str]:
+    """One atomic over the tile (see fuzz/atomics.py for the attributes)."""
+    at, v, a = n.attrs, n.name, n.args
+    spec = at["index"]
+    if spec[0] == "affine":
+        idx = f"(o * {spec[1]} + {spec[2]}) % {n.numel}"
+    else:
+        idx = f"o {dict(xor='^', mod='%', div='//')[spec[0]]} {spec[1]}"
+    out = [f"o = _offsets({list(n.shape)}, {lay(n.layout)})"]
+    if at["kind"] == "cas":
+        return out + [f"{v} = gl.atomic_cas({buf} + ({idx}), {a[2]}, {a[1]})"]
+    mask = {"none": "", "n_valid": ", mask=o < n_valid", "node": f", mask={a[-1]}"}[at["mask"]]
+    return out + [f"{v} = gl.atomic_{at['kind']}({buf} + ({idx}), {a[1]}{mask})"]

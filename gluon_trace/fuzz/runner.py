@@ -55,18 +55,30 @@ def _floats(rng, d: str, n: int) -> np.ndarray:
     return R.fix(v, d)
 
 
+def _values(rng, d: str, size: int) -> np.ndarray:
+    if d == "int1":
+        return rng.random(size) < 0.5
+    if is_float(d):
+        return _floats(rng, d, size)
+    return _ints(rng, d, size)
+
+
 def make_inputs(prog: Program) -> dict:
-    """Input index -> values (the reference's compute dtype), seeded by ``prog.seed``."""
+    """Input index -> values (the reference's compute dtype), seeded by ``prog.seed``; and
+    each atomics buffer's name -> its starting contents (fuzz/atomics.py)."""
     rng = np.random.default_rng(prog.seed)
     out = {}
     for n in prog.inputs:
-        size = n.numel
-        if n.dtype == "int1":
-            out[n.attrs["input"]] = rng.random(size) < 0.5
-        elif is_float(n.dtype):
-            out[n.attrs["input"]] = _floats(rng, n.dtype, size)
-        else:
-            out[n.attrs["input"]] = _ints(rng, n.dtype, size)
+        out[n.attrs["input"]] = _values(rng, n.dtype, n.numel)
+    for k, n in enumerate(n for n in prog.nodes if n.op == "atomic_buf"):
+        # a generator of its own: the inputs' data stays what it was before the family existed
+        brng = np.random.default_rng((prog.seed, 1 + k))
+        v = _values(brng, n.dtype, n.numel)
+        if n.attrs.get("pool"):  # a compare-and-swap expects x & 3 (or its negation)
+            pool = np.array([False, True]) if n.dtype == "int1" else \
+                np.array([0.0, -0.0, 1.0, 2.0, 3.0, np.nan]) if is_float(n.dtype) else np.arange(4)
+            v = np.where(brng.random(n.numel) < 0.75, R.fix(brng.choice(pool, n.numel), n.dtype), v)
+        out[n.name] = R.fix(v, n.dtype)
     return out
 
 
@@ -80,6 +92,24 @@ def to_storage(values: np.ndarray, d: str) -> np.ndarray:
 
 def from_storage(a: np.ndarray, d: str) -> np.ndarray:
     return np.asarray(a).astype(np.float32) if d == "bfloat16" else np.asarray(a)
+
+
+def is_buffer(node) -> bool:
+    """An output that is the memory an atomic updated in place (compared whole, never stored)."""
+    return node.op == "atomic_buf"
+
+
+def starting_outputs(prog: Program, inputs: dict) -> list:
+    """What each output buffer holds before the kernel runs (storage form): poison, or an
+    atomics buffer's random contents."""
+    out = []
+    for o in prog.outputs:
+        n = prog.node(o)
+        if is_buffer(n):
+            out.append(to_storage(np.array(inputs[o], copy=True), n.dtype))
+        else:
+            out.append(poisoned(n.dtype, max(n.numel, 1)))
+    return out
 
 
 def poisoned(d: str, size: int) -> np.ndarray:
@@ -100,7 +130,8 @@ def mismatches(prog: Program, got: list, ref: dict, poison: list, limit: int = 5
         val = ref[name]
         exp, err = np.asarray(val.v).reshape(-1), np.asarray(val.e).reshape(-1)
         g = np.asarray(g).reshape(-1)
-        stored = np.ones(g.size, bool) if (i % 2 == 0 or not node.shape) else np.arange(g.size) < prog.n_valid
+        stored = np.ones(g.size, bool) if (i % 2 == 0 or not node.shape or is_buffer(node)) else \
+            np.arange(g.size) < prog.n_valid
         if node.dtype == "int1" or not is_float(node.dtype):
             ok = (g == exp) | np.isinf(err)
         else:
@@ -128,11 +159,12 @@ def _is_poison(g, p, d: str) -> np.ndarray:
 
 
 def kernel_args(prog: Program, inputs: dict) -> tuple[list, list]:
-    """The kernel's arguments as numpy arrays (inputs, then poisoned outputs, then the run-time
-    ints) and the outputs' poison, for any runner that takes numpy arrays (the interpreter,
+    """The kernel's arguments as numpy arrays (inputs, then outputs poisoned or, for atomics
+    buffers, holding their starting contents, then the run-time ints) and what the outputs
+    started as, for any runner that takes numpy arrays (the interpreter,
     the simulators)."""
     ins = [to_storage(inputs[n.attrs["input"]], n.dtype) for n in prog.inputs]
-    outs = [poisoned(prog.node(o).dtype, max(prog.node(o).numel, 1)) for o in prog.outputs]
+    outs = starting_outputs(prog, inputs)
     poison = [from_storage(np.array(o, copy=True), prog.node(n).dtype) for o, n in zip(outs, prog.outputs)]
     return ins + outs + [prog.n_valid, prog.n_iter, prog.flag], poison
 
@@ -175,8 +207,7 @@ def run_on_device(prog: Program, inputs: dict | None = None, kernel=None, device
         return torch.from_numpy(np.ascontiguousarray(a)).to(device)
 
     ins = [dev(inputs[n.attrs["input"]], n.dtype) for n in prog.inputs]
-    before = [from_storage(poisoned(prog.node(o).dtype, max(prog.node(o).numel, 1)), prog.node(o).dtype)
-              for o in prog.outputs]
+    before = [from_storage(b, prog.node(o).dtype) for b, o in zip(starting_outputs(prog, inputs), prog.outputs)]
     outs = [dev(b, prog.node(o).dtype) for b, o in zip(before, prog.outputs)]
     kernel[(1,)](*ins, *outs, prog.n_valid, prog.n_iter, prog.flag, num_warps=prog.num_warps)
     torch.cuda.synchronize()

@@ -60,3 +60,18 @@ def test_simulated_amdgcn_shared_memory_programs(target, seed):
     warp = 64 if target == "gfx942" else 32
     _check(fuzz.random_program(seed, fuzz.FuzzConfig(warp_size=warp, max_numel=256, max_ops=6, shared=True)),
            target, f"amdsim_shared_{target}_{seed}")
+
+
+# ------------------------------------------------------------------------------ atomics
+N_ATOMICS = int(os.environ.get("GLUON_TRACE_FUZZ_ATOMICS_SIM_EXAMPLES", "12"))
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("seed", range(N_ATOMICS))
+def test_simulated_amdgcn_atomics_programs(target, seed):
+    """Atomics (gluon_trace/fuzz/atomics.py) through layouts holding copies, at repeated
+    addresses, into buffers with random contents: old values and final contents against the
+    reference, the copies' old values through LDS checked for races by the simulator."""
+    from gluon_trace.fuzz.presets import preset_config
+    warp = 64 if target == "gfx942" else 32
+    _check(fuzz.random_program(seed, preset_config("atomics", warp)), target, f"amdsim_atomics_{target}_{seed}")

@@ -772,9 +772,9 @@ class Sim:
             elif kind == "exch":
                 new = ops[0][i]
             elif kind == "add":
-                if t == "f16":
-                    new = (np.uint16(old).view(np.float16).astype(np.float32)
-                           + np.uint16(ops[0][i]).view(np.float16).astype(np.float32)).astype(np.float16).view(np.uint16)
+                if t in ("f16", "bf16"):  # via f32: as rounding once (f32 has over twice the bits)
+                    a, b = (self._fma16(np.array([x], np.uint16), t) for x in (old, ops[0][i]))
+                    new = _round16(a + b, t)[0]
                 else:
                     with np.errstate(all="ignore"):
                         new = old + ops[0][i]

@@ -28,13 +28,14 @@ def test_simulated_ptx_matches_reference(prog):
     _check(prog, ptxsim.run, "sm_90 (ptxsim)", "ptxsim")
 
 
-def _check(prog, run, where: str, name: str) -> None:
-    """``prog`` on the PTX simulator ``run`` against the numpy reference; a refusal or crash on
-    a legal program is a finding too. A failure saves a reproducer named ``name``."""
+def _check(prog, run, where: str, name: str, target: str = "sm_90") -> None:
+    """``prog`` emitted for ``target`` on the PTX simulator ``run`` against the numpy reference;
+    a refusal or crash on a legal program is a finding too. A failure saves a reproducer named
+    ``name``."""
     outcome = fuzz.Outcome(prog)
     inputs = fuzz.make_inputs(prog)
     try:
-        text, _, smem = emit(fuzz.trace_program(prog, "sm_90").graph, "sm_90")
+        text, _, smem = emit(fuzz.trace_program(prog, target).graph, target)
         args, poison = fuzz.kernel_args(prog, inputs)
         with np.errstate(all="ignore"):
             run(text, (1, 1, 1), args, smem)
@@ -61,3 +62,19 @@ def test_simulated_ptx_shared_memory_programs(seed):
     with the race detector: values against the reference, and every shared access ordered
     by the barriers the backend placed."""
     _check(fuzz.random_program(seed, SHARED), ptxsim_races.run, "sm_90 (ptxsim_races)", f"ptxsim_shared_{seed}")
+
+
+# ------------------------------------------------------------------------------ atomics
+from gluon_trace.fuzz.presets import preset_config  # noqa: E402
+
+N_ATOMICS = int(os.environ.get("GLUON_TRACE_FUZZ_ATOMICS_SIM_EXAMPLES", "12"))
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("seed", range(N_ATOMICS))
+def test_simulated_ptx_atomics_programs(target, seed):
+    """Atomics (gluon_trace/fuzz/atomics.py) through layouts holding copies, at repeated
+    addresses, into buffers with random contents: old values and final contents against the
+    reference, and the owners' old values shared with the copies ordered by barriers."""
+    _check(fuzz.random_program(seed, preset_config("atomics")), ptxsim_races.run,
+           f"{target} (ptxsim_races)", f"ptxsim_atomics_{target}_{seed}", target)
