@@ -11,6 +11,7 @@
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
 #   fuzz      the differential fuzzer, GLUON_TRACE_FUZZ_GPU programs (default 2000) from a fresh seed
 #   fuzzshared  the same with the shared-memory preset (GLUON_TRACE_FUZZ_GPU_PRESET=shared)
+#   fuzzatomics the same with the atomics preset (layouts with copies, repeated addresses)
 #   l2        the skinny GEMM at each L2 promotion of its tensor maps (probe_skinny PROMOTIONS), and
 #             Nsight Compute's L2 breakdown of cuBLAS, clusters of one and pairs
 #   apart     the cluster GEMM's producer split in two warps (APART): the skinny shape, then
@@ -87,6 +88,10 @@ stage_fuzz() {
 
 stage_fuzzshared() {
   GLUON_TRACE_FUZZ_GPU_PRESET=shared stage_fuzz
+}
+
+stage_fuzzatomics() {
+  GLUON_TRACE_FUZZ_GPU_PRESET=atomics stage_fuzz
 }
 
 stage_skinny() {
