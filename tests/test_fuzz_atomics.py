@@ -117,6 +117,21 @@ def test_reference_orders_and_bounds():
     np.testing.assert_array_equal(m["v0"].v, [2, 1, 12, 13, 14, 15])
 
 
+def test_reference_allows_a_gpu_flushing_float32_atomic_add_subnormals():
+    """atom.add.f32 flushes subnormal inputs and results to zero (the H200 gave 0 for 0 + 1e-45,
+    GPU fuzz seed 324310951): a GPU's float32 add may land within 2^-125 an add of the exact
+    sum; the interpreter's order stays exact, and anything further off still fails."""
+    prog = _program("add", "float32", ("affine", 1, 0), [1e-45, 1.0])
+    inputs = {0: np.array([1e-45, 1.0], np.float32), "v0": np.array([0.0, 2.0], np.float32)}
+    exact = fuzz.evaluate(prog, inputs, "exact")
+    assert exact["v0"].v[0] == np.float32(1e-45) and not exact["v0"].e.any()
+    b = fuzz.evaluate(prog, inputs, "bounded")
+    within = lambda got: np.abs(got - b["v0"].v.astype(np.float64)) <= b["v0"].e  # noqa: E731
+    assert within(np.array([0.0, 3.0])).all()                    # flushed: accepted
+    assert not within(np.array([1e-30, 3.0])).all()              # a wrong sum: still refused
+    assert not within(np.array([0.0, 3.0000002])).all()          # one ulp off a normal sum too
+
+
 def test_reference_cas_compares_bits():
     prog = _program("cas", "float32", ("affine", 1, 0), [10.0, 11.0, 12.0], cmp=True)
     inputs = {0: np.array([10, 11, 12], np.float32), 1: np.array([-0.0, 0.0, 2.0], np.float32),
