@@ -6,7 +6,9 @@ NVIDIA (PTX simulator) and AMD (amdsim) tests, with numpy's expected results:
   moves; columns inside the swizzle's period: the XOR changes), permuted, reshaped (the slot
   dim merged into the rows) or reinterpreted, and loaded or stored through the result;
 - a padded view joined by a branch or loop whose lowest start comes from a nested branch or
-  loop (the join's kept start must be the nested code's, not its first arm's).
+  loop (the join's kept start must be the nested code's, not its first arm's);
+- row and column slices of padded [8, 32] buffers (slot i of a [2, 8, 32] one too) from
+  starts inside a padding period, loaded and stored, no branch or loop.
 
 Layouts take the target's wave size (gl.threads_per_warp()), so one kernel serves both."""
 from __future__ import annotations
@@ -250,3 +252,91 @@ def refusal_line(msg: str, path: str) -> str:
     import re
     at = int(re.search(re.escape(path.rsplit("/", 1)[-1]) + r":(\d+)", msg).group(1))
     return open(path).read().splitlines()[at - 1]
+
+
+# -- plain loads and stores of slices of padded buffers (no branch, no loop) ----------------------
+
+def padded(pairs, order=(1, 0)):
+    """A padded [8, 32] layout ([interval, padding] pairs in elements); order (0, 1): rows contiguous."""
+    return gl.PaddedSharedLayout.with_identity_for([list(p) for p in pairs], [8, 32], list(order))
+
+
+# (layout, its name): one row of 32 a padding period, two rows, half a row with odd padding, four
+# rows, two pairs, and columns contiguous in memory (a row slice is the inner dim's)
+PADDED = [(padded([[32, 4]]), "32:+4"), (padded([[64, 4]]), "64:+4"), (padded([[16, 1]]), "16:+1"),
+          (padded([[128, 8]]), "128:+8"), (padded([[16, 2], [64, 4]]), "16:+2,64:+4"),
+          (padded([[8, 1]], (0, 1)), "col-major 8:+1")]
+
+# offset bits alternate between rows and columns (offset bit 1 is row bit 0): a slice of rows
+# 1..4 sits at offsets 2, 64, 66, 128 (+ columns), additive in the view's coordinate bits but
+# neither XOR-linear nor a constant plus an XOR-linear table
+PAD_INTERLEAVED = gl.PaddedSharedLayout([[32, 4]], [[0, 1], [1, 0], [0, 2], [0, 4], [0, 8], [0, 16], [2, 0], [4, 0]],
+                                        shape=[8, 32])
+
+# slices applied in turn, each (start, length, dim) of the [8, 32] tile: rows from unaligned
+# starts, columns, rows then columns
+SLICES = [((1, 4, 0),), ((3, 4, 0),), ((5, 2, 0),), ((3, 8, 1),), ((12, 4, 1),), ((1, 4, 0), (6, 8, 1))]
+
+
+@gt.jit
+def padded_slice(x_ptr, y_ptr, out_ptr, i, DT: gl.constexpr, LAY: gl.constexpr, STACK: gl.constexpr,
+                 SLICES: gl.constexpr, VEC: gl.constexpr, STORE: gl.constexpr):
+    """An [8, 32] buffer of DT in the padded layout LAY (slot i of a [2, 8, 32] one if STACK) holding
+    x, sliced by SLICES. STORE=0: the slice read into out (as f32); STORE=1: y written through it
+    and the whole buffer read back into out."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 2], [1, 0])
+    rf = gl.arange(0, 8, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    if STACK:
+        buf = gl.allocate_shared_memory(DT, [2, 8, 32], LAY)
+        buf.index(0).store(gl.load(x_ptr + rf))
+        buf.index(1).store(gl.load(x_ptr + 256 + rf))
+        v = buf.index(i)
+    else:
+        buf = gl.allocate_shared_memory(DT, [8, 32], LAY, gl.load(x_ptr + rf))
+        v = buf
+    for start, n, dim in SLICES:
+        v = v.slice(start, n, dim)
+    shape: gl.constexpr = v.shape
+    L: gl.constexpr = gl.BlockedLayout([1, VEC], [W // 8, 8], [1, 2], [1, 0])
+    r = gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] * shape[1] + \
+        gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :]
+    if STORE:
+        v.store(gl.load(y_ptr + r))
+        if STACK:
+            gl.store(out_ptr + rf, buf.index(0).load(F).to(gl.float32))
+            gl.store(out_ptr + 256 + rf, buf.index(1).load(F).to(gl.float32))
+        else:
+            gl.store(out_ptr + rf, buf.load(F).to(gl.float32))
+    else:
+        gl.store(out_ptr + r, v.load(L).to(gl.float32))
+
+
+def padded_slice_shape(slices):
+    shape = [8, 32]
+    for _, n, dim in slices:
+        shape[dim] = n
+    return tuple(shape)
+
+
+def padded_slice_expected(x, y, i, stack, slices, store):
+    """What the interpreter must give for padded_slice (x: [2, 8, 32], y: the slice's shape)."""
+    out = x.astype(np.float32)
+    tile = out[i] if stack else out[0]
+    sel = tile
+    for start, n, dim in slices:
+        sel = sel[start:start + n] if dim == 0 else sel[:, start:start + n]
+    if not store:
+        return sel.copy()
+    sel[...] = y   # (basic slices: a view of out)
+    return out if stack else out[0]
+
+
+def padded_slice_inputs(dtype, slices, rng=None):
+    """Fresh x [2, 8, 32] and y (the slice's shape) of ``dtype``: normal floats, or integers over
+    the whole int8 range with no zero."""
+    rng = rng or np.random.default_rng()
+    shapes = [(2, 8, 32), padded_slice_shape(slices)]
+    if np.dtype(dtype).kind == "i":
+        return [np.where(a == 0, 1, a).astype(dtype) for a in (rng.integers(-128, 128, s) for s in shapes)]
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]

@@ -26,9 +26,12 @@ per distinct value. The stacked bytes add up over the lane/warp/register bases u
 bases mix a stacked dim's coordinate bits (lane bases [1, 0] and [3, 0]: lane 3 is row
 1 ^ 3 = 2, not 4); such a dim's coordinate is split instead, as the XOR of a thread part and a
 register part, the thread register holding ``lead_d * (tc_d ^ lo_d)`` for the register bits the
-thread part can set too (``Access._coord_lead``; any stride, padded tiles' too). Every split
-is checked against the view's full byte table, and so is each vector width: runs of registers
-whose bytes are consecutive and aligned for every thread move as one
+thread part can set too (``Access._coord_lead``; any stride, padded tiles' too). A padded view
+starting inside a padding period (rows 1..4, padding every 2 rows) has ``lin = s + m``, ``m``
+XOR-linear but not ``s ^ m``: its whole periods go into ``const`` and the rest of ``s`` is added
+to the thread part before ``pad`` (``Access.shift``), tried only where the plain split fails.
+Every split is checked against the view's full byte table, and so is each vector width: runs of
+registers whose bytes are consecutive and aligned for every thread move as one
 ``ds_write/ds_read_b64/b128``.
 """
 from __future__ import annotations
@@ -68,6 +71,20 @@ def pad(x, pads):
     for k, p in pads:
         out = out + ((x >> k) << p)
     return out
+
+
+def additive(x: Lds) -> Lds | None:
+    """A padded view with the whole padding periods below its least offset moved into the address:
+    lin - a, const + es * pad(a), a the greatest multiple of the largest padding interval not above
+    lin's least (a multiple of every interval: pad(a + y) = pad(a) + pad(y)). Rows r.. of a padded
+    buffer are then one table whatever r, where the XOR split (control._canonical) gives rows 1..4
+    and 2..5 different ones (their starts' bits collide with the rows'). None where not padded."""
+    if not x.pads or x.xreg is not None or not np.size(x.lin):
+        return None
+    step = max(1 << k for k, _ in x.pads)
+    lin = np.asarray(x.lin, np.int64)
+    a = int(lin.min()) // step * step
+    return x.with_(const=x.const + x.es * int(pad(np.int64(a), x.pads)), lin=lin - a) if a else x
 
 
 def _pow2_div(v: int) -> int:
@@ -115,16 +132,41 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``v``, per thread."""
 
     def __init__(self, em, v: Lds, ty):
-        self.em, self.v = em, v
+        self.em = em
         self.lay = em.linear(ty)
-        lay = self.lay
+        coords = self.lay.coords()  # (warps, lanes, regs, ndim)
         nl = len(v.lead)
-        shape = tuple(ty.shape)
-        coords = lay.coords()  # (warps, lanes, regs, ndim)
-        inner = tuple(coords[..., d] for d in range(nl, len(shape)))
+        inner = tuple(coords[..., d] for d in range(nl, len(ty.shape)))
         L = v.lin[inner] if inner else np.broadcast_to(v.lin, coords.shape[:3])
         lead = sum((coords[..., d] * s for d, s in enumerate(v.lead)), np.zeros(coords.shape[:3], np.int64))
         self.bytes = v.const + lead + v.es * pad(L, v.pads)   # (warps, lanes, regs)
+        if self._split(v, tuple(ty.shape)):
+            return
+        # A padded view from inside a padding period (rows 1..4 of rows padded every 64 elements):
+        # lin[c] = s + m[c], m XOR-linear, but s's bits collide with m's, so lin is not the XOR of
+        # a thread and a register part. Its whole periods below s go into const (lds_join.additive:
+        # no code) and the rest, ``shift``, is added to the thread part before it is padded, the
+        # register bits the sum's carries may reach joining the thread part (more thread registers).
+        # Tried only where the split above fails: every view it takes is lowered as before.
+        w = additive(v)
+        if w is not None:
+            if w is not v and self._split(w, tuple(ty.shape)):
+                return
+            shift = int(np.asarray(w.lin).min())
+            w = w.with_(lin=np.asarray(w.lin, np.int64) - shift)
+            if shift and self._split(w, tuple(ty.shape), shift):
+                return
+        raise em.error("this shared-memory view is not addressable as thread part + register part "
+                       "(a slice at an unaligned start of a swizzled dim, or of a padded layout whose "
+                       "offset_bases interleave the sliced dim's bits with another's?); the AMD backend "
+                       "lowers views whose offsets split that way")
+
+    def _split(self, v: Lds, shape, shift: int = 0) -> bool:
+        """Whether thread part + register part of ``v`` (its table added to ``shift`` before the
+        padding) reproduce ``self.bytes``; the parts are kept in ``self`` either way."""
+        em, lay = self.em, self.lay
+        self.v, self.shift = v, shift
+        nl = len(v.lead)
         # the thread part: lane/warp bases' XOR of lin, and their sum of lead bytes
         zero = (0,) * len(shape)
 
@@ -136,6 +178,8 @@ class Access:
         self.lpairs = tid_pairs(em, lay, at)
         self.spairs = tid_pairs(em, lay, lb)
         self.possible = possible_bits(self.lpairs)
+        if shift:  # shift + (tL ^ lo) sets no bit at or above the sum's top one: pad(hi) adds
+            self.possible |= (1 << (shift + self.possible).bit_length()) - 1
         if v.xreg is not None:  # X joins the thread's part: register parts with its bits go there too
             self.possible |= v.xmask
             # (es * (tL ^ lo) + tS) ^ es * X is es * (tL ^ lo ^ X) + tS while X's bytes stay
@@ -166,10 +210,7 @@ class Access:
             # holds sum_d lead_d * (tc_d ^ lo_d), the others into the offset
             self._coord_lead(em, lay, nl)
             pred = self._predict()
-        if not np.array_equal(pred, self.bytes):
-            raise em.error("this shared-memory view is not addressable as thread part + register part "
-                           "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
-                           "views whose offsets split that way")
+        return np.array_equal(pred, self.bytes)
 
     def _coord_lead(self, em, lay, nl):
         v = self.v
@@ -206,12 +247,21 @@ class Access:
                 lo = np.asarray([x[d][0] for x in self.regS], np.int64)
                 hi = np.asarray([x[d][1] for x in self.regS], np.int64)
                 lead += s * ((tc[..., None] ^ lo) + hi)
-            return v.const + lead + v.es * pad(tL[..., None] ^ rl, v.pads)
+            return v.const + lead + self._lin_table(tL, rl)
         for bit, val in self.spairs:
             on = self._tid_bit(bit, W, Ln)
             tS += on * val
         rs = np.asarray(self.regS, np.int64)
-        return v.const + tS[..., None] + rs + v.es * pad(tL[..., None] ^ rl, v.pads)
+        return v.const + tS[..., None] + rs + self._lin_table(tL, rl)
+
+    def _lin_table(self, tL, rl):
+        """es * pad of lin at (waves, lanes, registers), as the code makes it: the thread
+        register's part (shifted) and the offset's padded apart."""
+        v = self.v
+        if not self.shift:
+            return v.es * pad(tL[..., None] ^ rl, v.pads)
+        lo, hi = rl & self.possible, rl & ~self.possible
+        return v.es * (pad(self.shift + (tL[..., None] ^ lo), v.pads) + pad(hi, v.pads))
 
     def _tid_bit(self, bit, W, Ln):
         wl = log2(self.em.wave)
@@ -276,16 +326,16 @@ class Access:
         return reg, imm
 
     def _thread_reg(self, lo):
-        """es * pad(tL ^ lo) + tS, hoisted to the kernel entry (``lo`` = (lo, (lo_d...)) for
+        """es * pad(shift + (tL ^ lo)) + tS, hoisted to the kernel entry (``lo`` = (lo, (lo_d...)) for
         stacked coordinates split by _coord_lead)."""
         em, v = self.em, self.v
         if self.clead is not None:
             return self._thread_reg_c(*lo)
-        key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads)
+        key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads, self.shift)
         if key in em.memo:
             return em.memo[key]
         if not self.lpairs and not self.spairs:
-            em.memo[key] = Imm(v.es * int(pad(np.int64(lo), v.pads)))
+            em.memo[key] = Imm(v.es * int(pad(np.int64(self.shift + lo), v.pads)))
             return em.memo[key]
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         with em.hoisted():
@@ -299,13 +349,15 @@ class Access:
         return x
 
     def _thread_reg_c(self, lo: int, los: tuple):
-        """es * pad(tL ^ lo) + sum_d lead_d * (tc_d ^ lo_d)."""
+        """es * pad(shift + (tL ^ lo)) + sum_d lead_d * (tc_d ^ lo_d)."""
         em, v = self.em, self.v
-        key = ("lds_thread_c", self.lpairs, tuple(p for p, _ in self.clead), lo, los, v.es, v.pads, v.lead)
+        key = ("lds_thread_c", self.lpairs, tuple(p for p, _ in self.clead), lo, los, v.es, v.pads, v.lead,
+               self.shift)
         if key in em.memo:
             return em.memo[key]
         if not self.lpairs and not any(p for p, _ in self.clead):
-            em.memo[key] = Imm(v.es * int(pad(np.int64(lo), v.pads)) + sum(s * x for s, x in zip(v.lead, los)))
+            em.memo[key] = Imm(v.es * int(pad(np.int64(self.shift + lo), v.pads))
+                               + sum(s * x for s, x in zip(v.lead, los)))
             return em.memo[key]
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         with em.hoisted():
@@ -328,12 +380,14 @@ class Access:
         return x
 
     def _lin_bytes(self, lo: int):
-        """es * pad(tL ^ lo): a VGPR, or an Imm when no thread bit moves it (emitted in place)."""
+        """es * pad(shift + (tL ^ lo)): a VGPR, or an Imm when no thread bit moves it (emitted in place)."""
         em, v = self.em, self.v
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
         if lo:
             x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
+        if self.shift:
+            x = Imm(x.bits + self.shift) if isinstance(x, Imm) else em.valu(add, em.v(), [Imm(self.shift), x])
         if v.pads and not isinstance(x, Imm):
             acc = x
             for k, p in v.pads:

@@ -21,7 +21,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from .lds_address import _BIG, Lds, _fresh, pad
+from .lds_address import _BIG, Lds, _fresh, additive
 from .mir import Imm
 
 _STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -39,20 +39,6 @@ def _same(x: Lds, y: Lds) -> bool:
 def _same_table(x: Lds, y: Lds) -> bool:
     return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads and x.dtype == y.dtype
             and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
-
-
-def additive(x: Lds) -> Lds | None:
-    """A padded view with the whole padding periods below its least offset moved into the address:
-    lin - a, const + es * pad(a), a the greatest multiple of the largest padding interval not above
-    lin's least (a multiple of every interval: pad(a + y) = pad(a) + pad(y)). Rows r.. of a padded
-    buffer are then one table whatever r, where the XOR split (control._canonical) gives rows 1..4
-    and 2..5 different ones (their starts' bits collide with the rows'). None where not padded."""
-    if not x.pads or x.xreg is not None or not np.size(x.lin):
-        return None
-    step = max(1 << k for k, _ in x.pads)
-    lin = np.asarray(x.lin, np.int64)
-    a = int(lin.min()) // step * step
-    return x.with_(const=x.const + x.es * int(pad(np.int64(a), x.pads)), lin=lin - a) if a else x
 
 
 def padded_join(views: list) -> bool:

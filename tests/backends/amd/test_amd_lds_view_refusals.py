@@ -6,7 +6,10 @@ random inputs with NaN-poisoned outputs:
   swizzled buffer picked by a branch or swapped by a loop): was 'only .load() and .store()';
 - padded views joined by a branch or loop whose starts differ by other than whole swizzle-free
   slots (rows 1.. and 2.. of a padded buffer), the lowest start coming from the first arm, the
-  second, or a branch or loop nested in the else arm or the loop body: was 'placed differently'.
+  second, or a branch or loop nested in the else arm or the loop body: was 'placed differently';
+- plain loads and stores of row and column slices of padded buffers (several intervals and
+  paddings, 32/16/8-bit elements, slot i of a stacked buffer too) from starts inside a padding
+  period: was 'not addressable as thread part + register part'.
 """
 import os
 import sys
@@ -149,3 +152,55 @@ def test_padded_view_carried_by_a_loop_through_a_nested_loop(target, abc, m):
     ref, sim, _ = both(C.padded_loop_nested_loop, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n, m],
                        target, num_warps=1, A=A, B=B, C=C_)
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+# -- plain loads and stores of slices of padded buffers ---------------------------------------------
+
+DTYPES = [np.float32, np.float16, np.int8]
+_GL = {np.float32: "float32", np.float16: "float16", np.int8: "int8"}
+
+
+def _padded_slice(target, lay, dtype, slices, stack, store, vec, i=1):
+    from gluon_trace import language as gl
+    x, y = C.padded_slice_inputs(dtype, slices)
+    exp = C.padded_slice_expected(x, y, i, stack, slices, store)
+    ref, sim, text = both(C.padded_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), i],
+                          target, num_warps=2, DT=getattr(gl, _GL[dtype]), LAY=lay, STACK=stack,
+                          SLICES=slices, VEC=vec, STORE=store)
+    assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (slices, stack, store)
+    return text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [p[0] for p in C.PADDED], ids=[p[1] for p in C.PADDED])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_slices_of_a_padded_buffer(target, lay, dtype):
+    """Row and column slices from unaligned starts (rows 1.. of a 32-element padding period:
+    was 'not addressable as thread part + register part'), loaded and stored, of the buffer
+    and of slot i (run-time) of a stacked one."""
+    for slices in C.SLICES:
+        for stack in (0, 1):
+            for store in (0, 1):
+                _padded_slice(target, lay, dtype, slices, stack, store, vec=1)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [C.PADDED[0][0], C.PADDED[1][0]], ids=[C.PADDED[0][1], C.PADDED[1][1]])
+def test_vector_accesses_of_padded_row_slices(target, lay):
+    """Four consecutive elements a thread: rows 1..4 still move 16 bytes an instruction."""
+    for store in (0, 1):
+        text = _padded_slice(target, lay, np.float32, ((1, 4, 0),), 0, store, vec=4)
+        assert ("ds_write_b128" if store else "ds_read_b128") in text
+
+
+@pytest.mark.xfail(raises=gt.CompileError, strict=True,
+                   reason="AMD: a padded layout interleaving row and column offset bits, sliced from an "
+                          "unaligned row or column, has no thread part + register part split (NVIDIA sums "
+                          "per-bit offsets and runs it)")
+@pytest.mark.parametrize("slices", [((1, 4, 0),), ((3, 8, 1),)])
+def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(slices):
+    try:
+        _padded_slice("gfx942", C.PAD_INTERLEAVED, np.float32, slices, 0, 0, vec=1)
+    except gt.CompileError as e:  # (refused at the user's line, not inside the backend)
+        assert "v.load(L)" in C.refusal_line(str(e), C.__file__), str(e)
+        raise
