@@ -38,18 +38,47 @@ class Smem:
     """A shared buffer or view: element c lives at base + const + rel[c] (bytes), or, with a
     run-time XOR ``xreg`` (a view chosen by a branch or carried by a loop among views whose
     XOR-linear tables differ by a constant XOR: smem_join.py), at base + const + (rel[c] ^ X)
-    where X, the register's value, has only bits of ``xmask``."""
-    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask")
+    where X, the register's value, has only bits of ``xmask``. ``plin``: for a view of a
+    padded buffer, (the padding's linear index of each element, re-indexed with ``rel``, and
+    the padding pairs as (log2 interval, padding)); Access needs it only for a view whose table
+    is no sum over its coordinate bits (a slice from inside a padding period). None elsewhere."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
-                 xreg: str | None = None, xmask: int = 0):
+                 xreg: str | None = None, xmask: int = 0, plin: tuple | None = None):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
-        self.xreg, self.xmask = xreg, xmask
+        self.xreg, self.xmask, self.plin = xreg, xmask, plin
 
-    def shifted(self, rel: np.ndarray) -> "Smem":
-        """The same base, a re-indexed table (normalised so rel at the origin is 0)."""
+    def shifted(self, rel: np.ndarray, idx=None) -> "Smem":
+        """The same base, a re-indexed table (normalised so rel at the origin is 0); ``idx``,
+        the index that re-indexed it, re-indexes ``plin`` too."""
         o = int(rel.flat[0]) if rel.size else 0
-        return Smem(self.base, self.const + o, rel - o, self.dtype, self.align)
+        return Smem(self.base, self.const + o, rel - o, self.dtype, self.align,
+                    plin=self.plin_at(idx) if idx is not None else None)
+
+    def plin_at(self, fn) -> tuple | None:
+        """``plin`` with its table re-indexed like ``rel`` (``fn``: an index, or a function of
+        the table)."""
+        if self.plin is None:
+            return None
+        lin, pads = self.plin
+        return (fn(lin) if callable(fn) else lin[fn]), pads
+
+
+def _plin_of(layout, shape: tuple) -> tuple | None:
+    """``Smem.plin`` of a buffer of ``shape`` in ``layout`` (None unless padded)."""
+    from gluon_trace.shared_layouts import PaddedSharedLayout, _offsets_from_bases
+    if not isinstance(layout, PaddedSharedLayout) or len(shape) < len(layout.shape):
+        return None
+    inner = tuple(shape[len(shape) - len(layout.shape):])
+    lin = np.broadcast_to(_offsets_from_bases(inner, layout.offset_bases), shape)
+    pads = tuple((i.bit_length() - 1, p) for i, p in layout.interval_padding_pairs)
+    return lin, pads
+
+
+def _pad(x, pads):
+    """A padded layout's element offset of linear index ``x`` (int or array)."""
+    return x + sum((x >> k) * p for k, p in pads)
 
 
 def _esize(t: dt.dtype) -> int:
@@ -101,7 +130,8 @@ def _alloc(em, op):
         em.pro(f"add.u32 {base}, {em.smem_start()}, {off};")
     es = _esize(t.dtype)
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
-    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 16))  # gt_smem: .align 16
+    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 16),  # gt_smem: .align 16
+             plin=_plin_of(t.layout, tuple(t.shape)))
     if op.operands:
         _barrier_if_needed(em, op)
         _store_tile(em, s, op.operands[0])
@@ -126,7 +156,7 @@ def _index(em, op):
         i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     align = min(s.align, _pow2_div(stride, 16))
-    return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask)]]
+    return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask, s.plin_at(0))]]
 
 
 @rule("smem_slice")
@@ -138,20 +168,23 @@ def _slice(em, op):
     if s.xreg is not None:
         from .smem_join import slice_xor
         return [[slice_xor(em, s, s.rel[tuple(idx)], op.loc)]]
-    return [[s.shifted(s.rel[tuple(idx)])]]
+    return [[s.shifted(s.rel[tuple(idx)], tuple(idx))]]
 
 
 @rule("smem_permute")
 def _permute(em, op):  # (a re-indexed table places elements where they were: the XOR still holds)
     s = _view_of(em, op.operands[0], xor_ok=True)
-    return [[Smem(s.base, s.const, np.transpose(s.rel, op.attrs["order"]), s.dtype, s.align, s.xreg, s.xmask)]]
+    order = op.attrs["order"]
+    return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
+                  s.plin_at(lambda a: np.transpose(a, order)))]]
 
 
 @rule("smem_reshape")
 def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
-    return [[Smem(s.base, s.const, np.reshape(s.rel, tuple(op.attrs["shape"])), s.dtype, s.align,
-                  s.xreg, s.xmask)]]
+    shape = tuple(op.attrs["shape"])
+    return [[Smem(s.base, s.const, np.reshape(s.rel, shape), s.dtype, s.align, s.xreg, s.xmask,
+                  s.plin_at(lambda a: np.reshape(a, shape)))]]
 
 
 @rule("smem_reinterpret")
@@ -169,7 +202,8 @@ def _reinterpret(em, op):
     if start % es:
         raise CompileError(f"reinterpret as {t.dtype} starts at byte {start}, not a multiple of {es}", op.loc)
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
-    return [[Smem(base, start, np.asarray(offs, np.int64) * es, t.dtype, align)]]
+    plin = _plin_of(t.layout, tuple(t.shape)) if s.xreg is None else None
+    return [[Smem(base, start, np.asarray(offs, np.int64) * es, t.dtype, align, plin=plin)]]
 
 
 # -- addressing ---------------------------------------------------------------------------------
@@ -271,10 +305,17 @@ class Access:
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
         s, self.xor = _xor_affine(s)  # (a view with a run-time XOR has an XOR-linear table: xor 0)
-        f = offset_fn(em, s, what, lin if lane_fn is None else None)
-        self.em, self.s, self.lin, self.f = em, s, lin, f
+        self.em, self.s, self.lin = em, s, lin
+        self.mixed, self.shift = None, 0
+        try:
+            f = offset_fn(em, s, what, lin if lane_fn is None else None)
+        except CompileError:
+            # tried only where offset_fn refuses: every view lowered before is lowered as before
+            if lane_fn is None and self._padded_shift():
+                return
+            raise
+        self.f = f
         self.additive = f.additive
-        self.mixed = None
         if self.additive and not _disjoint_bases(lin):
             self._mixed(f)
             return
@@ -328,6 +369,67 @@ class Access:
             self.mixed.append((k & self.tmask, F(k & ~self.tmask)))
         self.offs = [hi for _, hi in self.mixed]
 
+    def _padded_shift(self) -> bool:
+        """A view of a padded buffer from inside a padding period (rows 1..4 of rows padded
+        every four: 0, 32, 64, 104 elements past row 1, no sum over the view's row bits).
+        Its linear indices are a + shift + M(c): a whole padding periods (pad(a + y) =
+        pad(a) + pad(y)), M XOR-linear in the view's coordinate bits. The thread's part of M is
+        one register K; register r's part splits into lo, the bits the sum shift + (K ^ lo)
+        can carry into (XORed into K, then shift added, in the prologue), and hi, bits clear
+        in every such sum: pad adds over disjoint bits, so the offset is pad(shift + (K ^ lo))
+        (summed per bit in the prologue, per distinct lo) + pad(hi) (the immediate). Checked
+        against the view's table for every thread and register; False where it does not hold."""
+        em, lin, s = self.em, self.lin, self.s
+        if s.plin is None or s.xreg is not None or not s.rel.size:
+            return False
+        L, pads = np.asarray(s.plin[0], np.int64), s.plin[1]
+        es = _esize(s.dtype)
+        c0 = s.const + s.rel - es * _pad(L, pads)  # (a view of one slot of a stack: constant)
+        if np.any(c0 != c0.flat[0]):
+            return False
+        step = max(1 << k for k, _ in pads)
+        a = int(L.min()) // step * step
+        shift = int(L.min()) - a
+        M = L - a - shift
+        g = _linear_bits(tuple(M.shape), np.ascontiguousarray(M).tobytes())
+        if g is None:
+            return False
+
+        def m(c):
+            return functools.reduce(lambda v, d: functools.reduce(
+                lambda w, j: w ^ g[d][j] if int(c[d]) >> j & 1 else w, range(len(g[d])), v), range(len(g)), 0)
+        self.treg, kmask = em.thread_xor(tuple(m(b) for b in lin.lane_bases), tuple(m(b) for b in lin.warp_bases))
+        # bits below the lowest K or shift can set pass through the sum untouched: the immediate
+        # keeps them (runs of registers stay vectors)
+        low = ((kmask | shift) & -(kmask | shift)) - 1 if kmask | shift else 0
+        ext = ((1 << (shift + kmask).bit_length()) - 1) & ~low
+        regs = [functools.reduce(lambda v, i: v ^ m(lin.reg_bases[i]) if r >> i & 1 else v,
+                                 range(len(lin.reg_bases)), 0) for r in range(lin.num_regs)]
+        cw, ln, rg = lin.coords().shape[:3]
+        kvals = np.zeros((cw, ln), np.int64)
+        for bases, axis in ((lin.lane_bases, 1), (lin.warp_bases, 0)):
+            idx = np.arange((cw, ln)[axis]).reshape((-1, 1) if axis == 0 else (1, -1))
+            for i, b in enumerate(bases):
+                kvals = kvals ^ ((idx >> i) & 1) * m(b)
+        lo = np.asarray([x & ext for x in regs], np.int64)
+        y = shift + (kvals[..., None] ^ lo)  # (warps, lanes, regs)
+        top = int(y.max()).bit_length()
+        tvals = tuple(es * int(_pad(1 << j, pads)) if ext >> j & 1 else 0 for j in range(top))
+        base0 = int(c0.flat[0]) + es * int(_pad(a, pads)) - s.const
+        hi = [base0 + es * int(_pad(x & ~ext, pads)) for x in regs]
+        got = sum(((y >> j) & 1) * v for j, v in enumerate(tvals)) + np.asarray(hi, np.int64) + s.const
+        c = lin.coords()
+        want = s.const + s.rel[tuple(c[..., d] for d in range(c.shape[-1]))]
+        if not np.array_equal(got, want):
+            return False
+        self.tmask, self.shift, self.tvals = kmask, shift, tvals
+        self.tlow = functools.reduce(lambda u, v: u | v, tvals, 0)
+        self.es = es
+        self.mixed = [(int(lo[r]), hi[r]) for r in range(lin.num_regs)]
+        self.offs = hi
+        self.additive = True
+        return True
+
     def _mixed_vec(self, cap_elems: int) -> int:
         es, n, V = self.es, self.lin.num_regs, 1
         while V * 2 <= min(cap_elems, 16 // es) and n % (V * 2) == 0:
@@ -344,13 +446,16 @@ class Access:
     def _mixed_addr(self, r: int) -> str:
         em = self.em
         lo, hi = self.mixed[r]
-        key = ("smem_padsum", self.treg, lo, self.tvals)
+        key = ("smem_padsum", self.treg, lo, self.tvals, self.shift)
         t = em.thread_cache.get(key)
         if t is None:
             src = self.treg
             if lo:
                 src = em.reg("b32")
                 em.pro(f"xor.b32 {src}, {self.treg}, {lo};")
+            if self.shift:
+                x, src = src, em.reg("b32")
+                em.pro(f"add.u32 {src}, {x}, {self.shift};")
             t = em.thread_cache[key] = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
         key = ("saddr", self.s.base, t)
         a = em.memo_get(key)
