@@ -98,14 +98,19 @@ def rule_slice(em, op):  # (lin[c + start] ^ X: the sliced table, X as it was; A
         return
     idx = [slice(None)] * v.lin.ndim
     idx[dim - nl] = slice(start, start + n)
-    em.vals[op.result] = v.with_(lin=v.lin[tuple(idx)])
+    coff = v.coff
+    if coff is not None:
+        coff = (tuple(s + start * (d == dim - nl) for d, s in enumerate(coff[0])), coff[1])
+    em.vals[op.result] = v.with_(lin=v.lin[tuple(idx)], coff=coff)
 
 
 def rule_permute(em, op):
     v = _view(em, op.operands[0], xor_ok=True)
     order = list(op.attrs["order"])
     nl = len(v.lead)
-    em.vals[op.result] = v.with_(lin=np.transpose(v.lin, [d - nl for d in order[nl:]]))
+    perm = [d - nl for d in order[nl:]]
+    coff = v.coff and tuple(tuple(x[d] for d in perm) for x in v.coff)
+    em.vals[op.result] = v.with_(lin=np.transpose(v.lin, perm), coff=coff)
 
 
 def rule_reshape(em, op):

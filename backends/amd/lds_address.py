@@ -29,7 +29,10 @@ register part, the thread register holding ``lead_d * (tc_d ^ lo_d)`` for the re
 thread part can set too (``Access._coord_lead``; any stride, padded tiles' too). A padded view
 starting inside a padding period (rows 1..4, padding every 2 rows) has ``lin = s + m``, ``m``
 XOR-linear but not ``s ^ m``: its whole periods go into ``const`` and the rest of ``s`` is added
-to the thread part before ``pad`` (``Access.shift``), tried only where the plain split fails.
+to the thread part before ``pad`` (``Access.shift``), tried only where the plain split fails;
+where the layout's offset_bases interleave the sliced dim's bits with another's (rows 1..4 at
+lin 2, 64, 66, 128) even that fails, and the start is added to the thread's coordinate instead,
+whose bits then go to their lin places (``Access._split_coords``: ``Lds.coff``).
 Every split is checked against the view's full byte table, and so is each vector width: runs of
 registers whose bytes are consecutive and aligned for every thread move as one
 ``ds_write/ds_read_b64/b128``.
@@ -49,12 +52,16 @@ _BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
 
 class Lds:
     """A shared buffer or view on AMD (see the module docstring)."""
-    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask")
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask", "coff")
 
-    def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0):
+    def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0, coff=None):
         self.base, self.balign, self.const = base, balign, const
         self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
         self.xreg, self.xmask = xreg, xmask   # a run-time XOR of lin (lds_join.py): SGPR es * X
+        # (per swizzled dim, the view's start in the buffer and the lin of each of the buffer's
+        # coordinate bits: lin[c] = XOR_d B_d(c_d + start_d) where the views keep it, for
+        # Access._split_coords; a rewrite of lin that breaks it only makes that check fail)
+        self.coff = coff
 
     def with_(self, **kw) -> "Lds":
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -114,7 +121,9 @@ def _fresh(em, layout, shape, dtype, base, balign, const) -> Lds:
     for n in reversed(lead_shape):
         lead.insert(0, stride)
         stride *= n
-    v = Lds(base, balign, const, lead, lin, pads, dtype)
+    images = tuple(tuple(int(lin[tuple((1 << j) * (e == d) for e in range(len(inner)))])
+                         for j in range(log2(n))) for d, n in enumerate(inner))
+    v = Lds(base, balign, const, lead, lin, pads, dtype, coff=((0,) * len(inner), images))
     assert np.array_equal(_table(v, tuple(shape)), np.asarray(offs, np.int64) * es + const)
     return v
 
@@ -132,7 +141,7 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``v``, per thread."""
 
     def __init__(self, em, v: Lds, ty):
-        self.em = em
+        self.em, self.cdims = em, None
         self.lay = em.linear(ty)
         coords = self.lay.coords()  # (warps, lanes, regs, ndim)
         nl = len(v.lead)
@@ -156,10 +165,11 @@ class Access:
             w = w.with_(lin=np.asarray(w.lin, np.int64) - shift)
             if shift and self._split(w, tuple(ty.shape), shift):
                 return
+        if self._split_coords(v):
+            return
         raise em.error("this shared-memory view is not addressable as thread part + register part "
-                       "(a slice at an unaligned start of a swizzled dim, or of a padded layout whose "
-                       "offset_bases interleave the sliced dim's bits with another's?); the AMD backend "
-                       "lowers views whose offsets split that way")
+                       "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
+                       "views whose offsets split that way")
 
     def _split(self, v: Lds, shape, shift: int = 0) -> bool:
         """Whether thread part + register part of ``v`` (its table added to ``shift`` before the
@@ -211,6 +221,97 @@ class Access:
             self._coord_lead(em, lay, nl)
             pred = self._predict()
         return np.array_equal(pred, self.bytes)
+
+    def _split_coords(self, v: Lds) -> bool:
+        """A padded view whose lin has no split above: a slice from an unaligned row of a layout
+        whose offset_bases interleave row and column bits (rows 1..4 at lin 2, 64, 66, 128: no
+        start plus an XOR-linear table). lin is XOR_d B_d(c_d + start_d), B_d the buffer's
+        linear map of dim d's coordinate bits, and each coordinate splits like a stacked one
+        (_coord_lead): thread part tc_d ^ lo_d, the register bits the sum start_d + (tc_d ^ lo_d)
+        may carry into, in the thread register, which holds es * pad(XOR_d B_d(start_d +
+        (tc_d ^ lo_d))) + the stacked bytes; the other register bits, clear in every such sum,
+        padded apart into the offset. Checked against the view's whole byte table."""
+        em, lay = self.em, self.lay
+        if v.coff is None or v.xreg is not None or not v.pads or not v.lin.ndim:
+            return False
+        starts, images = v.coff
+        nl = len(v.lead)
+        idx = np.indices(v.lin.shape)
+        if len(starts) != v.lin.ndim or not np.array_equal(
+                v.lin, _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])):
+            return False
+        self.v, self.shift, self.clead = v, 0, None
+        lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
+        self.spairs = tid_pairs(em, lay, lb)
+        dims = []   # per swizzled dim: (tid pairs, start, bits the sum may set, their lin)
+        for d, s in enumerate(starts):
+            pairs = tid_pairs(em, lay, lambda b, d=d: int(b[nl + d]))
+            poss = possible_bits(pairs)
+            ext = ((1 << (s + poss).bit_length()) - 1) if s else poss
+            low = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
+            ext &= ~low
+            nb = min(len(images[d]), (s + ext).bit_length())
+            dims.append((pairs, s, ext, images[d][:nb]))
+        self.cdims = tuple(dims)
+        self.regC = []
+        for r in range(lay.num_regs):
+            cs = [reg_part(lay, lambda b, d=d: int(b[nl + d]), r) for d in range(len(starts))]
+            s = sum(lb(b) for j, b in enumerate(lay.reg_bases) if r >> j & 1)
+            lo = tuple(c & e for c, (_, _, e, _) in zip(cs, dims))
+            hi = _scatter([(c & ~e, images[d]) for d, (c, (_, _, e, _)) in enumerate(zip(cs, dims))])
+            self.regC.append((lo, v.const + s + v.es * int(pad(np.int64(hi), v.pads))))
+        W, Ln, R = self.bytes.shape
+        tS = np.zeros((W, Ln), np.int64)
+        for bit, val in self.spairs:
+            tS += self._tid_bit(bit, W, Ln) * val
+        tcs = []
+        for pairs, *_ in dims:
+            tc = np.zeros((W, Ln), np.int64)
+            for bit, val in pairs:
+                tc ^= self._tid_bit(bit, W, Ln) * val
+            tcs.append(tc)
+        pred = np.empty_like(self.bytes)
+        for r, (lo, imm) in enumerate(self.regC):
+            t = _scatter([(s + (tc ^ x), im) for tc, x, (_, s, _, im) in zip(tcs, lo, dims)])
+            pred[..., r] = v.es * pad(t, v.pads) + tS + imm
+        return np.array_equal(pred, self.bytes)
+
+    def _thread_reg_coords(self, lo: tuple):
+        """es * pad(XOR_d B_d(start_d + (tc_d ^ lo_d))) + the stacked bytes (_split_coords)."""
+        em, v = self.em, self.v
+        key = ("lds_thread_coords", self.cdims, self.spairs, lo, v.es, v.pads)
+        if key in em.memo:
+            return em.memo[key]
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        with em.hoisted():
+            x = Imm(0)
+            for (pairs, s, _, im), c in zip(self.cdims, lo):
+                t = thread_part(em, pairs) if pairs else Imm(0)
+                if isinstance(t, Imm):
+                    x = Imm(x.bits ^ _scatter([(s + (t.bits ^ c), im)]))
+                    continue
+                if c:
+                    t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+                if s:
+                    t = em.valu(add, em.v(), [Imm(s), t])
+                for j, b in enumerate(im):
+                    if not b:
+                        continue
+                    u = em.valu("v_bfe_u32", em.v(), [t, Imm(j), Imm(1)], form="vop3")
+                    if b & (b - 1):
+                        u = em.valu("v_mul_u32_u24", em.v(), [Imm(b), u])
+                    elif b > 1:
+                        u = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(b)), u])
+                    x = u if isinstance(x, Imm) and x.bits == 0 else \
+                        em.valu("v_xor_b32", em.v(), [x, u])
+            x = self._padded_bytes(x)
+            if self.spairs:
+                s = _tid_sum(em, self.spairs)
+                x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
+            if isinstance(x, Imm):
+                x = em.to_v(x)
+        em.memo[key] = x
+        return x
 
     def _coord_lead(self, em, lay, nl):
         v = self.v
@@ -290,6 +391,8 @@ class Access:
         """(which thread register, immediate offset) register r's element is at: registers with
         the same first part share an address VGPR."""
         v = self.v
+        if self.cdims is not None:
+            return ("coords",) + self.regC[r][:1], self.regC[r][1]
         x = self.regL[r]
         lo, hi = x & self.possible, x & ~self.possible
         if self.clead is not None:
@@ -329,6 +432,8 @@ class Access:
         """es * pad(shift + (tL ^ lo)) + tS, hoisted to the kernel entry (``lo`` = (lo, (lo_d...)) for
         stacked coordinates split by _coord_lead)."""
         em, v = self.em, self.v
+        if self.cdims is not None:
+            return self._thread_reg_coords(lo[1])
         if self.clead is not None:
             return self._thread_reg_c(*lo)
         key = ("lds_thread", self.lpairs, self.spairs, lo, v.es, v.pads, self.shift)
@@ -381,13 +486,19 @@ class Access:
 
     def _lin_bytes(self, lo: int):
         """es * pad(shift + (tL ^ lo)): a VGPR, or an Imm when no thread bit moves it (emitted in place)."""
-        em, v = self.em, self.v
+        em = self.em
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         x = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
         if lo:
             x = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(x)])
         if self.shift:
             x = Imm(x.bits + self.shift) if isinstance(x, Imm) else em.valu(add, em.v(), [Imm(self.shift), x])
+        return self._padded_bytes(x)
+
+    def _padded_bytes(self, x):
+        """es * pad(x) of a VGPR (emitted in place) or an Imm."""
+        em, v = self.em, self.v
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         if v.pads and not isinstance(x, Imm):
             acc = x
             for k, p in v.pads:
@@ -402,6 +513,15 @@ class Access:
         elif isinstance(x, Imm):
             x = Imm(x.bits * v.es)
         return x
+
+
+def _scatter(parts) -> np.ndarray | int:
+    """XOR over (coordinate x, lin of each of its bits) of the lin of x's set bits."""
+    out = 0
+    for x, images in parts:
+        for j, b in enumerate(images):
+            out = out ^ ((x >> j) & 1) * b
+    return out
 
 
 def _tid_sum(em, pairs):

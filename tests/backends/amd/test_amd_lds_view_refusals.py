@@ -9,7 +9,8 @@ random inputs with NaN-poisoned outputs:
   second, or a branch or loop nested in the else arm or the loop body: was 'placed differently';
 - plain loads and stores of row and column slices of padded buffers (several intervals and
   paddings, 32/16/8-bit elements, slot i of a stacked buffer too) from starts inside a padding
-  period: was 'not addressable as thread part + register part'.
+  period, and unaligned slices of a padded layout whose offset_bases interleave row and column
+  bits: was 'not addressable as thread part + register part'.
 """
 import os
 import sys
@@ -193,14 +194,14 @@ def test_vector_accesses_of_padded_row_slices(target, lay):
         assert ("ds_write_b128" if store else "ds_read_b128") in text
 
 
-@pytest.mark.xfail(raises=gt.CompileError, strict=True,
-                   reason="AMD: a padded layout interleaving row and column offset bits, sliced from an "
-                          "unaligned row or column, has no thread part + register part split (NVIDIA sums "
-                          "per-bit offsets and runs it)")
-@pytest.mark.parametrize("slices", [((1, 4, 0),), ((3, 8, 1),)])
-def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(slices):
-    try:
-        _padded_slice("gfx942", C.PAD_INTERLEAVED, np.float32, slices, 0, 0, vec=1)
-    except gt.CompileError as e:  # (refused at the user's line, not inside the backend)
-        assert "v.load(L)" in C.refusal_line(str(e), C.__file__), str(e)
-        raise
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("slices", [((1, 4, 0),), ((3, 8, 1),), ((3, 4, 0),), ((1, 4, 0), (6, 8, 1))])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(target, slices, dtype):
+    """Was refused ('not addressable as thread part + register part'): rows 1..4 sit at lin 2,
+    64, 66, 128, neither XOR-linear nor a start plus an XOR-linear table; the start is added to
+    the thread's coordinate and its bits moved to their lin places before the padding. Loaded
+    and stored, of the buffer and of slot i of a stacked one."""
+    for stack in (0, 1):
+        for store in (0, 1):
+            _padded_slice(target, C.PAD_INTERLEAVED, dtype, slices, stack, store, vec=1)
