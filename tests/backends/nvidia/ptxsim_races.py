@@ -230,7 +230,8 @@ class RaceSim(WSSim):
         g = np.repeat(self.gw[threads], n)
         a = addrs.reshape(-1)
         if write:
-            self._one_step(threads, a, data, "global-memory", what, lambda j: f"byte {a[j]} of global memory")
+            self._one_step(threads, a, data, "global-memory", what,
+                           lambda j: f"byte {a[j] & ((1 << 40) - 1)} of buffer {(a[j] >> 40) - 1}")
         k, off = (a >> 40) - 1, a & ((1 << 40) - 1)
         for b in np.unique(k):
             if not 0 <= b < len(self.mem.bufs):
@@ -379,7 +380,7 @@ class RaceSim(WSSim):
             threads, addrs = self._rows(args[0], m, len(ins) * bits // 8)
             # each thread's bytes, in address order (little-endian, component after component)
             data = np.concatenate([np.ascontiguousarray(np.asarray(self.val(x, f"b{bits}"))[threads])
-                                   .view(_BITS[str(bits)]).view(np.uint8).reshape(len(threads), -1)
+                                   .view(_BITS[str(bits)]).view(np.uint8).reshape(len(threads), bits // 8)
                                    for x in ins], axis=1)
             (self._access if parts[1] == "shared" else self._global)(threads, addrs, True, "writes", data=data)
         return super().op_st(parts, args, m, active)

@@ -179,3 +179,17 @@ def test_convert_from_warp_copies_in_one_register_is_reported_without_the_owner_
                                            r"warp 0 wrote in the same instruction"):
         run()
     assert re.search(r"@%p\d+ st\.shared", fixed)   # the emitted PTX does predicate the store
+
+
+def test_a_store_no_thread_makes_is_no_access():
+    """Every thread predicated off: nothing to compare (an empty instruction must not trip it)."""
+    body = TWO_WARPS.replace("setp.eq.u32 %p1, %r2, 0;", "setp.eq.u32 %p1, %r1, 1000;")
+    _run(body)
+
+
+def test_two_ctas_storing_one_global_byte_in_one_instruction_race():
+    """Global memory too, across CTAs: thread 0 of each CTA stores the output's first word."""
+    out = np.full(1, -1, np.int32)
+    with pytest.raises(RuntimeError, match=r"global-memory race: warp 0 of CTA 1 writes byte 0 of buffer 0, which "
+                                           r"warp 0 of CTA 0 wrote in the same instruction"):
+        ptxsim_races.run(_kernel(TWO_WARPS.replace("%r2, 0;", "%r1, 0;")), (2, 1, 1), [out], 64)
