@@ -152,7 +152,7 @@ def prune(prog, outputs: list):
         n = by_name[todo.pop()]
         if n.name not in need:
             need.add(n.name)
-            todo += list(n.args)
+            todo += list(n.uses)
     for n in prog.nodes:  # an atomic kept keeps its buffer an output: the buffer is its parameter
         if n.op == "atomic" and n.name in need and n.args[0] not in outputs:
             outputs = list(outputs) + [n.args[0]]

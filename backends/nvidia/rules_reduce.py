@@ -125,6 +125,17 @@ def _st(em, t, addr, off, r, pred=None):
     em.emit(f"{g}st.shared.{st} [{addr}+{off}], {r};")
 
 
+def _one_warp_of_copies(em, writer, lin):
+    """``writer`` (None: every thread) narrowed to one warp of each set of warp copies. Warps
+    whose bases repeat others' hold the same partials and would store them to the same slots
+    in the same instruction, with nothing ordering the stores: a data race, if of one value
+    (a419c62 in convert_layout's scratch). Lanes of one warp may repeat a store."""
+    copies = em.owner_pred(lin, lanes=False)
+    if copies is None or writer is None:
+        return writer or copies
+    return em.ins("pred", f"and.pred {{d}}, {writer}, {copies};")
+
+
 def _ld(em, t, addr, off):
     st, _ = _smem_slot(t)
     cls = ptx.rclass(t)
@@ -273,7 +284,7 @@ def _reduce(em, op):
     warp_vals = tuple((1 << rank[i]) * numel if i in rank else pk(b) for i, b in enumerate(lin.warp_bases))
     tp, tmask = em.thread_xor(lane_vals, warp_vals)
     axis_lanes = sum(1 << i for i, b in enumerate(lin.lane_bases) if b[axis])
-    writer = _lane_test(em, axis_lanes, zero=True) if axis_lanes else None
+    writer = _one_warp_of_copies(em, _lane_test(em, axis_lanes, zero=True) if axis_lanes else None, lin)
     for r in sorted(vals):
         rp = 0
         for i, b in enumerate(lin.reg_bases):
@@ -473,6 +484,7 @@ def _scan(em, op):
         writer = None
         if nl:
             writer = em.ins("pred", f"setp.eq.u32 {{d}}, {lane_idx}, {0 if reverse else last_lane};")
+        writer = _one_warp_of_copies(em, writer, lin)
         for (g, h), T in totals.items():
             rp = em.reg_part(lin, g, pk)
             for j, t in enumerate(dtypes):

@@ -87,6 +87,15 @@ class Node:
     def numel(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def uses(self) -> tuple:
+        """The names of the nodes this one reads: its args, and those its loop or branch steps
+        name (``(fn, "node", name)`` in attrs, outside ``args``: a walk of the graph by args
+        alone misses them)."""
+        steps = self.attrs["steps"] if self.op == "loop" else \
+            (self.attrs["then"], self.attrs["other"]) if self.op == "branch" else ()
+        return tuple(self.args) + tuple(s[2] for s in steps if s and s[1] == "node")
+
 
 @dataclass
 class Program:

@@ -29,6 +29,17 @@ ptxsim_hopper's (fence.proxy.async, in-flight reads). Global memory: plain ``ld`
 must be ordered after the last plain write by another warp of any CTA (a write after another
 warp's read is not checked there, nor TMA's global side).
 
+One instruction's own writes are compared with each other too: the simulator runs every thread
+standing at a program counter at once ("pc", "cta": every warp of the CTA or grid; "random": a
+warpgroup), and checking each against the bytes' last writer before recording any would miss
+two warps storing one byte in one step. Two warps (of one CTA, or of any CTA in global memory)
+writing one byte in one instruction race, whatever they write (a plain store's same-value race
+is benign on the hardware but still a hazard to compute-sanitizer's racecheck: reported). Lanes
+of one warp writing one byte in one instruction do not race (the hardware keeps one lane's value,
+which one undefined): accepted when they write the same value, reported when the values differ
+(the simulator keeps the highest lane's, so a result would depend on the pick). ``stmatrix``'s
+values are not compared: lanes of a warp naming one row are reported.
+
 Clusters (ptxsim_cluster): an arrival on a peer's mbarrier (``mapa`` + ``.shared::cluster``)
 publishes into that barrier's phase as a local one does; a multicast TMA load writes at issue, as
 the issuing warp, into each CTA of its mask (ordered after the reads there). A peer's use of an
@@ -42,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 import ptxsim_hopper
+from ptxsim import _BITS
 from ptxsim_ws import WSSim
 
 
@@ -208,14 +220,18 @@ class RaceSim(WSSim):
         return super().op_atom(parts, args, m, active)
 
     # -- global-memory accesses -----------------------------------------------------------------
-    def _global(self, threads, addrs, write: bool, what: str) -> None:
+    def _global(self, threads, addrs, write: bool, what: str, data=None) -> None:
         """Plain global loads and stores: ordered after the last write by another warp (any
-        CTA); no read tracking (a write after another warp's read is not checked)."""
+        CTA), a store's bytes after the other warps' stores of them in the same instruction; no
+        read tracking (a write after another warp's read is not checked)."""
         if not len(threads):
             return
         n = addrs.shape[1]
         g = np.repeat(self.gw[threads], n)
         a = addrs.reshape(-1)
+        if write:
+            self._one_step(threads, a, data, "global-memory", what,
+                           lambda j: f"byte {a[j] & ((1 << 40) - 1)} of buffer {(a[j] >> 40) - 1}")
         k, off = (a >> 40) - 1, a & ((1 << 40) - 1)
         for b in np.unique(k):
             if not 0 <= b < len(self.mem.bufs):
@@ -238,10 +254,11 @@ class RaceSim(WSSim):
                 lt[o] = self.vc[gs, gs]
 
     # -- shared-memory accesses -----------------------------------------------------------------
-    def _access(self, threads, addrs, write: bool, what: str, ctas=None) -> None:
+    def _access(self, threads, addrs, write: bool, what: str, ctas=None, data=None) -> None:
         """``threads`` (k,) access shared bytes ``addrs`` (k, n) of their CTAs (or of ``ctas``):
-        checked, then remembered."""
-        at = self._check(threads, addrs, write, what, ctas)
+        checked, then remembered. ``data`` (k, n): the bytes a write stores, for comparing lanes
+        of one warp that store one byte; None: unknown (any such pair is reported)."""
+        at = self._check(threads, addrs, write, what, ctas, data)
         if at is None:
             return
         c, g, a = at
@@ -253,9 +270,10 @@ class RaceSim(WSSim):
         else:
             self.rd_time[g % self.W, c, a] = self.vc[g, g]
 
-    def _check(self, threads, addrs, write: bool, what: str, ctas=None):
+    def _check(self, threads, addrs, write: bool, what: str, ctas=None, data=None):
         """Raise if the access is not ordered after the other warps' last write (and, for a
-        write, their reads); returns its (CTAs, grid warps, bytes), flattened, or None."""
+        write, their reads and the other warps' writes of its bytes in this instruction);
+        returns its (CTAs, grid warps, bytes), flattened, or None."""
         if not len(threads):
             return None
         n = addrs.shape[1]
@@ -272,6 +290,8 @@ class RaceSim(WSSim):
                                f"warp {lw[j] % self.W} wrote with no barrier or mbarrier ordering them"
                                + (f" (in CTA {c[j]})" if lw[j] // self.W != g[j] // self.W else ""))
         if write:
+            self._one_step(threads, c * self.smem.shape[1] + a, data, "shared-memory", what,
+                           lambda j: f"shared byte {a[j]}" + (f" of CTA {c[j]}" if ctas is not None else ""))
             ws, wt = self.wg_rd[c, a], self.wg_rd_time[c, a]                     # (k*n, 4)
             done = (ws < 0).all(axis=1) | (ws == g[:, None]).any(axis=1) | \
                 ((ws >= 0) & (self.vc[g[:, None], np.maximum(ws, 0)] >= wt)).any(axis=1)
@@ -288,6 +308,37 @@ class RaceSim(WSSim):
                                    f"warp {r} read with no barrier or mbarrier ordering them"
                                    + (f" (in CTA {c[j]})" if c[j] != g[j] // self.W else ""))
         return c, g, a
+
+    def _one_step(self, threads, keys, data, space: str, what: str, byte) -> None:
+        """One instruction's writes among themselves: ``keys`` (k*n,) name the bytes the
+        ``threads`` (k,) write, n each (``data`` (k, n) their values, or None); two warps writing
+        one byte race, lanes of one warp may only if they write one value. ``byte(j)``: the
+        byte of ``keys[j]``, in words."""
+        n = len(keys) // len(threads)
+        t = np.repeat(threads, n)
+        g = self.gw[t]
+        order = np.lexsort((t, g, keys))    # by byte, then warp, then lane
+        ks, gs, ts = keys[order], g[order], t[order]
+        again = ks[1:] == ks[:-1]           # a byte the previous thread wrote too
+        if not again.any():
+            return
+        other = again & (gs[1:] != gs[:-1])
+        if other.any():
+            j = int(np.argmax(other))
+            first, second = int(gs[j]), int(gs[j + 1])
+            raise RuntimeError(f"{space} race: {self._name(second)} {what} {byte(order[j + 1])}, which "
+                               f"{'warp ' + str(first % self.W) if first // self.W == second // self.W else self._name(first)} "
+                               "wrote in the same instruction with no barrier or mbarrier ordering them")
+        vs = None if data is None else np.asarray(data).reshape(-1)[order]
+        differ = again if vs is None else again & (vs[1:] != vs[:-1])
+        if differ.any():
+            j = int(np.argmax(differ))
+            lanes = f"lanes {ts[j] % 32} and {ts[j + 1] % 32} of {self._name(int(gs[j]))}"
+            raise RuntimeError(f"{space} conflict: {lanes} write different values to {byte(order[j])} in one "
+                               "instruction (the hardware keeps one, which one is undefined)"
+                               if vs is not None else
+                               f"{space} conflict: {lanes} both write {byte(order[j])} in one instruction "
+                               f"({what}: the values are not compared)")
 
     def _clear(self, cta, addrs) -> None:
         self.lw_warp[cta, addrs] = -1
@@ -324,9 +375,14 @@ class RaceSim(WSSim):
 
     def op_st(self, parts, args, m, active):
         if parts[1] in ("shared", "global"):
-            n = len(args[1][1:-1].split(",")) if args[1].startswith("{") else 1
-            rows = self._rows(args[0], m, n * int(parts[-1][1:]) // 8)
-            (self._access if parts[1] == "shared" else self._global)(*rows, True, "writes")
+            ins = [x.strip() for x in args[1][1:-1].split(",")] if args[1].startswith("{") else [args[1]]
+            bits = int(parts[-1][1:])
+            threads, addrs = self._rows(args[0], m, len(ins) * bits // 8)
+            # each thread's bytes, in address order (little-endian, component after component)
+            data = np.concatenate([np.ascontiguousarray(np.asarray(self.val(x, f"b{bits}"))[threads])
+                                   .view(_BITS[str(bits)]).view(np.uint8).reshape(len(threads), bits // 8)
+                                   for x in ins], axis=1)
+            (self._access if parts[1] == "shared" else self._global)(threads, addrs, True, "writes", data=data)
         return super().op_st(parts, args, m, active)
 
     def _matrix_rows(self, parts, addr_arg, m):
