@@ -304,14 +304,17 @@ class Access:
                         u = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(b)), u])
                     x = u if isinstance(x, Imm) and x.bits == 0 else \
                         em.valu("v_xor_b32", em.v(), [x, u])
-            x = self._padded_bytes(x)
-            if self.spairs:
-                s = _tid_sum(em, self.spairs)
-                x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
-            if isinstance(x, Imm):
-                x = em.to_v(x)
+            x = self._with_spairs(em, self._padded_bytes(x))
         em.memo[key] = x
         return x
+
+    def _with_spairs(self, em, x):
+        """``x`` (bytes) plus the stacked dims' thread bytes, as a VGPR."""
+        if self.spairs:
+            s = _tid_sum(em, self.spairs)
+            add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+            x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
+        return em.to_v(x) if isinstance(x, Imm) else x
 
     def _coord_lead(self, em, lay, nl):
         v = self.v
@@ -442,14 +445,8 @@ class Access:
         if not self.lpairs and not self.spairs:
             em.memo[key] = Imm(v.es * int(pad(np.int64(self.shift + lo), v.pads)))
             return em.memo[key]
-        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         with em.hoisted():
-            x = self._lin_bytes(lo)
-            if self.spairs:
-                s = _tid_sum(em, self.spairs)
-                x = em.valu(add, em.v(), [x, s]) if not (isinstance(x, Imm) and x.bits == 0) else s
-            if isinstance(x, Imm):
-                x = em.to_v(x)
+            x = self._with_spairs(em, self._lin_bytes(lo))
         em.memo[key] = x
         return x
 
