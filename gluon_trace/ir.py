@@ -191,6 +191,11 @@ class Block:
         for op in self.walk():
             op.operands = [mapping.get(v, v) for v in op.operands]
 
+    def yielded(self, i: int) -> "Value | None":
+        """The i-th value this region yields to its loop or branch (None: it yields none)."""
+        y = self.ops[-1] if self.ops else None
+        return y.operands[i] if y is not None and y.name == "yield" and i < len(y.operands) else None
+
     def is_within(self, other: "Block") -> bool:
         b: Block | None = self
         while b is not None:

@@ -582,19 +582,7 @@ def copy_bits(linear: LinearLayout) -> dict[str, int]:
     element exactly once, so they are the ones an atomic (or anything done once per element)
     runs in; the others hold copies."""
     pivots: dict[int, int] = {}
-
-    def repeats(b) -> bool:
-        v = 0
-        for d, x in enumerate(b):
-            v |= int(x) << (32 * d)
-        while v:
-            top = v.bit_length() - 1
-            if top not in pivots:
-                pivots[top] = v
-                return False
-            v ^= pivots[top]
-        return True
-    return {name: sum(1 << i for i, b in enumerate(bases) if repeats(b))
+    return {name: sum(1 << i for i, b in enumerate(bases) if not _add_to_basis(_pack(b, linear.shape), pivots))
             for name, bases in (("reg", linear.reg_bases), ("lane", linear.lane_bases),
                                 ("warp", linear.warp_bases))}
 

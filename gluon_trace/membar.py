@@ -66,15 +66,14 @@ def _roots(graph: Graph) -> dict:
                 changed |= join(op.result, [op.operands[0]])
             elif op.name == "for":
                 body = op.regions[0]
-                ys = body.ops[-1].operands if body.ops and body.ops[-1].name == "yield" else []
                 for i, (arg, init, res) in enumerate(zip(body.args[1:], op.operands[3:], op.results)):
-                    flow = [init] + ([ys[i]] if i < len(ys) else [])
+                    y = body.yielded(i)
+                    flow = [init] if y is None else [init, y]
                     changed |= join(arg, flow)
                     changed |= join(res, flow)
             elif op.name == "if":
                 for i, res in enumerate(op.results):
-                    flow = [r.ops[-1].operands[i] for r in op.regions
-                            if r.ops and r.ops[-1].name == "yield" and i < len(r.ops[-1].operands)]
+                    flow = [v for v in (r.yielded(i) for r in op.regions) if v is not None]
                     changed |= join(res, flow)
     return roots
 

@@ -168,7 +168,7 @@ def rule_if(em, op):
         return
     xor = lds_join.branch_specs(em, op)
     add = {i for i, r in enumerate(op.results) if _is_view(r) and i not in xor and lds_join.padded_join(
-           [lds_join._static(em, a, {}) if a is not None else None for a in (lds_join._yielded(b, i) for b in op.regions)])}
+           [lds_join._static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)])}
     homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else em.new_home(r.type)
              for i, r in enumerate(op.results)]
     firsts, aligns = {}, {}

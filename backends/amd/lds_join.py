@@ -124,7 +124,7 @@ def _static(em, v, env: dict):
         return None
     if op.name == "if":  # (a branch inside a loop body picks the next view)
         i = next(k for k, r in enumerate(op.results) if r is v)
-        views = [_static(em, a, env) if a is not None else None for a in (_yielded(b, i) for b in op.regions)]
+        views = [_static(em, a, env) if a is not None else None for a in (b.yielded(i) for b in op.regions)]
         if None in views:
             return None
         j = join(views)
@@ -188,17 +188,12 @@ def loop_additive(em, op, firsts: dict, xor: dict, outer: dict | None = None) ->
                     for j, f in firsts.items()})
         new = set(add)
         for j, f in firsts.items():
-            v = _yielded(body, j)
+            v = body.yielded(j)
             if j not in xor and j not in add and v is not None and padded_join([f, _static(em, v, env)]):
                 new.add(j)
         if new == add:
             return add
         add = new
-
-
-def _yielded(block, i: int):
-    y = block.ops[-1] if block.ops else None
-    return y.operands[i] if y is not None and y.name == "yield" else None
 
 
 def branch_specs(em, op) -> dict:
@@ -207,7 +202,7 @@ def branch_specs(em, op) -> dict:
     for i, r in enumerate(op.results):
         if not isinstance(r.type, MemDescType):
             continue
-        views = [_static(em, a, {}) if a is not None else None for a in (_yielded(b, i) for b in op.regions)]
+        views = [_static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)]
         if None in views:
             continue
         j = join(views)
@@ -230,7 +225,7 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
         env.update({args[i]: (_spec(*specs[i]) if i in specs else f) for i, f in firsts.items()})
         new = dict(specs)
         for i, f in firsts.items():
-            v = _yielded(body, i)
+            v = body.yielded(i)
             y = _static(em, v, env) if v is not None else None
             j = join([env[args[i]], y]) if y is not None else None
             if j is not None:

@@ -212,7 +212,7 @@ def _loop_kept(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> di
                     for i, f in firsts.items()})
         new = {}
         for i in kept:
-            v = smem_join._yielded(body, i)
+            v = body.yielded(i)
             new[i] = _kept_const(env[args[i]], [smem_join._static(em, v, env) if v is not None else None])
         if new == kept:
             return kept
@@ -293,7 +293,7 @@ def _if(em, op):
     types = _carrier_types(op.results)
     xor = smem_join.branch_specs(em, op)
     arms = {i: [smem_join._static(em, a, {}) if a is not None else None
-                for a in (smem_join._yielded(b, i) for b in op.regions)]
+                for a in (b.yielded(i) for b in op.regions)]
             for i, r in enumerate(op.results) if isinstance(r.type, MemDescType) and i not in xor}
     ns = [2 if i in xor else 1 if isinstance(r.type, MemDescType) else em.nregs(r) for i, r in enumerate(op.results)]
     firsts, aligns, kept = {}, {}, {}

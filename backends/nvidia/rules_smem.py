@@ -443,6 +443,17 @@ class Access:
             V = W
         return V
 
+    def _at(self, t: str, hi: int) -> str:
+        """``[base + t + const + hi]``: the view's base plus thread register ``t`` (one add per
+        pair in a region), the constant parts as the immediate."""
+        key = ("saddr", self.s.base, t)
+        a = self.em.memo_get(key)
+        if a is None:
+            a = self.em.ins("b32", f"add.u32 {{d}}, {self.s.base}, {t};")
+            self.em.memo_put(key, a)
+        imm = self.s.const + hi
+        return f"[{a}+{imm}]" if imm else f"[{a}]"
+
     def _mixed_addr(self, r: int) -> str:
         em = self.em
         lo, hi = self.mixed[r]
@@ -457,13 +468,7 @@ class Access:
                 x, src = src, em.reg("b32")
                 em.pro(f"add.u32 {src}, {x}, {self.shift};")
             t = em.thread_cache[key] = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
-        key = ("saddr", self.s.base, t)
-        a = em.memo_get(key)
-        if a is None:
-            a = em.ins("b32", f"add.u32 {{d}}, {self.s.base}, {t};")
-            em.memo_put(key, a)
-        imm = self.s.const + hi
-        return f"[{a}+{imm}]" if imm else f"[{a}]"
+        return self._at(t, hi)
 
     def vec(self, cap_elems: int) -> int:
         """Registers per access: runs of 2**k registers at consecutive, aligned offsets."""
@@ -507,13 +512,7 @@ class Access:
                 x = em.ins("b32", f"xor.b32 {{d}}, {t}, {self.s.xreg};")
                 em.memo_put(key, x)
             t = x
-        key = ("saddr", self.s.base, t)
-        a = em.memo_get(key)
-        if a is None:
-            a = em.ins("b32", f"add.u32 {{d}}, {self.s.base}, {t};")
-            em.memo_put(key, a)
-        imm = self.s.const + hi
-        return f"[{a}+{imm}]" if imm else f"[{a}]"
+        return self._at(t, hi)
 
 
 # -- stores and loads -----------------------------------------------------------------------

@@ -123,7 +123,7 @@ def _static(em, v, env: dict) -> Smem | None:
     op = v.owner
     if op is not None and op.name == "if":  # (a branch inside a loop body picks the next view)
         i = next(k for k, r in enumerate(op.results) if r is v)
-        arms = [_yielded(b, i) for b in op.regions]
+        arms = [b.yielded(i) for b in op.regions]
         views = [_static(em, a, env) if a is not None else None for a in arms]
         if None in views:
             return None
@@ -192,18 +192,13 @@ def _static_alloc(em, op) -> Smem | None:
                 ptx.pow2_div(em.smem_plan.offsets[op], 16) if em.smem_plan.offsets[op] else 16)
 
 
-def _yielded(block, i: int):
-    y = block.ops[-1] if block.ops else None
-    return y.operands[i] if y is not None and y.name == "yield" else None
-
-
 def branch_specs(em, op) -> dict:
     """{result index: joined view's spec} for an ``if``'s views that need a run-time XOR."""
     out = {}
     for i, r in enumerate(op.results):
         if not isinstance(r.type, MemDescType):
             continue
-        arms = [_yielded(b, i) for b in op.regions]
+        arms = [b.yielded(i) for b in op.regions]
         views = [_static(em, a, {}) if a is not None else None for a in arms]
         if None in views:
             continue
@@ -228,7 +223,7 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
         env.update({args[i]: (_spec(f, masks[i], lins[i]) if i in masks else f) for i, f in firsts.items()})
         new = dict(masks)
         for i in firsts:
-            v = _yielded(body, i)
+            v = body.yielded(i)
             y = _static(em, v, env) if v is not None else None
             j = _join([env[args[i]], y]) if y is not None else None
             if j is not None:

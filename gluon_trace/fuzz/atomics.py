@@ -25,7 +25,7 @@ the order and are compared in the interpreter only (see ``evaluate._atomic``).
 from __future__ import annotations
 
 from ..layouts import DistributedLinearLayout
-from .program import COMPARE, _Builder, _literal, _log2, _permutation
+from .program import COMPARE, _Builder, _literal, _log2, _permutation, bit_coord
 
 KINDS = ("add", "max", "min", "and", "or", "xor", "xchg", "cas")
 _BYTES = {"int1": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2}
@@ -70,14 +70,7 @@ def copy_layout(ch, shape, num_warps: int, warp: int, max_values: int | None = N
             v ^= fresh[p]
         return v
 
-    def coord(v: int) -> list:
-        c = [0] * len(shape)
-        for i, (d, k) in enumerate(bits):
-            if v >> i & 1:
-                c[d] |= 1 << k
-        return c
-
-    regs, lanes, warps = ([coord(fill(b)) for b in bs] for bs in (regs, lanes, warps))
+    regs, lanes, warps = ([bit_coord(bits, len(shape), fill(b)) for b in bs] for bs in (regs, lanes, warps))
     return DistributedLinearLayout(regs, lanes, warps, [], shape=list(shape))
 
 

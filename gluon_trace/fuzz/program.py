@@ -198,16 +198,17 @@ def linear_layout(ch: Chooser, shape, num_warps: int, warp: int) -> DistributedL
             else:
                 out.append(0)
     regs = vecs
+    regs, lanes, warps = ([bit_coord(bits, len(shape), v) for v in vs] for vs in (regs, lanes, warps))
+    return DistributedLinearLayout(regs, lanes, warps, [], shape=list(shape))
 
-    def coord(v: int) -> list:
-        c = [0] * len(shape)
-        for i, (d, k) in enumerate(bits):
-            if v >> i & 1:
-                c[d] |= 1 << k
-        return c
 
-    return DistributedLinearLayout([coord(v) for v in regs], [coord(v) for v in lanes],
-                                   [coord(v) for v in warps], [], shape=list(shape))
+def bit_coord(bits, rank: int, v: int) -> list:
+    """The coordinate (of ``rank`` dims) of vector ``v`` over ``bits``: (dim, bit) per vector bit."""
+    c = [0] * rank
+    for i, (d, k) in enumerate(bits):
+        if v >> i & 1:
+            c[d] |= 1 << k
+    return c
 
 
 def random_layout(ch: Chooser, shape, num_warps: int, warp: int):
