@@ -247,6 +247,47 @@ def padded_loop_expected(x, n, A, rows_after):
     return np.stack([x[(A if i == 0 else rows_after(i - 1)):][:4] for i in range(n)])
 
 
+def rand(shape, dtype=np.float32):
+    return np.random.default_rng().standard_normal(shape).astype(dtype)
+
+
+# -- the checks both backends' tests run alike: ``both(kernel, make, target, ...)`` is the
+# backend's (interpreter's args, simulator's args, emitted text) of one trace on fresh args
+
+def check_loop_carried_column_half(both, target):
+    x, n = rand((2, 32, 32)), 4
+    exp = xor_view_in_loop_expected(x, n)
+    ref, sim, _ = both(xor_view_in_loop, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), n], target)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+def check_padded_nested_branch(both, target, abc):
+    x = rand((8, 8))
+    for a, b in [(0, 0), (0, 1), (1, 0)]:
+        exp = padded_nested_branch_expected(x, a, b, *abc)
+        ref, sim, _ = both(padded_nested_branch, lambda: [x.copy(), np.full((4, 8), np.nan, np.float32), a, b],
+                           target, num_warps=1, A=abc[0], B=abc[1], C=abc[2])
+        assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp), (a, b)
+
+
+def check_padded_loop_nested_branch(both, target, abc):
+    x, n = rand((8, 8)), 4
+    A, B, C = abc
+    exp = padded_loop_expected(x, n, A, lambda i: C if i % 2 == 0 else B)
+    ref, sim, _ = both(padded_loop_nested_branch, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n],
+                       target, num_warps=1, A=A, B=B, C=C)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+def check_padded_loop_nested_loop(both, target, abc, m):
+    x, n = rand((8, 8)), 3
+    A, B, C = abc
+    exp = padded_loop_expected(x, n, A, lambda i: C if m else B)
+    ref, sim, _ = both(padded_loop_nested_loop, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n, m],
+                       target, num_warps=1, A=A, B=B, C=C)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
 def refusal_line(msg: str, path: str) -> str:
     """The source line an error message names in ``path`` (this file)."""
     import re

@@ -4,14 +4,12 @@ masked edges zero-filled; the instruction appears where each wave's lanes fill c
 dwords, and not where they do not (swizzled buffers, several dwords a lane, other targets).
 The simulator lands a DMA's bytes only when an ``s_waitcnt vmcnt`` retires it and rejects any
 LDS access of bytes still in flight, so a missing or too-weak wait fails here."""
-import os
 
 import numpy as np
 import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 from gluon_trace.language.amd.cdna3 import mfma
 from gluon_trace.language.nvidia.ampere import async_copy
 
@@ -22,13 +20,7 @@ DTYPES = {"float32": gl.float32, "float16": gl.float16, "int8": gl.int8}
 NP = {"float32": np.float32, "float16": np.float16, "int8": np.int8}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain(tmp_path_factory):
-    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
 
 
 def run_both(kernel, target, outs, ins, grid=(1,), **kw):

@@ -10,7 +10,6 @@ import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 from gluon_trace.language.nvidia.ampere import async_copy
 from gluon_trace.layouts import free_bits
 
@@ -23,13 +22,7 @@ TARGETS = ["gfx90a", "gfx942", "gfx1100"]
 POISON = {np.float32: np.float32(np.nan), np.int32: np.int32(-123456789)}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain(tmp_path_factory):
-    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
 
 
 def blocked(spec, nw):

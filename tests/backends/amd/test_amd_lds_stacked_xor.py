@@ -7,27 +7,19 @@ register part (lds_address.Access._coord_lead) instead of refusing the view ('no
 as thread part + register part'; found by the 'shared' fuzz preset). Power-of-two strides
 (a swizzled tile) and padded tiles' strides (not powers of two), slices of the stacked dim at
 unaligned starts, bases over lanes, registers and waves."""
-import os
 
 import numpy as np
 import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 
 import amdsim
 
 TARGETS = ["gfx1100", "gfx942"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain(tmp_path_factory):
-    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
 
 
 def _layout(kind, W):

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import gluon_trace as gt
-from gluon_trace.backends.amd.assembler import find_toolchain
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
@@ -29,13 +28,7 @@ import amdsim  # noqa: E402
 TARGETS = ["gfx942", "gfx1100"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain(tmp_path_factory):
-    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
 
 
 def both(kernel, make, target, num_warps=4, **kw):
@@ -48,15 +41,11 @@ def both(kernel, make, target, num_warps=4, **kw):
     return ref, sim, lower(tk.for_target(target).graph, target).text
 
 
-def _rand(shape):
-    return np.random.default_rng().standard_normal(shape).astype(np.float32)
-
-
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("op", C.OPS)
 @pytest.mark.parametrize("c", [0, 1])
 def test_view_ops_of_a_branch_picked_column_half(target, op, c):
-    x, y = _rand((2, 32, 32)), _rand(C.out_shape(op, False))
+    x, y = C.rand((2, 32, 32)), C.rand(C.out_shape(op, False))
     i = 1
     for store in (0, 1):
         exp = C.xor_view_expected(op, x, y, c, i, store, C.SW)
@@ -70,7 +59,7 @@ def test_view_ops_of_a_branch_picked_column_half(target, op, c):
 @pytest.mark.parametrize("op", ["index_cols", "reshape"])
 @pytest.mark.parametrize("c", [0, 1])
 def test_view_ops_of_a_branch_picked_nvmma_half(op, c):
-    x, y = _rand((2, 32, 32)), _rand(C.out_shape(op, False))
+    x, y = C.rand((2, 32, 32)), C.rand(C.out_shape(op, False))
     lay = C.shared("nvmma")
     for store in (0, 1):
         exp = C.xor_view_expected(op, x, y, c, 0, store, lay)
@@ -81,10 +70,7 @@ def test_view_ops_of_a_branch_picked_nvmma_half(op, c):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_view_ops_of_a_loop_carried_column_half(target):
-    x, n = _rand((2, 32, 32)), 4
-    exp = C.xor_view_in_loop_expected(x, n)
-    ref, sim, _ = both(C.xor_view_in_loop, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), n], target)
-    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+    C.check_loop_carried_column_half(both, target)
 
 
 def test_a_slice_splitting_the_swizzle_chunks_is_refused_at_its_line():
@@ -102,7 +88,7 @@ def test_a_slice_splitting_the_swizzle_chunks_is_refused_at_its_line():
 
 @pytest.mark.parametrize("c, d", [(0, 1), (1, 0), (1, 1)])
 def test_reinterprets_of_a_branch_picked_half_joined_by_a_branch(c, d):
-    x = _rand((2, 32, 32))
+    x = C.rand((2, 32, 32))
     exp = C.xor_view_expected("reinterpret", x, None, c, d, 0, C.SW)
     ref, sim, _ = both(C.xor_reinterpret_join, lambda: [x.copy(), np.full((16, 16), np.nan, np.float32), c, d], "gfx1100")
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
@@ -114,7 +100,7 @@ def test_reinterprets_of_a_branch_picked_half_joined_by_a_branch(c, d):
 @pytest.mark.parametrize("first, other", [(0, 2), (2, 0), (1, 2), (2, 1), (3, 4)])
 @pytest.mark.parametrize("flag", [0, 1])
 def test_padded_views_picked_by_a_branch(target, first, other, flag):
-    x = _rand((8, 8))
+    x = C.rand((8, 8))
     ref, sim, _ = both(C.padded_branch, lambda: [x.copy(), np.full((4, 8), np.nan, np.float32), flag], target,
                        num_warps=1, FIRST=first, OTHER=other)
     exp = x[(other if flag else first):][:4]
@@ -124,35 +110,20 @@ def test_padded_views_picked_by_a_branch(target, first, other, flag):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("abc", C.NESTED)
 def test_padded_view_from_a_branch_nested_in_the_else_arm(target, abc):
-    x = _rand((8, 8))
-    for a, b in [(0, 0), (0, 1), (1, 0)]:
-        exp = C.padded_nested_branch_expected(x, a, b, *abc)
-        ref, sim, _ = both(C.padded_nested_branch, lambda: [x.copy(), np.full((4, 8), np.nan, np.float32), a, b],
-                           target, num_warps=1, A=abc[0], B=abc[1], C=abc[2])
-        assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp), (a, b)
+    C.check_padded_nested_branch(both, target, abc)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("abc", C.NESTED)
 def test_padded_view_carried_by_a_loop_through_a_nested_branch(target, abc):
-    x, n = _rand((8, 8)), 4
-    A, B, C_ = abc
-    exp = C.padded_loop_expected(x, n, A, lambda i: C_ if i % 2 == 0 else B)
-    ref, sim, _ = both(C.padded_loop_nested_branch, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n],
-                       target, num_warps=1, A=A, B=B, C=C_)
-    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+    C.check_padded_loop_nested_branch(both, target, abc)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("abc", C.NESTED)
 @pytest.mark.parametrize("m", [0, 2])
 def test_padded_view_carried_by_a_loop_through_a_nested_loop(target, abc, m):
-    x, n = _rand((8, 8)), 3
-    A, B, C_ = abc
-    exp = C.padded_loop_expected(x, n, A, lambda i: C_ if m else B)
-    ref, sim, _ = both(C.padded_loop_nested_loop, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n, m],
-                       target, num_warps=1, A=A, B=B, C=C_)
-    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+    C.check_padded_loop_nested_loop(both, target, abc, m)
 
 
 # -- plain loads and stores of slices of padded buffers ---------------------------------------------

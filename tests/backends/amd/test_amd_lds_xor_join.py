@@ -4,7 +4,6 @@ and gfx942 (wave64) against the interpreter and numpy, on fresh random inputs wi
 outputs. The join carries the XOR in an SGPR beside the address; loads and stores fold it into
 each address VGPR with one v_xor_b32. Uses that need the view's placement at compile time are
 refused at the user's line (was: every such join refused, 'placed differently')."""
-import os
 import re
 
 import numpy as np
@@ -12,7 +11,6 @@ import pytest
 
 import gluon_trace as gt
 from gluon_trace import language as gl
-from gluon_trace.backends.amd.assembler import find_toolchain
 from gluon_trace.language.nvidia.ampere import async_copy
 
 import amdsim
@@ -20,13 +18,7 @@ import amdsim
 TARGETS = ["gfx1100", "gfx942"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _toolchain(tmp_path_factory):
-    os.environ.setdefault("GLUON_TRACE_CACHE_DIR", str(tmp_path_factory.mktemp("amdcache")))
-    try:
-        find_toolchain()
-    except gt.CompileError as e:
-        pytest.skip(str(e))
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
 
 
 def both(kernel, target, make, grid=(1,), **kw):
