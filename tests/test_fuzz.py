@@ -287,3 +287,12 @@ def test_shared_reference_views_and_write():
         want[:, 4 * flag:4 * flag + 4] = y
         got = fuzz.evaluate(prog, {0: x, 1: y})["v2"].v
         np.testing.assert_array_equal(got, want[2:4].T)
+
+
+def test_an_unknown_preset_names_the_presets():
+    """GLUON_TRACE_FUZZ_GPU_PRESET / the campaign's --preset: a typo is an error listing them."""
+    from gluon_trace.fuzz.presets import PRESETS, preset_config
+    assert preset_config("shared", 64).shared and preset_config("shared", 64).warp_size == 64
+    with pytest.raises(ValueError, match="unknown fuzz preset 'sharde'.*atomics.*shared"):
+        preset_config("sharde")
+    assert "shared" in PRESETS
