@@ -21,6 +21,8 @@
 #   align     rows that are not whole 128-byte lines: 4000^3 against 4096^3, padded rows and
 #             narrower swizzles (perf/probe_align.py); the skinny GEMM's co-located variants
 #   notebooks the notebooks, cell by cell
+#   power     SM clock and board power while each shape's best kernel and cuBLAS run back to back
+#             (perf/probe_power.py): is the GPU power-capped, and at which clock does each run
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -142,6 +144,10 @@ stage_align() {
   python3 perf/probe_align.py > "$LOGS/probe-align.log" 2>&1; grep -v "rel err" "$LOGS/probe-align.log" | tee -a "$OUT/summary.txt"
   PROBE_RUNS="ws 64x128x64/8/4,co-located,cluster-ws 64x128 x1" python3 perf/probe_skinny.py 128x8192x8192 \
     > "$LOGS/probe-coloc2.log" 2>&1; grep -v "rel err" "$LOGS/probe-coloc2.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_power() {
+  python3 perf/probe_power.py ${POWER_ARGS:-} > "$LOGS/probe-power.log" 2>&1; grep -v "rel err" "$LOGS/probe-power.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_notebooks() {
