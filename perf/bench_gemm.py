@@ -125,6 +125,34 @@ def gpu_time(fn, reps=30, warmup=3) -> float:
     return statistics.median(times)
 
 
+SUSTAIN_S = float(os.environ.get("GEMM_SUSTAIN_S", "1.5"))
+
+
+def sustained_time(fn, seconds=None, ramp=0.3):
+    """(median GPU ms a launch, host start, host end) of ``fn`` launched back to back for
+    ``seconds`` (default GEMM_SUSTAIN_S) in chunks of ~5 ms, each timed by events, the first
+    ``ramp`` seconds dropped. Unlike gpu_time, which lets the GPU idle before each call, this
+    keeps it at its power cap (the H200 at 700 W throttles its SM clock there), as a training
+    loop would: the two can rank kernels differently (perf/README.md, session 16)."""
+    seconds = SUSTAIN_S if seconds is None else seconds
+    ms = back_to_back_time(fn, reps=20)
+    chunk = max(20, int(5.0 / ms))
+    chunks = max(4, int(seconds * 1e3 / ms / chunk))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    timed = []
+    for _ in range(chunks):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(chunk):
+            fn()
+        e.record()
+        e.synchronize()
+        if time.perf_counter() - t0 > ramp:
+            timed.append(s.elapsed_time(e) / chunk)
+    return statistics.median(timed) if timed else float("nan"), t0, time.perf_counter()
+
+
 def back_to_back_time(fn, reps=50) -> float:
     """Mean GPU milliseconds of ``fn`` launched ``reps`` times back to back: each launch's start
     overlaps the one before, so this is the kernel's own time without its launch latency
@@ -528,6 +556,16 @@ def main() -> int:
                                for name, r in ratios.items()}
         print(f"{m}x{n}x{k} bf16, {ROUNDS} rounds in turn with cuBLAS, median ratio: " +
               ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in ratios.items()))
+        # the same, each launched back to back for seconds: the GPU at its power cap
+        sustained = {name: [] for name in contenders}
+        for _ in range(2):
+            t_ref = sustained_time(mm)[0]
+            for name, fn in contenders.items():
+                sustained[name].append(t_ref / sustained_time(fn)[0])
+        for name, r in sustained.items():
+            row["head_to_head"][name]["sustained_ratio_to_cublas_median"] = statistics.median(r)
+        print(f"{m}x{n}x{k} bf16, sustained ({SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median "
+              "ratio: " + ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in sustained.items()))
         rows.append(row)
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "

@@ -45,7 +45,7 @@ CASES = {
                         # cuBLAS's own: 128x64 tiles in pairs multicasting A
                         "cluster-ws 128x64 x2 share A": ("cluster", (128, 64, 64, 8, 4, 2, 64, True))},
 }
-QUERY = "clocks.sm,power.draw,clocks_event_reasons.active"
+QUERY = "clocks.sm,power.draw,clocks_event_reasons.active,clocks.mem"
 
 
 class Sampler:
@@ -63,7 +63,7 @@ class Sampler:
         for line in self.proc.stdout:
             parts = [p.strip() for p in line.split(",")]
             try:
-                self.rows.append((time.perf_counter(), float(parts[0]), float(parts[1]), parts[2]))
+                self.rows.append((time.perf_counter(), float(parts[0]), float(parts[1]), parts[2], float(parts[3])))
             except (ValueError, IndexError):
                 pass
 
@@ -74,30 +74,17 @@ class Sampler:
         self.proc.terminate()
 
 
-def soak(run, sampler, ms):
-    """(GPU ms a launch over the soak, median MHz, median W, reasons seen) over SECONDS of launches
-    in chunks of CHUNK, each chunk timed by events (the host's gap between chunks left out)."""
-    chunk = max(20, int(5.0 / ms))  # ~5 ms of work a chunk
-    chunks = max(4, int(SECONDS * 1e3 / ms / chunk))
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    timed = []
-    for i in range(chunks):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(chunk):
-            run()
-        e.record()
-        e.synchronize()
-        if time.perf_counter() - t0 > 0.3:  # past the ramp-up
-            timed.append(s.elapsed_time(e) / chunk)
-    t1 = time.perf_counter()
+def soak(run, sampler):
+    """(GPU ms a launch over SECONDS back to back, median SM MHz, median W, reasons seen and the
+    memory clock), by bench_gemm.sustained_time, the ramp-up's samples dropped."""
+    per, t0, t1 = bg.sustained_time(run, SECONDS)
     rows = sampler.between(t0 + 0.3, t1)
-    per = statistics.median(timed) if timed else float("nan")
     if not rows:
         return per, float("nan"), float("nan"), "-"
     reasons = sorted({r[3] for r in rows})
-    return per, statistics.median(r[1] for r in rows), statistics.median(r[2] for r in rows), " ".join(reasons)
+    mem = statistics.median(r[4] for r in rows)
+    return (per, statistics.median(r[1] for r in rows), statistics.median(r[2] for r in rows),
+            " ".join(reasons) + f", memory {mem:.0f} MHz")
 
 
 def probe(shape, sampler):
@@ -116,16 +103,18 @@ def probe(shape, sampler):
             continue
         if run is not None:
             runs[name] = run
-    alone = bg.time_in_turn(runs, shape, rounds=5, reps=20)  # each launch alone, the GPU cool between
-    soaks(runs, alone, sampler, f"{m}x{n}x{k}", 2.0 * m * n * k, "cublas")
+    if m <= 256:  # memory-bound: DRAM's own pace alone and sustained, beside (TFLOP/s meaningless)
+        runs["read B alone (torch sum)"] = lambda: b.sum()
+    bg.time_in_turn(runs, shape, rounds=5, reps=20)  # each launch alone, the GPU cool between
+    soaks(runs, sampler, f"{m}x{n}x{k}", 2.0 * m * n * k, "cublas")
 
 
-def soaks(runs, alone, sampler, what, flop, anchor):
+def soaks(runs, sampler, what, flop, anchor):
     """Every run soaked in turn, ROUNDS times; a line each, and the median ratio to ``anchor``."""
     times = {label: [] for label in runs}
     for r in range(ROUNDS):
         for label, fn in runs.items():
-            ms, mhz, watts, reasons = soak(fn, sampler, alone[label])
+            ms, mhz, watts, reasons = soak(fn, sampler)
             times[label].append(ms)
             print(f"{what} soak {r} {label:30s} {ms * 1e3:7.1f} us {flop / ms / 1e9:5.0f} TFLOP/s  "
                   f"SM {mhz:5.0f} MHz  {watts:5.0f} W  {watts * ms:6.1f} mJ a call  reasons {reasons}", flush=True)
@@ -173,7 +162,7 @@ def probe_attention(sampler):
         print(f"{what} alone, x cudnn (median of 5 rounds): " + ", ".join(
             f"{label} {flop / alone[label] / 1e9:.0f} TFLOP/s {alone['cudnn'] / alone[label]:.3f}" for label in runs),
             flush=True)
-        soaks(runs, alone, sampler, what, flop, "cudnn")
+        soaks(runs, sampler, what, flop, "cudnn")
 
 
 def main():
