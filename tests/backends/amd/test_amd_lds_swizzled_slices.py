@@ -183,3 +183,35 @@ def test_async_copy_into_an_unaligned_row_slice(target, dtype, start):
                        num_warps=2, DT=DTYPES[dtype], LAY=layouts(DTYPES[dtype])[0][0], START=start)
     exp = x.astype(np.float32)
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def loop_carried_rows(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr, C: gl.constexpr):
+    """Rows A..A+3 of a swizzled buffer carried by a loop; each step yields rows B.., or rows C..
+    on even steps: the slice's start changes per iteration."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [16, 32], SW, gl.load(x_ptr + r))
+    v = buf.slice(A, 4, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 128 + rh, v.load(L))
+        w = buf.slice(B, 4, 0)
+        with gl.if_(i % 2 == 0):
+            w = buf.slice(C, 4, 0)
+        v = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("abc", [(0, 4, 8), pytest.param((1, 2, 3), marks=pytest.mark.xfail(
+    strict=True, raises=gt.CompileError, reason="a view carried with a start that changes inside the "
+    "swizzle period: 'placed differently' (NVIDIA refuses it too); would need the start in an SGPR "
+    "and the thread's address made per access"))])
+def test_loop_carried_row_slices(target, abc):
+    x, n = C.rand((16, 32)), 4
+    A, B, Cs = abc
+    exp = np.stack([x[A if i == 0 else (Cs if (i - 1) % 2 == 0 else B):][:4] for i in range(n)])
+    ref, sim, _ = both(loop_carried_rows, lambda: [x.copy(), np.full((n, 4, 32), np.nan, np.float32), n], target,
+                       num_warps=1, A=A, B=B, C=Cs)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
