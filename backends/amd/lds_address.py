@@ -32,7 +32,10 @@ XOR-linear but not ``s ^ m``: its whole periods go into ``const`` and the rest o
 to the thread part before ``pad`` (``Access.shift``), tried only where the plain split fails;
 where the layout's offset_bases interleave the sliced dim's bits with another's (rows 1..4 at
 lin 2, 64, 66, 128) even that fails, and the start is added to the thread's coordinate instead,
-whose bits then go to their lin places (``Access._split_coords``: ``Lds.coff``).
+whose bits then go to their lin places (``Access._split_coords``: ``Lds.coff``). So does a
+swizzled or NVMMA view starting inside a swizzle period (rows 1..8 of a 128-byte swizzle have
+phases 1..7, 0: no XOR of rows 0..7's), its coordinate's bit fields shifted into place whole
+(``_fields``: row << 5 and (row & 7) << 2 for f32 rows of 128 bytes).
 Every split is checked against the view's full byte table, and so is each vector width: runs of
 registers whose bytes are consecutive and aligned for every thread move as one
 ``ds_write/ds_read_b64/b128``.
@@ -223,16 +226,17 @@ class Access:
         return np.array_equal(pred, self.bytes)
 
     def _split_coords(self, v: Lds) -> bool:
-        """A padded view whose lin has no split above: a slice from an unaligned row of a layout
+        """A view whose lin has no split above: a slice from an unaligned row of a padded layout
         whose offset_bases interleave row and column bits (rows 1..4 at lin 2, 64, 66, 128: no
-        start plus an XOR-linear table). lin is XOR_d B_d(c_d + start_d), B_d the buffer's
+        start plus an XOR-linear table), or of a swizzled one from inside its period (rows 1..8
+        of a 128-byte swizzle). lin is XOR_d B_d(c_d + start_d), B_d the buffer's
         linear map of dim d's coordinate bits, and each coordinate splits like a stacked one
         (_coord_lead): thread part tc_d ^ lo_d, the register bits the sum start_d + (tc_d ^ lo_d)
         may carry into, in the thread register, which holds es * pad(XOR_d B_d(start_d +
         (tc_d ^ lo_d))) + the stacked bytes; the other register bits, clear in every such sum,
         padded apart into the offset. Checked against the view's whole byte table."""
         em, lay = self.em, self.lay
-        if v.coff is None or v.xreg is not None or not v.pads or not v.lin.ndim:
+        if v.coff is None or v.xreg is not None or not v.lin.ndim:
             return False
         starts, images = v.coff
         nl = len(v.lead)
@@ -243,15 +247,38 @@ class Access:
         self.v, self.shift, self.clead = v, 0, None
         lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
         self.spairs = tid_pairs(em, lay, lb)
-        dims = []   # per swizzled dim: (tid pairs, start, bits the sum may set, their lin)
+        ndim = len(starts)
+        pairs = [tid_pairs(em, lay, lambda b, d=d: int(b[nl + d])) for d in range(ndim)]
+        rbits = [possible_bits((0, int(b[nl + d])) for b in lay.reg_bases) for d in range(ndim)]
+        core, low = [], []
+        for p, s in zip(pairs, starts):
+            poss = possible_bits(p)
+            lw = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
+            core.append((((1 << (s + poss).bit_length()) - 1) if s else poss) & ~lw)
+            low.append(lw)
+        # A swizzle XORs row bits into column bits: a register bit whose lin shares a bit with what
+        # the thread register may hold cannot be added as an offset; it joins the thread part too
+        # (one more thread register per value, as _split's possible bits do for aligned views)
+        extra = [0] * ndim
+        while True:
+            reach = [(((1 << (s + c).bit_length()) - 1) & ~lw if s else c) | x
+                     for s, c, lw, x in zip(starts, core, low, extra)]
+            timg = 0
+            for m, im in zip(reach, images):
+                for j, b in enumerate(im):
+                    timg |= b if m >> j & 1 else 0
+            new = [x | sum(1 << j for j, b in enumerate(images[d])
+                           if (rb & ~(c | x)) >> j & 1 and b & timg)
+                   for d, (rb, c, x) in enumerate(zip(rbits, core, extra))]
+            if new == extra:
+                break
+            extra = new
+        dims = []   # per swizzled dim: (tid pairs, start, bits of its thread part, their lin)
         for d, s in enumerate(starts):
-            pairs = tid_pairs(em, lay, lambda b, d=d: int(b[nl + d]))
-            poss = possible_bits(pairs)
-            ext = ((1 << (s + poss).bit_length()) - 1) if s else poss
-            low = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
-            ext &= ~low
-            nb = min(len(images[d]), (s + ext).bit_length())
-            dims.append((pairs, s, ext, images[d][:nb]))
+            # (a padded view's code takes each bit the sum may set apart; an unpadded one's takes
+            # whole fields of the coordinate, which is below the buffer's size: every bit)
+            nb = min(len(images[d]), reach[d].bit_length()) if v.pads else len(images[d])
+            dims.append((pairs[d], s, core[d] | extra[d], images[d][:nb]))
         self.cdims = tuple(dims)
         self.regC = []
         for r in range(lay.num_regs):
@@ -294,16 +321,9 @@ class Access:
                     t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
                 if s:
                     t = em.valu(add, em.v(), [Imm(s), t])
-                for j, b in enumerate(im):
-                    if not b:
-                        continue
-                    u = em.valu("v_bfe_u32", em.v(), [t, Imm(j), Imm(1)], form="vop3")
-                    if b & (b - 1):
-                        u = em.valu("v_mul_u32_u24", em.v(), [Imm(b), u])
-                    elif b > 1:
-                        u = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(b)), u])
-                    x = u if isinstance(x, Imm) and x.bits == 0 else \
-                        em.valu("v_xor_b32", em.v(), [x, u])
+                # (padded views keep a term a bit, as before fields: their AMDGCN stays as it was)
+                for u in _image_terms(em, t, im) if not v.pads else _bit_terms(em, t, im):
+                    x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
             x = self._with_spairs(em, self._padded_bytes(x))
         em.memo[key] = x
         return x
@@ -519,6 +539,54 @@ def _scatter(parts) -> np.ndarray | int:
         for j, b in enumerate(images):
             out = out ^ ((x >> j) & 1) * b
     return out
+
+
+def _fields(im) -> dict:
+    """B (lin of each coordinate bit, ``im``) as fields: {(first coordinate bit, count): [first lin
+    bit of each place the field lands]}, each field a run of coordinate bits landing on consecutive
+    lin bits (a swizzled row: its bits at row * ncols and again, shifted, at the columns it XORs)."""
+    runs = []   # [first coordinate bit, count, first lin bit]
+    for shift, j in sorted((p - j, j) for j, b in enumerate(im) for p in range(b.bit_length()) if b >> p & 1):
+        r = runs[-1] if runs else None
+        if r and r[2] - r[0] == shift and r[0] + r[1] == j:
+            r[1] += 1
+        else:
+            runs.append([j, 1, j + shift])
+    fields: dict = {}
+    for j, k, p in runs:
+        fields.setdefault((j, k), []).append(p)
+    return fields
+
+
+def _image_terms(em, t, im):
+    """VGPRs whose XOR is B(t), t < 2 ** len(im) a VGPR (see _fields): a field is t itself where it
+    spans t, else a v_bfe_u32; its places, where they do not overlap, are one multiply (their XOR
+    is their sum). Each emitted as it is taken."""
+    for (j, k), places in _fields(im).items():
+        u = t if j == 0 and k == len(im) else em.valu("v_bfe_u32", em.v(), [t, Imm(j), Imm(k)], form="vop3")
+        groups: list = []
+        for p in places:
+            g = next((g for g in groups if all(abs(p - q) >= k for q in g)), None)
+            g.append(p) if g is not None else groups.append([p])
+        for g in groups:
+            m = sum(1 << p for p in g)
+            if m & (m - 1):
+                yield em.valu("v_mul_u32_u24", em.v(), [Imm(m), u])
+            else:
+                yield em.valu("v_lshlrev_b32", em.v(), [Imm(g[0]), u]) if g[0] else u
+
+
+def _bit_terms(em, t, im):
+    """VGPRs whose XOR is B(t), one a bit of t, each emitted as it is taken."""
+    for j, b in enumerate(im):
+        if not b:
+            continue
+        u = em.valu("v_bfe_u32", em.v(), [t, Imm(j), Imm(1)], form="vop3")
+        if b & (b - 1):
+            u = em.valu("v_mul_u32_u24", em.v(), [Imm(b), u])
+        elif b > 1:
+            u = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(b)), u])
+        yield u
 
 
 def _tid_sum(em, pairs):
