@@ -133,7 +133,7 @@ def _kept_const(first, others=()) -> int:
     at compile time, None where not) of the same table."""
     if _linear(first):
         return 0
-    return min([first.const] + [o.const for o in others if o is not None and o.xreg is None
+    return min([first.const] + [o.const for o in others if o is not None and o.xreg is None and o.sreg is None
                                 and o.rel.shape == first.rel.shape and np.array_equal(o.rel, first.rel)])
 
 
@@ -169,7 +169,7 @@ def _check_same_view(s, first, loc, what: str) -> None:
     """A view joined with ``first`` (an Smem): the same offset table (and no run-time XOR, which
     one carried register would drop: only a join decided to carry one takes such a view)."""
     if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel) or \
-            s.xreg is not None or first.xreg is not None:
+            s.xreg is not None or first.xreg is not None or s.sreg is not None or first.sreg is not None:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
                            "slice or permutation of the buffer): only the base may change, e.g. "
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
@@ -219,6 +219,27 @@ def _loop_kept(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> di
         kept = new
 
 
+def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> dict:
+    """``aligns`` lowered to the alignment of what the body yields (predicted: smem_join._static),
+    repeated until none lowers: the body is emitted once, for every view it will receive (columns
+    3.. on entry, then 12..: 4-byte aligned from the second step on)."""
+    from .rules_smem import Smem
+    body = op.regions[0]
+    args = body.args[1:]
+    while True:
+        env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, aligns[i])
+               for i, f in firsts.items()}
+        new = dict(aligns)
+        for i in firsts:
+            v = body.yielded(i)
+            y = smem_join._static(em, v, env) if i not in xor and v is not None else None
+            if y is not None and y.xreg is None and y.sreg is None and y.const >= kept[i]:
+                new[i] = min(new[i], _home_align(y, kept[i]))
+        if new == aligns:
+            return aligns
+        aligns = new
+
+
 @rule("for")
 def _for(em, op):
     lo, hi, step = (em.vals[v][0] for v in op.operands[:3])
@@ -234,6 +255,7 @@ def _for(em, op):
     ns = [2 if i in xor else len(em.vals[v]) for i, v in enumerate(carried)]
     aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])  # the body is emitted
               for i, f in firsts.items()}                                                  # for the first's
+    aligns = _loop_aligns(em, op, firsts, xor, kept, aligns)                               # and its yields'
     phis = _carried(em, types, ns)
     _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor, kept), types, ns)
     iv = em.reg(cls)

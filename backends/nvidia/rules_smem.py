@@ -41,13 +41,18 @@ class Smem:
     where X, the register's value, has only bits of ``xmask``. ``plin``: for a view of a
     padded buffer, (the padding's linear index of each element, re-indexed with ``rel``, and
     the padding pairs as (log2 interval, padding)); Access needs it only for a view whose table
-    is no sum over its coordinate bits (a slice from inside a padding period). None elsewhere."""
-    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin")
+    is no sum over its coordinate bits (a slice from inside a padding period). None elsewhere.
+    ``sreg``: a padded view chosen by a branch or carried by a loop among views that start at
+    different linear indices (smem_padded.py): element c at base + const + rel[c] + es *
+    pad(S + plin[0][c]), S the register's value, a multiple of ``salign``."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
-                 xreg: str | None = None, xmask: int = 0, plin: tuple | None = None):
+                 xreg: str | None = None, xmask: int = 0, plin: tuple | None = None,
+                 sreg: str | None = None, salign: int = 0):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
         self.xreg, self.xmask, self.plin = xreg, xmask, plin
+        self.sreg, self.salign = sreg, salign
 
     def shifted(self, rel: np.ndarray, idx=None) -> "Smem":
         """The same base, a re-indexed table (normalised so rel at the origin is 0); ``idx``,
@@ -89,10 +94,11 @@ def _pow2_div(v: int, cap: int = 1 << 12) -> int:
     return ptx.pow2_div(v, cap) if v else cap
 
 
-def _view_of(em, v, xor_ok: bool = False) -> Smem:
+def _view_of(em, v, xor_ok: bool = False, start_ok: bool = False) -> Smem:
     """The view ``v``; ``xor_ok``: the caller addresses elements through Access, which folds a
     run-time XOR into the thread's register (every other use needs the view's placement at
-    compile time: a descriptor, a TMA box, one start address)."""
+    compile time: a descriptor, a TMA box, one start address); ``start_ok`` (implied by
+    ``xor_ok``): through Access, which takes a padded view's run-time start."""
     s = em.vals[v][0]
     if not isinstance(s, Smem):
         raise CompileError("a shared-memory descriptor reached the NVIDIA backend through a path it "
@@ -105,6 +111,9 @@ def _view_of(em, v, xor_ok: bool = False) -> Smem:
                            "(and views of it: .index/.slice/.permute/.reshape/.reinterpret) take; slice or "
                            "index the buffer inside the branch (or loop body), right where it is used here, "
                            "or branch around this operation", em.loc)
+    if s.sreg is not None and not (xor_ok or start_ok):
+        from .smem_padded import refuse
+        refuse("this operation", em.loc)
     return s
 
 
@@ -142,6 +151,9 @@ def _alloc(em, op):
 def _index(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     i_v = op.operands[1]
+    if s.sreg is not None:
+        from .smem_padded import index_view
+        return [[index_view(em, s, _index_reg(em, i_v), op.loc)]]
     n = s.rel.shape[0]
     stride = int(s.rel[1].flat[0] - s.rel[0].flat[0]) if n > 1 else 0
     for j in range(n):
@@ -151,12 +163,17 @@ def _index(em, op):
     if s.xreg is not None:
         from .smem_join import index_xor
         index_xor(s, stride, n, op.loc)
-    i = em.vals[i_v][0]
-    if i_v.type.dtype.bits == 64:
-        i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
+    i = _index_reg(em, i_v)
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     align = min(s.align, _pow2_div(stride, 16))
     return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask, s.plin_at(0))]]
+
+
+def _index_reg(em, i_v) -> str:
+    i = em.vals[i_v][0]
+    if i_v.type.dtype.bits == 64:
+        i = em.ins("b32", f"cvt.u32.u64 {{d}}, {i};")
+    return i
 
 
 @rule("smem_slice")
@@ -168,6 +185,9 @@ def _slice(em, op):
     if s.xreg is not None:
         from .smem_join import slice_xor
         return [[slice_xor(em, s, s.rel[tuple(idx)], op.loc)]]
+    if s.sreg is not None:
+        from .smem_padded import slice_view
+        return [[slice_view(em, s, tuple(idx))]]
     return [[s.shifted(s.rel[tuple(idx)], tuple(idx))]]
 
 
@@ -176,7 +196,7 @@ def _permute(em, op):  # (a re-indexed table places elements where they were: th
     s = _view_of(em, op.operands[0], xor_ok=True)
     order = op.attrs["order"]
     return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.transpose(a, order)))]]
+                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign)]]
 
 
 @rule("smem_reshape")
@@ -184,7 +204,7 @@ def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     shape = tuple(op.attrs["shape"])
     return [[Smem(s.base, s.const, np.reshape(s.rel, shape), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.reshape(a, shape)))]]
+                  s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign)]]
 
 
 @rule("smem_reinterpret")
@@ -196,6 +216,9 @@ def _reinterpret(em, op):
     start = s.const + int(s.rel.min())
     es = _esize(t.dtype)
     base, align = s.base, s.align
+    if s.sreg is not None:  # (it starts at pad(S), known at run time: the base takes it)
+        from .smem_padded import start_reg
+        base, align = start_reg(em, s)
     if s.xreg is not None:  # (its lowest offset moves with the XOR: the base takes it)
         from .smem_join import reinterpret_start
         base, align = reinterpret_start(em, s, es, op.loc)
@@ -304,6 +327,12 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
+        if s.sreg is not None:  # (a padded view's run-time start: smem_padded.py)
+            from .smem_padded import runtime_access
+            self.em, self.s, self.lin, self.xor, self.shift = em, s, lin, 0, 0
+            runtime_access(self, em, s, lin, what)
+            return
+        self.runtime, self.ct = False, None
         s, self.xor = _xor_affine(s)  # (a view with a run-time XOR has an XOR-linear table: xor 0)
         self.em, self.s, self.lin = em, s, lin
         self.mixed, self.shift = None, 0
@@ -385,8 +414,10 @@ class Access:
         L, pads = np.asarray(s.plin[0], np.int64), s.plin[1]
         es = _esize(s.dtype)
         c0 = s.const + s.rel - es * _pad(L, pads)  # (a view of one slot of a stack: constant)
-        if np.any(c0 != c0.flat[0]):
-            return False
+        ct, clow, cregs, cvals = None, 0, [0] * lin.num_regs, ((), ())
+        if np.any(c0 != c0.flat[0]):  # (slots of a stacked buffer: padding never touches them)
+            from .smem_padded import stack_part
+            ct, clow, cregs, cvals = stack_part(em, c0 - c0.flat[0], lin)
         step = max(1 << k for k, _ in pads)
         a = int(L.min()) // step * step
         shift = int(L.min()) - a
@@ -416,14 +447,17 @@ class Access:
         top = int(y.max()).bit_length()
         tvals = tuple(es * int(_pad(1 << j, pads)) if ext >> j & 1 else 0 for j in range(top))
         base0 = int(c0.flat[0]) + es * int(_pad(a, pads)) - s.const
-        hi = [base0 + es * int(_pad(x & ~ext, pads)) for x in regs]
+        hi = [base0 + es * int(_pad(x & ~ext, pads)) + cregs[r] for r, x in enumerate(regs)]
         got = sum(((y >> j) & 1) * v for j, v in enumerate(tvals)) + np.asarray(hi, np.int64) + s.const
+        if ct is not None:
+            from .smem_padded import _stack_values
+            got = got + _stack_values(lin, cvals)[..., None]
         c = lin.coords()
         want = s.const + s.rel[tuple(c[..., d] for d in range(c.shape[-1]))]
         if not np.array_equal(got, want):
             return False
-        self.tmask, self.shift, self.tvals = kmask, shift, tvals
-        self.tlow = functools.reduce(lambda u, v: u | v, tvals, 0)
+        self.tmask, self.shift, self.tvals, self.ct = kmask, shift, tvals, ct
+        self.tlow = functools.reduce(lambda u, v: u | v, tvals, clow)
         self.es = es
         self.mixed = [(int(lo[r]), hi[r]) for r in range(lin.num_regs)]
         self.offs = hi
@@ -455,9 +489,12 @@ class Access:
         return f"[{a}+{imm}]" if imm else f"[{a}]"
 
     def _mixed_addr(self, r: int) -> str:
+        if self.runtime:
+            from .smem_padded import runtime_addr
+            return runtime_addr(self, r)
         em = self.em
         lo, hi = self.mixed[r]
-        key = ("smem_padsum", self.treg, lo, self.tvals, self.shift)
+        key = ("smem_padsum", self.treg, lo, self.tvals, self.shift) + ((self.ct,) if self.ct else ())
         t = em.thread_cache.get(key)
         if t is None:
             src = self.treg
@@ -467,7 +504,11 @@ class Access:
             if self.shift:
                 x, src = src, em.reg("b32")
                 em.pro(f"add.u32 {src}, {x}, {self.shift};")
-            t = em.thread_cache[key] = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
+            t = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
+            if self.ct:  # (the stacked slots' part of the thread's address)
+                x, t = t, em.reg("b32")
+                em.pro(f"add.u32 {t}, {x}, {self.ct};")
+            em.thread_cache[key] = t
         return self._at(t, hi)
 
     def vec(self, cap_elems: int) -> int:
@@ -581,7 +622,7 @@ def _fragments(em, s: Smem, lin, t: dt.dtype, what: str):
     l names row l % 8 of matrix l // 8. So the layout must put register bit 0 and lane bits 0-1
     at 2, 4, 8 bytes (rows along lane bits 2-4), or lane bits 2-4 there (.trans: rows along
     register bit 0 and lane bits 0-1); further register bits pick the matrices of one x2/x4."""
-    if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases or \
+    if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases or s.sreg is not None or \
             _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes()) is None:
         return None
     f, rb, lb = offset_fn(em, s, what), lin.reg_bases, lin.lane_bases
@@ -688,7 +729,7 @@ def _thread_barrier(em, op):
 
 @rule("async_copy_load")
 def _async_load(em, op):
-    s = _view_of(em, op.operands[0])
+    s = _view_of(em, op.operands[0], start_ok=True)
     ptr_v = op.operands[1]
     mask_v = op.operands[2] if op.attrs.get("mask") else None
     _barrier_if_needed(em, op)

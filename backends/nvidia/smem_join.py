@@ -25,7 +25,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from . import ptx
+from . import ptx, smem_padded
 from .rules_smem import Smem, _linear_bits, _xor_affine
 
 _STATIC = "%static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -78,8 +78,8 @@ def _join(views: list[Smem]):
     shared table is the first view's own where every view is it up to an XOR (as before),
     else another view's."""
     first = views[0]
-    if all(s.xreg is None and _same(s.rel, first.rel) for s in views):
-        return None
+    if all(s.xreg is None and _same(s.rel, first.rel) for s in views) or any(s.sreg is not None for s in views):
+        return None  # (one table: one register; a padded run-time start: smem_padded.join)
     own = [_canon(s) for s in views]
     for c in own:
         if c is None:
@@ -108,6 +108,22 @@ def _spec(s: Smem, mask: int, lin: np.ndarray) -> Smem:
 
 # -- what a view is at compile time ------------------------------------------------------------
 
+class _Views:
+    """What the view rules read of the emitter, for views predicted ahead (a register they would
+    make: a stand-in)."""
+    vals: dict = {}
+    loc = None
+    ins = staticmethod(lambda *_: _STATIC)
+
+    @staticmethod
+    def strided(s) -> bool:
+        try:
+            smem_padded.index_view(_Views, s, _STATIC, None)
+            return True
+        except CompileError:
+            return False
+
+
 def _static(em, v, env: dict) -> Smem | None:
     """The view ``v`` will be, as far as its table and constant go (its registers may not exist
     yet), from the views already emitted and the ops between, nested branches and loops
@@ -130,7 +146,10 @@ def _static(em, v, env: dict) -> Smem | None:
         j = _join(views)
         if j is not None:
             return _spec(views[0], *j)
-        same = all(s.xreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
+        p = smem_padded.join(views)
+        if p is not None:
+            return p
+        same = all(s.xreg is None and s.sreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
         if not same:
             return None
@@ -138,7 +157,9 @@ def _static(em, v, env: dict) -> Smem | None:
         if _linear(views[0].rel):
             return views[0]
         f = views[0]
-        return Smem(f.base, _kept_const(f, views[1:]), f.rel, f.dtype, f.align)
+        kept = _kept_const(f, views[1:])
+        from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
+        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views))
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":
@@ -148,13 +169,13 @@ def _static(em, v, env: dict) -> Smem | None:
     s = _static(em, op.operands[0], env)
     if s is None:
         return None
+    if op.name == "smem_index" and s.sreg is not None:
+        return smem_padded.index_view(_Views, s, _STATIC, op.loc) if _Views.strided(s) else None
     if op.name == "smem_index":  # (moves the base only; the rule checks the stride)
-        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask)
+        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask, s.plin_at(0))
 
-    class _Views:  # the view rules read only these (a register they would make: a stand-in)
-        vals, loc = {op.operands[0]: [s]}, op.loc
-        ins = staticmethod(lambda *_: _STATIC)
     from .emitter import RULES
+    _Views.vals, _Views.loc = {op.operands[0]: [s]}, op.loc
     try:
         return RULES[op.name](_Views, op)[0][0]
     except CompileError:  # (the rule says so again, with its reason, when it is emitted)
@@ -205,6 +226,10 @@ def branch_specs(em, op) -> dict:
         j = _join(views)
         if j is not None:
             out[i] = _spec(views[0], *j)
+        else:
+            p = smem_padded.join(views)
+            if p is not None:
+                out[i] = p
     return out
 
 
@@ -230,14 +255,42 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
                 new[i] = new.get(i, 0) | j[0]
                 lins.setdefault(i, j[1])
         if new == masks:
-            return {i: _spec(firsts[i], m, lins[i]) for i, m in masks.items()}
+            break
         masks = new
+    xor = {i: _spec(firsts[i], m, lins[i]) for i, m in masks.items()}
+    return {**xor, **_loop_padded(em, op, firsts, xor, outer)}
+
+
+def _loop_padded(em, op, firsts: dict, xor: dict, outer: dict | None) -> dict:
+    """{carried index: spec} for a ``for``'s carried padded views that need a run-time start
+    (smem_padded.py): the body yields a view of another table (rows 3.. for rows 1..). Repeated
+    until no spec's alignment lowers (a view swapped with another carried one)."""
+    body = op.regions[0]
+    args = body.args[1:]
+    specs: dict = {}
+    while True:
+        env = dict(outer or {})
+        env.update({args[i]: xor.get(i) or specs.get(i) or f for i, f in firsts.items()})
+        new = {}
+        for i, f in firsts.items():
+            if i in xor:
+                continue
+            v = body.yielded(i)
+            y = _static(em, v, env) if v is not None else None
+            p = smem_padded.join([f, y] + ([specs[i]] if i in specs else []))
+            if p is not None or i in specs:   # (never dropped: the fixpoint only lowers alignments)
+                new[i] = p or specs[i]
+        if {i: p.salign for i, p in new.items()} == {i: p.salign for i, p in specs.items()}:
+            return specs
+        specs = new
 
 
 # -- carrying it ------------------------------------------------------------------------------
 
 def check(s: Smem, spec: Smem, loc, what: str) -> None:
     """A view the join receives: the spec's table, up to an XOR within its bits."""
+    if spec.sreg is not None:
+        return smem_padded.check(s, spec, loc, what)
     m = join_mask([spec, s])
     if m is None or m & ~spec.xmask:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
@@ -248,6 +301,8 @@ def check(s: Smem, spec: Smem, loc, what: str) -> None:
 
 def home_align(s: Smem, spec: Smem) -> int:
     """Alignment of the start register carried for ``s`` (its base + A) joined as ``spec``."""
+    if spec.sreg is not None:
+        return smem_padded.home_align(s, spec)
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 
@@ -255,6 +310,8 @@ def home_align(s: Smem, spec: Smem) -> int:
 def carry(em, s: Smem, spec: Smem) -> list[str]:
     """[start address, XOR]: the two b32 sources a join copies for view ``s`` joined as ``spec``
     (the XOR an immediate where it is a constant)."""
+    if spec.sreg is not None:
+        return smem_padded.carry(em, s, spec)
     a, x, _ = _canon(s, spec.rel)
     start = em.ins("b32", f"add.u32 {{d}}, {s.base}, {a};") if a else s.base
     return [start, s.xreg if x is None else str(x)]
@@ -262,6 +319,8 @@ def carry(em, s: Smem, spec: Smem) -> list[str]:
 
 def view(regs: list[str], spec: Smem, align: int) -> Smem:
     """The joined view on its carried registers."""
+    if spec.sreg is not None:
+        return smem_padded.view(regs, spec, align)
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, regs[1], spec.xmask)
 
 

@@ -176,3 +176,28 @@ def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(targe
     for stack in (0, 1):
         for store in (0, 1):
             _padded_slice(target, C.PAD_INTERLEAVED, dtype, slices, stack, store, vec=1)
+
+
+# -- slices of a whole padded stack (the loop-carried padded views of smem_view_cases.PAD_LOOP_PAIRS
+# are NVIDIA-only for now: this backend refuses joins of views whose tables differ) ---------------
+
+_LAYS = dict((n, lay) for lay, n in C.PADDED)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["128:+8", "16:+2,64:+4", "col-major 8:+1"])  # (amdsim is slow: the NVIDIA
+@pytest.mark.parametrize("dtname", ["int8", "float64"])                        # test runs all six, 4 dtypes)
+def test_slices_of_a_whole_padded_stack(target, name, dtname):
+    """Rows and columns of both slots of a [2, 8, 32] padded stack from inside a padding period:
+    the [2, r, c] view loaded and stored as it is, then slot i of it by .index, slot 1 by a slice."""
+    for slices in C.PAD_STACK_SLICES:
+        for then in ("none", "index", "slot"):
+            for store in (0, 1):
+                C.check_padded_stack_slice(both, target, _LAYS[name], dtname, slices, then, store)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["64:+4", "32:+4", "16:+1"])   # (128:+8: refused here, NVIDIA-only)
+@pytest.mark.parametrize("ab", [(1, 3), (0, 2), (3, 1)])
+def test_reinterprets_of_a_loop_carried_padded_view(target, name, ab):
+    C.check_padded_loop_reinterpret(both, target, _LAYS[name], *ab)

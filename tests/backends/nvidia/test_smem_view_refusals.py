@@ -166,3 +166,63 @@ def test_rows_from_inside_a_four_row_padding_period(slices, stack, store):
 def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(slices):
     for store in (0, 1):
         _padded_slice("sm_90", C.PAD_INTERLEAVED, np.float32, slices, 0, store)
+
+
+# -- padded views whose start moves at run time, and slices of a whole padded stack -----------------
+
+PAD_DTYPES = list(C.PAD_DTYPES)
+_LAYS = dict((n, lay) for lay, n in C.PADDED)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(_LAYS))
+@pytest.mark.parametrize("dtname", PAD_DTYPES)
+def test_padded_views_carried_by_a_loop_from_inside_a_padding_period(target, name, dtname):
+    """Was 'placed differently' (the views' tables differ: rows 1..4 and 3..6 of rows padded every
+    four), 'not XOR-linearly (or, padded, additively)' or 'less aligned (4 bytes) than its first
+    value' (columns 3.. then 12..): the loop carries the view's linear start, swapped with a
+    second carried view or picked by a branch, of the buffer, of slot 1 of a stack, or of the
+    whole stack then indexed by the step (the rows of it sliced in the body), loaded and stored."""
+    for first, other in C.PAD_LOOP_PAIRS:
+        for move, store, stack, body in C.PAD_LOOP_RUNS:
+            C.check_padded_loop_views(both, target, _LAYS[name], dtname, first, other, move, store, stack, body)
+
+
+@pytest.mark.parametrize("store", [0, 1])
+def test_a_loop_carried_padded_view_moves_four_floats_an_access(store):
+    """Rows 1..4 and 3..6 of rows padded every four (+8): the start's and the thread's lowest bits
+    are above a thread's four columns, so each run stays one 16-byte access; the padding is
+    computed in the loop from the carried start (shr, mad)."""
+    first, other = C.PAD_LOOP_PAIRS[0]
+    text = C.check_padded_loop_views(both, "sm_90", _LAYS["128:+8"], "float32", first, other, "swap", store, 0,
+                                     "view", vec=4)
+    op = "st" if store else "ld"
+    body = text[text.index("$L_loop"):]
+    assert f"{op}.shared.v4.b32" in body and f"{op}.shared.b32" not in body
+    assert "shr.u32" in body and "mad.lo.u32" in body
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["128:+8", "64:+4", "32:+4", "16:+1"])
+@pytest.mark.parametrize("ab", [(1, 3), (0, 2), (3, 1)])
+def test_reinterprets_of_a_loop_carried_padded_view(target, name, ab):
+    C.check_padded_loop_reinterpret(both, target, _LAYS[name], *ab)
+
+
+@pytest.mark.parametrize("name", ["128:+8", "16:+2,64:+4"])
+@pytest.mark.parametrize("ab", [(3, 5), (5, 3)])
+def test_async_copies_into_a_loop_carried_padded_view(name, ab):
+    C.check_padded_loop_async_copy(both, "sm_80", _LAYS[name], *ab)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(_LAYS))
+@pytest.mark.parametrize("dtname", PAD_DTYPES)
+def test_slices_of_a_whole_padded_stack(target, name, dtname):
+    """Was 'does not place elements ... additively' (rows 1..4 of both slots of a stack padded
+    every four rows): the slots' offsets are added apart from the padding. The [2, r, c] view
+    loaded and stored as it is, then slot i of it by .index, and slot 1 by a slice."""
+    for slices in C.PAD_STACK_SLICES:
+        for then in ("none", "index", "slot"):
+            for store in (0, 1):
+                C.check_padded_stack_slice(both, target, _LAYS[name], dtname, slices, then, store)
