@@ -254,6 +254,31 @@ def lds_store(em, addr, off: int, x, n: int) -> None:
             kind="lds_store")
 
 
+def lds_store_owned(em, stores, owner) -> None:
+    """``stores`` [(addr, off, value, dwords)] as lds_store, run only in the lanes of ``owner``
+    (an SGPR lane mask; None: every lane, in the same instructions as plain lds_stores).
+    Under a mask the values are moved into VGPRs first: a value made under a partial EXEC
+    mask must not be reused (the emitter's caches would hand it to later code)."""
+    if owner is None:
+        for addr, off, x, n in stores:
+            lds_store(em, addr, off, x, n)
+        return
+    from .memory import ExecMask   # memory imports this module
+    stores = [(addr, off, em.to_v(x), n) for addr, off, x, n in stores]
+    with ExecMask(em, None, owner):
+        for addr, off, x, n in stores:
+            lds_store(em, addr, off, x, n)
+
+
+def wave_owner(em, lin):
+    """The lanes of one wave of each set of ``lin``'s wave copies (None: no wave holds copies):
+    the waves whose LDS scratch stores of a tile in ``lin`` go to bytes no other wave stores.
+    Two waves storing one byte with no barrier between them race even when they store one
+    value; lanes of one wave storing one value to one byte do not."""
+    from .memory import owner_lanes   # memory imports this module
+    return owner_lanes(em, lin, lanes=False)
+
+
 def lds_load(em, addr, off: int, n: int):
     off += em.scratch_off
     r = em.v(n)
@@ -297,13 +322,13 @@ def lds_exchange(em, d: dt.dtype, regs, src_lin, dst_lin, to_src):
     def dst_fn(b):
         return src_fn(to_src(np.asarray(b, np.int64)))
     em.lds_begin()
-    written = set()
+    stores = []
     for (addr, off), r in zip(byte_addresses(em, src_lin, src_fn, esize, range(len(regs))),
                               range(len(regs))):
         if r & _free_reg_mask(src_lin):
             continue  # a second copy of an element this thread already wrote
-        written.add(r)
-        lds_store(em, addr, off, regs[r], n)
+        stores.append((addr, off, regs[r], n))
+    lds_store_owned(em, stores, wave_owner(em, src_lin))
     em.barrier()
     out = []
     for addr, off in byte_addresses(em, dst_lin, dst_fn, esize, range(dst_lin.num_regs)):

@@ -341,13 +341,16 @@ def store_group(em, d, p, xs, m=None):
 
 # -- the lanes that own their elements (atomics and printing act once per element) ----------
 
-def owner_lanes(em, lin):
-    """SGPR lane mask of the threads that own (not merely copy) their elements, or None."""
+def owner_lanes(em, lin, lanes: bool = True):
+    """SGPR lane mask of the threads that own (not merely copy) their elements, or None.
+    ``lanes=False``: of the one wave of each set of wave copies (every lane of it) -- for LDS
+    scratch writes, where lanes of one wave may store one value to one byte but two waves
+    may not without a barrier between them."""
     if lin is None:
         m = 0x3FF  # a scalar: only work-item 0
     else:
         fb = copy_bits(lin)  # zero bases and bases repeating earlier ones (fuzz seed 15100172)
-        m = fb["lane"] | (fb["warp"] << WAVE_LOG[em.wave])
+        m = (fb["lane"] if lanes else 0) | (fb["warp"] << WAVE_LOG[em.wave])
     if m == 0:
         return None
     key = ("owner", m)

@@ -23,8 +23,8 @@ from gluon_trace.layouts import LinearLayout
 
 from . import arith
 from .emitter import dwords
-from .layout import (_free_reg_mask, byte_addresses, lds_exchange, lds_load, lds_store, log2,
-                     reg_part, row_major, thread_part, tid_pairs, _strides)
+from .layout import (_free_reg_mask, byte_addresses, lds_exchange, lds_load, lds_store_owned, log2,
+                     reg_part, row_major, thread_part, tid_pairs, wave_owner, _strides)
 from .mir import Imm, Sub, hi, is_vgpr, lo
 
 COMMUTATIVE = {"add", "mul", "maximum", "minimum", "and", "or", "xor"}
@@ -288,12 +288,13 @@ def _warp_reduce(em, op, lin, shape, cur, group, done_lanes, done_warps, comb):
         total += numel * 4 * dwords(d)
     em.use_lds(total)
     regs = sorted(cur)
+    # waves holding the same partials (copies, or already combined) leave their slots to one
+    owner = wave_owner(em, _slots_layout(lin, regs, done_lanes, done_warps))
     em.lds_begin()
     for k, d in enumerate(dts):
         es = 4 * dwords(d)
-        for (addr, off), r in zip(byte_addresses(em, lin, fn, es, regs, done_lanes, done_warps,
-                                                 base=bases[k]), regs):
-            lds_store(em, addr, off, cur[r][k], dwords(d))
+        lds_store_owned(em, [(addr, off, cur[r][k], dwords(d)) for (addr, off), r in zip(
+            byte_addresses(em, lin, fn, es, regs, done_lanes, done_warps, base=bases[k]), regs)], owner)
     em.barrier()
     gmask = sum(1 << g for g in group)
     new = {}
@@ -322,6 +323,22 @@ def _warp_reduce(em, op, lin, shape, cur, group, done_lanes, done_warps, comb):
             parts = [comb(parts[2 * i], parts[2 * i + 1]) for i in range(len(parts) // 2)]
         out[r] = parts[0]
     return out
+
+
+def _slots_layout(lin, regs, done_lanes, done_warps) -> LinearLayout:
+    """The layout of the slots _warp_reduce's stores address: ``lin`` with the bases they
+    leave out zero -- registers no longer held (reduced or copies: ``regs`` are a product set
+    of the others) and lanes and waves already reduced, whose threads now hold one partial.
+    Its wave copies are the waves that would store the same slots as another."""
+    held = 0
+    for r in regs:
+        held |= r
+    zero = tuple(0 for _ in lin.shape)
+
+    def keep(bases, mask):
+        return tuple(tuple(b) if mask >> j & 1 else zero for j, b in enumerate(bases))
+    return LinearLayout(lin.shape, keep(lin.reg_bases, held), keep(lin.lane_bases, ~done_lanes),
+                        keep(lin.warp_bases, ~done_warps))
 
 
 # -- scan ------------------------------------------------------------------------------------------
@@ -363,14 +380,12 @@ def rule_scan(em, op):
         return em.valu("v_bfe_u32", em.v(), [flat, Imm(log2(stride)), Imm(log2(n))], form="vop3")
     addrs = [byte_addresses(em, lin, fn, 4 * dwords(d), range(nreg), base=bases[k])
              for k, d in enumerate(dts)]
+    owner = wave_owner(em, lin)   # waves holding copies leave the slots to one of them
     d_ = 1
     while d_ < n:
         em.lds_begin()
-        for k, d in enumerate(dts):
-            for r in range(nreg):
-                if not r & free_r:
-                    addr, off = addrs[k][r]
-                    lds_store(em, addr, off, cur[k][r], dwords(d))
+        lds_store_owned(em, [addrs[k][r] + (cur[k][r], dwords(d)) for k, d in enumerate(dts)
+                             for r in range(nreg) if not r & free_r], owner)
         em.barrier()
         new = [[None] * nreg for _ in dts]
         # one register at a time: read its partner, combine, select (keeps pressure low)

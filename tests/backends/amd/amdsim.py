@@ -276,6 +276,9 @@ class LdsRaceCheck:
 
 
 class Sim:
+    # the LDS access check every work-group gets (amdsim_races.RaceSim: the strict one)
+    lds_check = LdsRaceCheck
+
     def __init__(self, code, target, wave, lds_size, kernarg_bytes, mem: Memory, num_warps, nvgpr):
         self.code = [i for i in code]
         self.labels = {x.name: k for k, x in enumerate(self.code) if isinstance(x, Label)}
@@ -302,7 +305,7 @@ class Sim:
 
     def run_group(self, wgid, max_steps):
         self.lds = np.zeros(max(self.lds_size, 4), np.uint8)
-        self.lds_track = LdsRaceCheck(self.lds.size)
+        self.lds_track = self.lds_check(self.lds.size)
         self.lds_pending = np.zeros(self.lds.size, np.int32)  # bytes LDS DMAs have yet to write
         waves = [Wave(self, w, wgid, self.nvgpr) for w in range(self.nw)]
         while not all(w.done for w in waves):
@@ -995,10 +998,11 @@ class DeviceBuffer:
                                          "typestr": arr.dtype.str, "version": 3}
 
 
-def simulate(traced, target: str, grid, args, print_records: int = 4096):
+def simulate(traced, target: str, grid, args, print_records: int = 4096, sim_class=None):
     """Run ``traced`` (a TracedKernel) on the simulator; numpy array arguments are
     copied in and the results copied back into them. A kernel that prints gets a
-    print buffer of ``print_records`` records; its bytes end up in ``sim.print_bytes``."""
+    print buffer of ``print_records`` records; its bytes end up in ``sim.print_bytes``.
+    ``sim_class``: a Sim subclass to run it on (amdsim_races.RaceSim)."""
     from gluon_trace.backends.amd import launcher
     from gluon_trace.backends.amd.compiler import lower
     from gluon_trace.backends.amd.target import TARGETS
@@ -1027,7 +1031,7 @@ def simulate(traced, target: str, grid, args, print_records: int = 4096):
         if k.startswith("hidden_block_count_"):
             struct.pack_into("<I", kernarg, h[".offset"], grid["xyz".index(k[-1])])
     t = TARGETS[target]
-    sim = Sim(e.code, t, t.wave, e.lds, bytes(kernarg), mem, g.num_warps, e.vgprs)
+    sim = (sim_class or Sim)(e.code, t, t.wave, e.lds, bytes(kernarg), mem, g.num_warps, e.vgprs)
     sim.abi = Abi.from_descriptor(ck.binary, g.name)
     sim.run(grid)
     sim.print_bytes = bytes(mem.bufs[(pbuf >> 36) - 1]) if pbuf else None

@@ -1,6 +1,8 @@
 """Random programs (gluon_trace.fuzz) compiled for gfx942 and gfx1100 and run on the AMDGCN
 simulator against the numpy reference's bounds. Count from GLUON_TRACE_FUZZ_SIM_EXAMPLES; a
-failure saves a reproducer (.fuzz_failures/)."""
+failure saves a reproducer (.fuzz_failures/). Every program runs on amdsim_races: two waves
+touching one LDS byte (one of them writing) with no s_barrier between them fail, even when
+they store one value (amdsim's own check lets a byte be rewritten with what it holds)."""
 import os
 import sys
 
@@ -9,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
-import amdsim  # noqa: E402
+import amdsim_races  # noqa: E402
 
 from gluon_trace import fuzz  # noqa: E402
 
@@ -29,7 +31,7 @@ def test_simulated_amdgcn_matches_reference(target, data):
 
 
 def _check(prog, target: str, name: str) -> None:
-    """``prog`` on amdsim (which also reports LDS races) against the numpy reference; a refusal
+    """``prog`` on amdsim_races (amdsim reporting LDS races) against the numpy reference; a refusal
     or crash on a legal program is a finding too. A failure saves a reproducer named ``name``."""
     outcome = fuzz.Outcome(prog)
     inputs = fuzz.make_inputs(prog)
@@ -37,12 +39,12 @@ def _check(prog, target: str, name: str) -> None:
         traced = fuzz.trace_program(prog, target)
         args, poison = fuzz.kernel_args(prog, inputs)
         with np.errstate(all="ignore"):
-            amdsim.simulate(traced, target, (1,), args)
+            amdsim_races.simulate(traced, target, (1,), args)
         got = fuzz.outputs_of(prog, args)
         ref = fuzz.evaluate(prog, inputs, "bounded")
-        outcome.failures += [(f"{target} (amdsim)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
+        outcome.failures += [(f"{target} (amdsim_races)", m) for m in fuzz.mismatches(prog, got, ref, poison)]
     except Exception as e:  # noqa: BLE001 - a refusal or crash on a legal program is a finding
-        outcome.failures.append((f"{target} (amdsim)", f"{type(e).__name__}: {str(e)[:600]}"))
+        outcome.failures.append((f"{target} (amdsim_races)", f"{type(e).__name__}: {str(e)[:600]}"))
     if not outcome.ok:
         path = fuzz.save_reproducer(prog, outcome.failures, name=name)
         raise AssertionError(f"reproducer: {path}\n" + "\n".join(f"  {w}: {m}" for w, m in outcome.failures))

@@ -1,6 +1,8 @@
 """Reductions and scans over every kind of legal layout, on the AMD simulator against the
 interpreter (itself checked against numpy), for gfx90a/gfx942 (wave64) and gfx1100
-(wave32); each kernel is assembled on the way (amdsim.simulate compiles it).
+(wave32); each kernel is assembled on the way (amdsim.simulate compiles it), and run with the
+strict LDS race detector (amdsim_races: layouts with zero or repeated warp bases put copies of
+the partials in several waves, of which one may store the scratch).
 
 Layouts come from hypothesis (tests/reduce_layout_cases.py): BlockedLayouts of rank 1-3
 in every order and DistributedLinearLayouts with multi-bit, zero and repeated bases.
@@ -18,6 +20,7 @@ import reduce_layout_cases as R  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 
 import amdsim  # noqa: E402
+import amdsim_races  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("amd_toolchain")
 
@@ -31,7 +34,7 @@ def simulate(case, target, seed=0):
     ref = R.reference(case, seed, target)
     kernel, args, cx = R.launch_args(case, seed)
     tk = kernel.trace(*args, **cx, num_warps=case[5], target=target)
-    amdsim.simulate(tk, target, (1,), args)
+    amdsim_races.simulate(tk, target, (1,), args)   # and no two waves store one LDS byte unordered
     np.testing.assert_array_equal(args[0], ref, err_msg=f"{case} on {target}")
     return tk
 
