@@ -1,0 +1,33 @@
+"""The shared-memory view tests on the GPU: every test of test_smem_view_refusals.py again (views
+with a run-time XOR, padded views joined by branches and loops, slices from inside a padding
+period, loop-carried padded views), with the device in the PTX simulator's place.
+
+Those tests compare a simulator run with the interpreter's on fresh random inputs and
+NaN-poisoned outputs; here ``both`` launches the same graph through the NVIDIA backend
+(test_first_week_gpu.gpu_both: arguments copied to the device with their strides and back byte
+for byte), and every assertion of the original test applies to the GPU's output. The device
+runs sm_90a code, so the sm_80 parametrizations are the sm_90 ones again and are skipped. Needs
+an sm_90a GPU (``pytest -m gpu``)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+pytest.importorskip("gluon_trace.backends.nvidia")
+import test_smem_view_refusals as view_tests  # noqa: E402
+from test_first_week_gpu import _on_the_gpu, gpu_both  # noqa: E402,F401  (the fixture, used below)
+from test_smem_view_refusals import *  # noqa: E402,F401,F403  (the tests, collected here too)
+
+pytestmark = pytest.mark.gpu
+
+
+def _device_both(kernel, make, target, num_warps=4, **kw):
+    if target == "sm_80":
+        pytest.skip("the device runs sm_90a code: the sm_90 parametrization covers this one")
+    return gpu_both(kernel, make, (1,), num_warps=num_warps, **kw)
+
+
+@pytest.fixture(autouse=True)
+def _views_on_the_gpu(_on_the_gpu, monkeypatch):
+    monkeypatch.setattr(view_tests, "both", _device_both)
