@@ -107,7 +107,7 @@ def rule_for(em, op):
             aligns[i] = min(aligns[i], pred.get(i, 16))
         else:
             x = _address(em, firsts.get(i, em.vals[v]))
-        if i in add:
+        if i in firsts and i not in xor and i not in sh:   # (the least a yield has: less than the first's only where refused before)
             aligns[i] = min(_align(firsts[i]), pred.get(i, 16))
         if isinstance(h, list):
             pairs += list(zip(h, x))
@@ -155,9 +155,9 @@ def rule_for(em, op):
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
             else:
-                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=i not in add,
+                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=False,
                                   canon=lds_join.additive if i in add else _canonical)
-                if i in add and _align(ys[i]) < aligns[i]:
+                if _align(ys[i]) < aligns[i]:
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
         ys = [_address(em, y) for y in ys]

@@ -147,7 +147,7 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
         arms = [b.yielded(i) for b in op.regions]
         return min(_static_align(em, a, env, form, known) if a is not None else 16 for a in arms)
     x = _static(em, v, env)
-    f = form(x) if x is not None and x.sreg is None else None
+    f = form(x) if x is not None and x.sreg is None and x.xreg is None else None
     return _align(f) if f is not None else 16
 
 
@@ -157,18 +157,19 @@ def loop_aligns(em, op, firsts: dict, xor: dict, add: set, sh: dict) -> dict:
     takes the weakest, not the first's)."""
     body = op.regions[0]
     args = body.args[1:]
-    from .control import _align
+    from .control import _align, _canonical
     env = {args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
            for j, f in firsts.items()}
-    known = {args[j]: _align(additive(f) if j in add else shifted(f)) for j, f in firsts.items() if j in add or j in sh}
+    forms = {j: additive if j in add else shifted if j in sh else _canonical for j in firsts if j not in xor}
+    known = {args[j]: _align(form(firsts[j])) for j, form in forms.items()}
     while True:   # (a yield may be another carried view: the least over the loop's steps)
         new = dict(known)
-        for j in set(add) | set(sh):
+        for j, form in forms.items():
             v = body.yielded(j)
             if v is not None:
-                new[args[j]] = min(new[args[j]], _static_align(em, v, env, additive if j in add else shifted, known))
+                new[args[j]] = min(new[args[j]], _static_align(em, v, env, form, known))
         if new == known:
-            return {j: known[args[j]] for j in set(add) | set(sh)}
+            return {j: known[args[j]] for j in forms}
         known = new
 
 
