@@ -145,6 +145,11 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
     if v not in env and em.vals.get(v) is None and op is not None and op.name == "if":
         i = next(k for k, r in enumerate(op.results) if r is v)
         arms = [b.yielded(i) for b in op.regions]
+        views = [_static(em, a, env) if a is not None else None for a in arms]
+        if padded_join(views):   # (the form rule_if carries the arms in)
+            form = additive
+        elif shift_join(views) is not None:
+            form = shifted
         return min(_static_align(em, a, env, form, known) if a is not None else 16 for a in arms)
     x = _static(em, v, env)
     f = form(x) if x is not None and x.sreg is None and x.xreg is None else None

@@ -219,14 +219,6 @@ def test_padded_views_carried_by_a_loop_from_inside_a_padding_period(target, nam
     offset; the carried address takes the least alignment the body's yields have. Swapped with a
     second carried view or picked by a branch, of the buffer, of slot 1 of a stack, or of the whole
     stack indexed by the step (its rows sliced in the body), loaded and stored."""
-    from gluon_trace.errors import CompileError
     for first, other in C.PAD_LOOP_PAIRS:
         for move, store, stack, body in C.PAD_LOOP_RUNS:
-            try:
-                C.check_padded_loop_views(both, target, _LAYS[name], dtname, first, other, move, store, stack, body)
-            except CompileError as e:
-                # still refused (22 of 768 cases): a branch in the body picking between views of a
-                # whole stack whose 1- and 2-byte starts keep one table (the additive form) but not
-                # one alignment; the loop's carried address is predicted with the first's
-                assert move == "branch" and stack == 2 and dtname in ("int8", "float16"), e
-                assert "less aligned" in str(e) and "smem_view_cases.py:4" in str(e), e
+            C.check_padded_loop_views(both, target, _LAYS[name], dtname, first, other, move, store, stack, body)
