@@ -597,9 +597,7 @@ def padded_loop_async_copy(y_ptr, out_ptr, n, DT: gl.constexpr, LAY: gl.constexp
 # -- the checks of these, both backends alike ----------------------------------------------------
 
 # (FIRST, OTHER) of padded_loop_views: rows from inside a four-row period and from its start into
-# the next, columns across a 32- or 16-element period, rows then columns. NVIDIA-only for now:
-# the AMD backend refuses most of them ('placed differently': the joined views' tables differ;
-# or 'less aligned than its first value'), and padded_loop_reinterpret with 128:+8 likewise
+# the next, columns across a 32- or 16-element period, rows then columns. Both backends
 PAD_LOOP_PAIRS = [(((1, 4, 0),), ((3, 4, 0),)), (((0, 4, 0),), ((2, 4, 0),)), (((3, 8, 1),), ((12, 8, 1),)),
                   (((1, 4, 0), (6, 8, 1)), ((2, 4, 0), (11, 8, 1)))]
 # (MOVE, STORE, STACK, BODY): each pair runs these four

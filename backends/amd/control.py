@@ -52,7 +52,7 @@ def _canonical(x):
     0, when L0's bits and the rest are disjoint (a slot, a row half: padding then adds up too).
     Two views one carried address can stand for have equal canonical tables."""
     from .lds_address import pad
-    if x.xreg is not None:  # (a run-time XOR's table: lds_join.py)
+    if x.xreg is not None or x.sreg is not None:  # (a run-time XOR's or start's table: lds_join.py)
         return x
     lin = np.asarray(x.lin, np.int64)
     l0 = int(lin.flat[0]) if lin.size else 0
@@ -67,7 +67,7 @@ def _as_first(em, x, first, what: str, align: bool, canon=_canonical):
     x = canon(x)
     same = (x.lead == first.lead and x.pads == first.pads and x.dtype == first.dtype
             and np.shape(x.lin) == np.shape(first.lin) and np.array_equal(x.lin, first.lin)
-            and x.xreg is None and first.xreg is None)  # (one SGPR would drop a run-time XOR)
+            and x.xreg is None and first.xreg is None and x.sreg is None and first.sreg is None)  # (one SGPR would drop a run-time XOR)
     if not same:
         raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
                        "or permutation of the buffer): only the base may change, e.g. bufs.index(i) of one "
@@ -92,14 +92,23 @@ def rule_for(em, op):
     xor = lds_join.loop_specs(em, op, firsts)
     add = lds_join.loop_additive(em, op, firsts, xor)   # (padded views at moved starts)
     firsts.update({i: lds_join.additive(firsts[i]) for i in add})
-    homes = [lds_join.homes(em, v.type, xor[i][1]) if i in xor else em.new_home(v.type) for i, v in enumerate(inits)]
+    sh = lds_join.loop_shift(em, op, firsts, xor, add)   # (padded views at run-time starts)
+    homes = [lds_join.homes(em, v.type, xor[i][1]) if i in xor else
+             [em.new_home(v.type), em.new_home(v.type)] if i in sh else em.new_home(v.type)
+             for i, v in enumerate(inits)]
     aligns = {}
+    pred = lds_join.loop_aligns(em, op, firsts, xor, add, sh)   # (the body's yields may be less aligned)
     pairs = []
     for i, (h, v) in enumerate(zip(homes, inits)):
         if i in xor:
             x, aligns[i] = lds_join.carried(em, firsts[i], *xor[i], "this loop")
+        elif i in sh:
+            x, aligns[i] = lds_join.carried_shift(em, firsts[i], sh[i], "this loop")
+            aligns[i] = min(aligns[i], pred.get(i, 16))
         else:
             x = _address(em, firsts.get(i, em.vals[v]))
+        if i in firsts and i not in xor and i not in sh:   # (the least a yield has: less than the first's only where refused before)
+            aligns[i] = min(_align(firsts[i]), pred.get(i, 16))
         if isinstance(h, list):
             pairs += list(zip(h, x))
         else:
@@ -127,7 +136,8 @@ def rule_for(em, op):
     em.set_mult(iv, min(em.mult(lo), em.mult(step)))  # lo + i * step: what divides both (axis info)
     for i, (a, h) in enumerate(zip(body.args[1:], homes)):
         em.vals[a] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
-            _home_view(firsts[i], h) if i in firsts else h
+            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
+            _home_view(firsts[i], h, aligns.get(i)) if i in firsts else h
     em.loop_depth += 1
     # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
     # computed on the body's path only, from the home's value of that iteration
@@ -139,9 +149,17 @@ def rule_for(em, op):
                 if a < aligns[i]:
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
+            elif i in sh:
+                ys[i], a = lds_join.carried_shift(em, ys[i], sh[i], "this loop's body")
+                if a < aligns[i]:
+                    raise em.error("this loop's body yields a shared-memory view less aligned than its "
+                                   "first value; carry views of whole slots")
             else:
-                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=True,
+                ys[i] = _as_first(em, ys[i], f, "this loop's body", align=False,
                                   canon=lds_join.additive if i in add else _canonical)
+                if _align(ys[i]) < aligns[i]:
+                    raise em.error("this loop's body yields a shared-memory view less aligned than its "
+                                   "first value; carry views of whole slots")
         ys = [_address(em, y) for y in ys]
         pairs = []
         for h, y in zip(homes, ys):
@@ -155,7 +173,8 @@ def rule_for(em, op):
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
         em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
-            _home_view(firsts[i], h) if i in firsts else h
+            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
+            _home_view(firsts[i], h, aligns.get(i)) if i in firsts else h
 
 
 def rule_if(em, op):
@@ -169,7 +188,15 @@ def rule_if(em, op):
     xor = lds_join.branch_specs(em, op)
     add = {i for i, r in enumerate(op.results) if _is_view(r) and i not in xor and lds_join.padded_join(
            [lds_join._static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)])}
-    homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else em.new_home(r.type)
+    sh = {}   # (padded views at run-time starts: lds_join.shift_join)
+    for i, r in enumerate(op.results):
+        if _is_view(r) and i not in xor and i not in add:
+            j = lds_join.shift_join([lds_join._static(em, a, {}) if a is not None else None
+                                     for a in (b.yielded(i) for b in op.regions)])
+            if j is not None:
+                sh[i] = j
+    homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else
+             [em.new_home(r.type), em.new_home(r.type)] if i in sh else em.new_home(r.type)
              for i, r in enumerate(op.results)]
     firsts, aligns = {}, {}
     els, end = em.label("else"), em.label("endif")
@@ -184,6 +211,9 @@ def rule_if(em, op):
             for i, r in enumerate(op.results):
                 if i in xor:
                     ys[i], a = lds_join.carried(em, ys[i], *xor[i], "this branch")
+                    aligns[i] = min(aligns.get(i, 16), a)
+                elif i in sh:
+                    ys[i], a = lds_join.carried_shift(em, ys[i], sh[i], "this branch")
                     aligns[i] = min(aligns.get(i, 16), a)
                 elif _is_view(r):
                     canon = lds_join.additive if i in add else _canonical   # (padded views at moved starts)
@@ -202,6 +232,7 @@ def rule_if(em, op):
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
         em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
+            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
             _home_view(firsts[i], h, aligns[i]) if i in firsts else h
 
 

@@ -23,7 +23,7 @@ from gluon_trace.errors import CompileError
 from . import lds_dma
 from .emitter import elem_key
 from .layout import _free_reg_mask
-from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table
+from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table, pad
 from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm, Sub, strip
 
@@ -43,6 +43,12 @@ def _view(em, val, xor_ok: bool = False) -> Lds:
                        "XOR known only at run time), which only .load() and .store() (and views of it: "
                        ".index/.slice/.permute/.reshape/.reinterpret) take; slice or index the buffer inside "
                        "the branch (or loop body), right where it is used here, or branch around this operation")
+    if s.sreg is not None and not xor_ok:
+        raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among padded views "
+                       "starting at different places inside a padding period (its start is known only at run "
+                       "time), which only .load() and .store() (and views of it: .index/.slice/.permute/"
+                       ".reinterpret) take; slice or index the buffer inside the branch (or loop body), right "
+                       "where it is used here")
     return s
 
 
@@ -128,6 +134,10 @@ def rule_reshape(em, op):
         return
     # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
     t = op.result.type
+    if v.sreg is not None:
+        raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch (or carried "
+                       "by a loop) among padded views starting at different places inside a padding period is "
+                       "not supported on AMD; slice or index the buffer inside the branch (or loop body) instead")
     w = _fresh(em, t.layout, dst, t.dtype, v.base, v.balign, v.const)
     if v.xreg is not None:  # the run-time XOR holds where it places every element alike (below)
         if w.pads:
@@ -154,6 +164,24 @@ def rule_reinterpret(em, op):
         from .lds_join import reinterpret_start
         base, balign, start = reinterpret_start(em, v, es)
         em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, base, balign, start)
+        return
+    if v.sreg is not None:   # (a run-time start S: at base + const + es * pad(S + m), m lin's least)
+        m = int(np.asarray(v.lin, np.int64).min())
+        if any((v.const + v.es * int(pad(np.int64(s + m), v.pads))) % es for s in v.svals):
+            raise em.error(f"reinterpret as {t.dtype} of this shared-memory view (its start known only at run "
+                           f"time) may start inside an element of {es} bytes")
+        x = em.salu("s_add_u32", em.s(), [v.sreg, Imm(m)]) if m else v.sreg
+        acc = x
+        for k, p in v.pads:
+            u = em.salu("s_lshr_b32", em.s(), [x, Imm(k)])
+            u = em.salu("s_lshl_b32", em.s(), [u, Imm(p)]) if p else u
+            acc = em.salu("s_add_u32", em.s(), [acc, u])
+        if v.es > 1:
+            acc = em.salu("s_lshl_b32", em.s(), [acc, Imm(v.es.bit_length() - 1)])
+        base = acc if v.base is None else em.salu("s_add_u32", em.s(), [v.base, acc])
+        balign = min([v.balign if v.base is not None else _BIG]
+                     + [_pow2_div(v.es * int(pad(np.int64(s + m), v.pads))) for s in v.svals])
+        em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, base, balign, v.const)
         return
     start = int(_table(v, tuple(op.operands[0].type.shape)).min())
     if start % es:

@@ -55,9 +55,10 @@ _BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
 
 class Lds:
     """A shared buffer or view on AMD (see the module docstring)."""
-    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask", "coff")
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask", "coff", "sreg", "svals")
 
-    def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0, coff=None):
+    def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0, coff=None, sreg=None,
+                 svals=()):
         self.base, self.balign, self.const = base, balign, const
         self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
         self.xreg, self.xmask = xreg, xmask   # a run-time XOR of lin (lds_join.py): SGPR es * X
@@ -65,6 +66,10 @@ class Lds:
         # coordinate bits: lin[c] = XOR_d B_d(c_d + start_d) where the views keep it, for
         # Access._split_coords; a rewrite of lin that breaks it only makes that check fail)
         self.coff = coff
+        # a padded view carried by a loop or joined by a branch from starts inside a padding period
+        # (lds_join.shift_join): element c at base + const + lead(c) + es * pad(S + lin[c]), S (in
+        # elements) in the SGPR ``sreg``, one of ``svals`` (every value it may take, for the checks)
+        self.sreg, self.svals = sreg, tuple(svals)
 
     def with_(self, **kw) -> "Lds":
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -89,7 +94,7 @@ def additive(x: Lds) -> Lds | None:
     lin's least (a multiple of every interval: pad(a + y) = pad(a) + pad(y)). Rows r.. of a padded
     buffer are then one table whatever r, where the XOR split (control._canonical) gives rows 1..4
     and 2..5 different ones (their starts' bits collide with the rows'). None where not padded."""
-    if not x.pads or x.xreg is not None or not np.size(x.lin):
+    if not x.pads or x.xreg is not None or x.sreg is not None or not np.size(x.lin):
         return None
     step = max(1 << k for k, _ in x.pads)
     lin = np.asarray(x.lin, np.int64)
@@ -146,12 +151,11 @@ class Access:
     def __init__(self, em, v: Lds, ty):
         self.em, self.cdims = em, None
         self.lay = em.linear(ty)
-        coords = self.lay.coords()  # (warps, lanes, regs, ndim)
-        nl = len(v.lead)
-        inner = tuple(coords[..., d] for d in range(nl, len(ty.shape)))
-        L = v.lin[inner] if inner else np.broadcast_to(v.lin, coords.shape[:3])
-        lead = sum((coords[..., d] * s for d, s in enumerate(v.lead)), np.zeros(coords.shape[:3], np.int64))
-        self.bytes = v.const + lead + v.es * pad(L, v.pads)   # (warps, lanes, regs)
+        self.reach, self.rshift, self.all_bytes = None, None, None
+        if v.sreg is not None:   # (a run-time start: lds_join.shift_join)
+            self._split_shifted(v, tuple(ty.shape))
+            return
+        self.bytes = self._bytes(v)   # (warps, lanes, regs)
         if self._split(v, tuple(ty.shape)):
             return
         # A padded view from inside a padding period (rows 1..4 of rows padded every 64 elements):
@@ -174,6 +178,35 @@ class Access:
                        "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
                        "views whose offsets split that way")
 
+    def _bytes(self, v: Lds, s: int = 0):
+        """Every thread's byte of every register of the view (its table moved by ``s`` elements)."""
+        coords = self.lay.coords()  # (warps, lanes, regs, ndim)
+        nl = len(v.lead)
+        inner = tuple(coords[..., d] for d in range(nl, coords.shape[-1]))
+        L = v.lin[inner] if inner else np.broadcast_to(v.lin, coords.shape[:3])
+        lead = sum((coords[..., d] * s for d, s in enumerate(v.lead)), np.zeros(coords.shape[:3], np.int64))
+        return v.const + lead + v.es * pad(L + s, v.pads)
+
+    def _split_shifted(self, v: Lds, shape) -> None:
+        """A view at a run-time start S (lds_join.shift_join): lin = m + M, M XOR-linear from 0, split
+        as a compile-time shift is (Access.shift) with S + m in its place, the register bits the sum
+        may carry into, for every S it may take, in the thread part; checked for each S."""
+        lin = np.asarray(v.lin, np.int64)
+        m = int(lin.min())
+        w = v.with_(lin=lin - m, sreg=None, svals=(), coff=None)
+        self.reach = max(v.svals) + m
+        tables = []
+        for s in v.svals:
+            self.bytes = self._bytes(v, s)
+            if not self._split(w, shape, s + m) or self.clead is not None:
+                raise self.em.error("this shared-memory view, carried by a loop (or chosen by a branch) among padded "
+                                    "views whose starts differ inside a padding period, is not addressable as "
+                                    "thread part + register part for every start it may take; slice the buffer "
+                                    "inside the loop body (or branch) instead")
+            tables.append(self.bytes)
+        self.all_bytes = tables
+        self.rshift = (v.sreg, m)
+
     def _split(self, v: Lds, shape, shift: int = 0) -> bool:
         """Whether thread part + register part of ``v`` (its table added to ``shift`` before the
         padding) reproduce ``self.bytes``; the parts are kept in ``self`` either way."""
@@ -191,8 +224,9 @@ class Access:
         self.lpairs = tid_pairs(em, lay, at)
         self.spairs = tid_pairs(em, lay, lb)
         self.possible = possible_bits(self.lpairs)
-        if shift:  # shift + (tL ^ lo) sets no bit at or above the sum's top one: pad(hi) adds
-            self.possible |= (1 << (shift + self.possible).bit_length()) - 1
+        if shift or self.reach is not None:  # shift + (tL ^ lo) sets no bit at or above the sum's top one
+            self.possible |= (1 << ((self.reach if self.reach is not None else shift)   # (pad(hi) adds)
+                                    + self.possible).bit_length()) - 1
         if v.xreg is not None:  # X joins the thread's part: register parts with its bits go there too
             self.possible |= v.xmask
             # (es * (tL ^ lo) + tS) ^ es * X is es * (tL ^ lo ^ X) + tS while X's bytes stay
@@ -382,7 +416,7 @@ class Access:
         """es * pad of lin at (waves, lanes, registers), as the code makes it: the thread
         register's part (shifted) and the offset's padded apart."""
         v = self.v
-        if not self.shift:
+        if not self.shift and self.reach is None:
             return v.es * pad(tL[..., None] ^ rl, v.pads)
         lo, hi = rl & self.possible, rl & ~self.possible
         return v.es * (pad(self.shift + (tL[..., None] ^ lo), v.pads) + pad(hi, v.pads))
@@ -395,15 +429,19 @@ class Access:
 
     def vec(self, cap_bytes: int = 16) -> int:
         """Registers per access: 2**k registers at consecutive bytes, aligned, for every thread."""
-        es, b = self.v.es, self.bytes
-        R = b.shape[2]
+        es = self.v.es
+        R = self.bytes.shape[2]
         V = 1
         while V * 2 * es <= cap_bytes and R % (V * 2) == 0:
             n = V * 2
-            runs = b.reshape(b.shape[:2] + (R // n, n))
-            if not np.array_equal(runs - runs[..., :1], np.broadcast_to(np.arange(n) * es, runs.shape)):
-                break
-            if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es) or self.v.xmask % n:
+            good = True
+            for b in self.all_bytes or [self.bytes]:   # (a run-time start: every one it may take)
+                runs = b.reshape(b.shape[:2] + (R // n, n))
+                if not np.array_equal(runs - runs[..., :1], np.broadcast_to(np.arange(n) * es, runs.shape)):
+                    good = False
+                if (runs[..., 0] % (n * es)).any() or self.v.balign % (n * es) or self.v.xmask % n:
+                    good = False
+            if not good:
                 break
             V = n
         if es == 8:
@@ -455,6 +493,8 @@ class Access:
         """es * pad(shift + (tL ^ lo)) + tS, hoisted to the kernel entry (``lo`` = (lo, (lo_d...)) for
         stacked coordinates split by _coord_lead)."""
         em, v = self.em, self.v
+        if self.rshift is not None:
+            return self._thread_reg_shifted(lo)
         if self.cdims is not None:
             return self._thread_reg_coords(lo[1])
         if self.clead is not None:
@@ -469,6 +509,38 @@ class Access:
             x = self._with_spairs(em, self._lin_bytes(lo))
         em.memo[key] = x
         return x
+
+    def _thread_reg_shifted(self, lo: int):
+        """es * pad(S + m + (tL ^ lo)) + tS for a run-time start S (an SGPR): tL ^ lo and tS made at
+        the kernel entry, the rest where the view is accessed (S is the loop's or branch's)."""
+        em, v = self.em, self.v
+        sreg, m = self.rshift
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        key = ("lds_thread_sh", self.lpairs, self.spairs, lo, v.es, v.pads, elem_key(sreg), m)
+        x = em.cse_get(key)
+        if x is not None:
+            return x
+        hkey = ("lds_thread_sh0", self.lpairs, lo)
+        if hkey not in em.memo:
+            with em.hoisted():
+                t = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
+                if lo:
+                    t = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(t)])
+                em.memo[hkey] = t
+        t = em.memo[hkey]
+        s = em.salu("s_add_u32", em.s(), [sreg, Imm(m)]) if m else sreg
+        if isinstance(t, Imm):
+            x = em.valu(add, em.v(), [Imm(t.bits), em.to_v(s)]) if t.bits else em.to_v(s)
+        else:
+            x = em.valu(add, em.v(), [s, t])
+        x = self._padded_bytes(x)
+        if self.spairs:
+            skey = ("lds_tid_sum", self.spairs)
+            if skey not in em.memo:
+                with em.hoisted():
+                    em.memo[skey] = _tid_sum(em, self.spairs)
+            x = em.valu(add, em.v(), [x, em.memo[skey]])
+        return em.cse_put(key, x)
 
     def _thread_reg_c(self, lo: int, los: tuple):
         """es * pad(shift + (tL ^ lo)) + sum_d lead_d * (tc_d ^ lo_d)."""

@@ -32,12 +32,12 @@ def _same(x: Lds, y: Lds) -> bool:
     """One carried address stands for both (control._as_first's test)."""
     from .control import _canonical
     x, y = _canonical(x), _canonical(y)
-    return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads
+    return (x.xreg is None and y.xreg is None and x.sreg is None and y.sreg is None and x.lead == y.lead and x.pads == y.pads
             and x.dtype == y.dtype and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
 
 
 def _same_table(x: Lds, y: Lds) -> bool:
-    return (x.xreg is None and y.xreg is None and x.lead == y.lead and x.pads == y.pads and x.dtype == y.dtype
+    return (x.xreg is None and y.xreg is None and x.sreg is None and y.sreg is None and x.lead == y.lead and x.pads == y.pads and x.dtype == y.dtype
             and np.shape(x.lin) == np.shape(y.lin) and np.array_equal(x.lin, y.lin))
 
 
@@ -48,6 +48,134 @@ def padded_join(views: list) -> bool:
         return False
     forms = [additive(y) for y in views]
     return None not in forms and all(_same_table(forms[0], y) for y in forms[1:])
+
+
+def shifted(x: Lds) -> Lds | None:
+    """A padded view as the table M (least offset 0) its elements take from a start S: its additive
+    form less its least offset s (svals (s,)), or, for one already at a run-time start, M with
+    svals moved by its least offset. None where not padded (or with a run-time XOR)."""
+    if x is None or x.xreg is not None or not x.pads or not np.size(x.lin):
+        return None
+    if x.sreg is None:
+        a = additive(x)
+        if a is None:
+            return None
+        lin = np.asarray(a.lin, np.int64)
+        s = int(lin.min())
+        return a.with_(lin=lin - s, svals=(s,), coff=None)
+    lin = np.asarray(x.lin, np.int64)
+    m = int(lin.min())
+    return x.with_(lin=lin - m, svals=tuple(sorted({s + m for s in x.svals})), coff=None)
+
+
+def _same_m(x: Lds, y: Lds) -> bool:
+    return (x.lead == y.lead and x.pads == y.pads and x.dtype == y.dtype and np.shape(x.lin) == np.shape(y.lin)
+            and np.array_equal(x.lin, y.lin))
+
+
+def shift_join(views: list) -> Lds | None:
+    """The joined view (a table, its start S known at run time only: sreg _STATIC, svals every value
+    S may take) for padded views whose tables differ but are one table M moved by a start (rows 1..4
+    and 3..6 of rows padded every four; columns 3.. and 12..); None where the join is carried
+    otherwise (one table, a run-time XOR, the additive form) or not at all. Only joins refused
+    before take it: every view joined before is carried as before."""
+    if any(y is None for y in views) or all(_same(views[0], y) for y in views[1:]):
+        return None
+    if join(views) is not None or padded_join(views):
+        return None
+    fs = [shifted(y) for y in views]
+    if None in fs or not all(_same_m(fs[0], f) for f in fs[1:]):
+        return None
+    return fs[0].with_(base=None, const=0, sreg=_STATIC, svals=tuple(sorted(set().union(*(f.svals for f in fs)))))
+
+
+def carried_shift(em, x: Lds, spec: Lds, what: str):
+    """([its address, S], the address's alignment) for the view ``x`` a join at a run-time start
+    (``spec``, shift_join) receives."""
+    from .control import _address, _align
+    f = shifted(x) if x.xreg is None else None
+    if f is None or not _same_m(f, spec) or not set(f.svals) <= set(spec.svals):
+        raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
+                       "or permutation of the buffer, not one padded table moved by a start): only the base "
+                       "and the start may change; slice or index the buffer inside the branch or loop body instead")
+    if x.sreg is None:
+        s = Imm(f.svals[0])
+    else:
+        m = int(np.asarray(x.lin, np.int64).min())
+        s = em.salu("s_add_u32", em.s(), [x.sreg, Imm(m)]) if m else x.sreg
+    return [_address(em, f), s], _align(f)
+
+
+def shift_view(spec: Lds, home, align: int) -> Lds:
+    return spec.with_(base=home[0], const=0, balign=align, sreg=home[1])
+
+
+def loop_shift(em, op, firsts: dict, xor: dict, add: set, outer: dict | None = None) -> dict:
+    """{carried index: joined view (shift_join)} for a ``for``'s padded views carried at a run-time
+    start: one whose body yields a view of its table moved by another start (repeated until no
+    carried view gains one or a start)."""
+    body = op.regions[0]
+    args = body.args[1:]
+    sh: dict = {}
+    while True:
+        env = dict(outer or {})
+        env.update({args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
+                    for j, f in firsts.items()})
+        new = dict(sh)
+        for j, f in firsts.items():
+            v = body.yielded(j)
+            if j in xor or j in add or v is None:
+                continue
+            y = _static(em, v, env)
+            j2 = shift_join([env[args[j]], y]) if y is not None else None
+            if j2 is not None:
+                new[j] = j2
+        if new.keys() == sh.keys() and all(new[j].svals == sh[j].svals for j in new):
+            return sh
+        sh = new
+
+
+def _static_align(em, v, env: dict, form, known: dict) -> int:
+    """The alignment of the address a join gives the view ``v`` (in ``form``: additive or shifted),
+    predicted: a branch's, the weaker arm's (as rule_if makes it); ``known``: the carried views'."""
+    from .control import _align
+    if v in known:
+        return known[v]
+    op = v.owner
+    if v not in env and em.vals.get(v) is None and op is not None and op.name == "if":
+        i = next(k for k, r in enumerate(op.results) if r is v)
+        arms = [b.yielded(i) for b in op.regions]
+        views = [_static(em, a, env) if a is not None else None for a in arms]
+        if padded_join(views):   # (the form rule_if carries the arms in)
+            form = additive
+        elif shift_join(views) is not None:
+            form = shifted
+        return min(_static_align(em, a, env, form, known) if a is not None else 16 for a in arms)
+    x = _static(em, v, env)
+    f = form(x) if x is not None and x.sreg is None and x.xreg is None else None
+    return _align(f) if f is not None else 16
+
+
+def loop_aligns(em, op, firsts: dict, xor: dict, add: set, sh: dict) -> dict:
+    """{carried index: the least alignment its body's predicted yields have} for the views a ``for``
+    carries in the additive form or at a run-time start (columns 3.. then 12..: the carried address
+    takes the weakest, not the first's)."""
+    body = op.regions[0]
+    args = body.args[1:]
+    from .control import _align, _canonical
+    env = {args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
+           for j, f in firsts.items()}
+    forms = {j: additive if j in add else shifted if j in sh else _canonical for j in firsts if j not in xor}
+    known = {args[j]: _align(form(firsts[j])) for j, form in forms.items()}
+    while True:   # (a yield may be another carried view: the least over the loop's steps)
+        new = dict(known)
+        for j, form in forms.items():
+            v = body.yielded(j)
+            if v is not None:
+                new[args[j]] = min(new[args[j]], _static_align(em, v, env, form, known))
+        if new == known:
+            return {j: known[args[j]] for j in forms}
+        known = new
 
 
 def _split(x: Lds) -> Lds | None:
@@ -132,6 +260,9 @@ def _static(em, v, env: dict):
             return _spec(*j)
         if padded_join(views):
             return additive(views[0])
+        s = shift_join(views)
+        if s is not None:
+            return s
         return views[0] if all(_same(views[0], y) for y in views[1:]) else None
     if op.name == "for":
         return _static_loop(em, op, v, env)
@@ -172,7 +303,11 @@ def _static_loop(em, op, v, env: dict):
     xor = loop_specs(em, op, firsts, env)
     if i in xor:
         return _spec(*xor[i])
-    return additive(firsts[i]) if i in loop_additive(em, op, firsts, xor, env) else firsts[i]
+    add = loop_additive(em, op, firsts, xor, env)
+    if i in add:
+        return additive(firsts[i])
+    sh = loop_shift(em, op, firsts, xor, add, env)
+    return sh[i] if i in sh else firsts[i]
 
 
 def loop_additive(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> set:

@@ -178,8 +178,7 @@ def test_unaligned_slices_of_a_padded_layout_interleaving_rows_and_columns(targe
             _padded_slice(target, C.PAD_INTERLEAVED, dtype, slices, stack, store, vec=1)
 
 
-# -- slices of a whole padded stack (the loop-carried padded views of smem_view_cases.PAD_LOOP_PAIRS
-# are NVIDIA-only for now: this backend refuses joins of views whose tables differ) ---------------
+# -- slices of a whole padded stack, and reinterprets of loop-carried padded views -----------------
 
 _LAYS = dict((n, lay) for lay, n in C.PADDED)
 
@@ -197,7 +196,29 @@ def test_slices_of_a_whole_padded_stack(target, name, dtname):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name", ["64:+4", "32:+4", "16:+1"])   # (128:+8: refused here, NVIDIA-only)
+@pytest.mark.parametrize("name", ["128:+8", "64:+4", "32:+4", "16:+1"])
 @pytest.mark.parametrize("ab", [(1, 3), (0, 2), (3, 1)])
 def test_reinterprets_of_a_loop_carried_padded_view(target, name, ab):
     C.check_padded_loop_reinterpret(both, target, _LAYS[name], *ab)
+
+
+# -- padded views carried by a loop (or picked by a branch) from inside a padding period -----------
+# (smem_view_cases.PAD_LOOP_PAIRS x PAD_LOOP_RUNS: the NVIDIA runner takes every layout and dtype;
+# amdsim is slow, so this runs a spread of them)
+
+_PAD_LOOP = [("128:+8", "float32"), ("16:+2,64:+4", "int8"), ("col-major 8:+1", "float64"), ("32:+4", "float16"),
+             ("16:+1", "int8"), ("64:+4", "float32")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name,dtname", _PAD_LOOP)
+def test_padded_views_carried_by_a_loop_from_inside_a_padding_period(target, name, dtname):
+    """Was 'placed differently' (rows 1..4 and 3..6 of rows padded every four: their tables differ)
+    or 'less aligned than its first value' (columns 3.. then 12..): the loop (or branch) carries the
+    view's start S in a second SGPR (lds_join.shift_join) and each access pads S + the thread's
+    offset; the carried address takes the least alignment the body's yields have. Swapped with a
+    second carried view or picked by a branch, of the buffer, of slot 1 of a stack, or of the whole
+    stack indexed by the step (its rows sliced in the body), loaded and stored."""
+    for first, other in C.PAD_LOOP_PAIRS:
+        for move, store, stack, body in C.PAD_LOOP_RUNS:
+            C.check_padded_loop_views(both, target, _LAYS[name], dtname, first, other, move, store, stack, body)
