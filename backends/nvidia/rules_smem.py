@@ -48,16 +48,17 @@ class Smem:
     view made by slices (and run-time ``index``) of an unpadded buffer, (the buffer's table
     ``root`` with the indexed dims dropped, the view's start in each of its dims): element c
     at base + root[c + start]; Access needs it only for a view whose table is not XOR-linear
-    (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere."""
-    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff")
+    (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere. ``joined``: the view
+    a branch or loop carries with one table for all its views (only the refusal's words use it)."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff", "joined")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
                  xreg: str | None = None, xmask: int = 0, plin: tuple | None = None,
-                 sreg: str | None = None, salign: int = 0, coff: tuple | None = None):
+                 sreg: str | None = None, salign: int = 0, coff: tuple | None = None, joined: bool = False):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
         self.xreg, self.xmask, self.plin = xreg, xmask, plin
         self.sreg, self.salign = sreg, salign
-        self.coff = coff
+        self.coff, self.joined = coff, joined
 
     def shifted(self, rel: np.ndarray, idx=None) -> "Smem":
         """The same base, a re-indexed table (normalised so rel at the origin is 0); ``idx``,
@@ -360,6 +361,9 @@ class Access:
                 from .smem_swizzled import start_coords
                 if start_coords(self):
                     return
+            if s.joined and s.plin is None and s.xreg is None:
+                from .smem_swizzled import refuse_joined
+                refuse_joined(em, what)
             raise
         self.f = f
         self.additive = f.additive

@@ -127,17 +127,34 @@ def swz_addr(acc, r: int) -> str:
             if not poss[d]:  # (no thread part: the dim's sum is a constant)
                 const ^= _image(B[d], starts[d] + key[d])
                 continue
-            src, _ = em.thread_xor(tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases))
-            if key[d]:
-                x, src = src, em.reg("b32")
-                em.pro(f"xor.b32 {src}, {x}, {key[d]};")
-            if starts[d]:
-                x, src = src, em.reg("b32")
-                em.pro(f"add.u32 {src}, {x}, {starts[d]};")
-            terms += em._bit_terms(src, B[d])
+            lv, wv = tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases)
+            dk = ("smem_swzdim", lv, wv, key[d], starts[d], B[d])  # (a dim's term: shared by the lo values)
+            u = em.thread_cache.get(dk)
+            if u is None:
+                src, _ = em.thread_xor(lv, wv)
+                if key[d]:
+                    x, src = src, em.reg("b32")
+                    em.pro(f"xor.b32 {src}, {x}, {key[d]};")
+                if starts[d]:
+                    x, src = src, em.reg("b32")
+                    em.pro(f"add.u32 {src}, {x}, {starts[d]};")
+                u = em.thread_cache[dk] = em.fold_terms("xor.b32", em._bit_terms(src, B[d]))
+            terms.append(u)
         t = em.fold_terms("xor.b32", terms)
         if const:
             x, t = t, em.reg("b32")
             em.pro(f"xor.b32 {t}, {x}, {const};")
         em.thread_cache[ck] = t
     return acc._at(t, acc.mixed[r][1])
+
+
+def refuse_joined(em, what: str):
+    """A view a branch or loop carries among slices whose tables are not XOR-linear (rows 1..4,
+    2..5, 3..6 of an 8-row swizzle): the carried view has one table for all of them."""
+    from gluon_trace.errors import CompileError
+    raise CompileError(f"{what}: this shared-memory view is chosen by a branch (or carried by a loop) among "
+                       "slices of a swizzled buffer that start inside the swizzle period (rows 1.., 2.. of an "
+                       "8-row swizzle: no XOR-linear placement, and each start places elements differently), "
+                       "which the NVIDIA backend needs known at compile time here; slice the buffer inside the "
+                       "branch (or loop body), right where it is used here, or make the starts differ by whole "
+                       "swizzle periods (rows 0.., 8..)", em.loc)
