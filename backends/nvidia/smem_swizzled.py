@@ -138,7 +138,7 @@ def swz_addr(acc, r: int) -> str:
                 if starts[d]:
                     x, src = src, em.reg("b32")
                     em.pro(f"add.u32 {src}, {x}, {starts[d]};")
-                u = em.thread_cache[dk] = em.fold_terms("xor.b32", em._bit_terms(src, B[d]))
+                u = em.thread_cache[dk] = em.fold_terms("xor.b32", _field_terms(em, src, B[d]))
             terms.append(u)
         t = em.fold_terms("xor.b32", terms)
         if const:
@@ -158,3 +158,42 @@ def refuse_joined(em, what: str):
                        "which the NVIDIA backend needs known at compile time here; slice the buffer inside the "
                        "branch (or loop body), right where it is used here, or make the starts differ by whole "
                        "swizzle periods (rows 0.., 8..)", em.loc)
+
+
+def _fields(bits) -> dict:
+    """B_d (the offset of each coordinate bit, ``bits``) as fields: {(first coordinate bit,
+    count): [first offset bit of each place the field lands]}, each a run of coordinate bits
+    landing on consecutive offset bits (a swizzled row: row * row bytes, and its low bits again,
+    shifted, on the chunks they XOR)."""
+    runs = []   # [first coordinate bit, count, first offset bit]
+    for shift, j in sorted((p - j, j) for j, b in enumerate(bits) for p in range(b.bit_length()) if b >> p & 1):
+        r = runs[-1] if runs else None
+        if r and r[2] - r[0] == shift and r[0] + r[1] == j:
+            r[1] += 1
+        else:
+            runs.append([j, 1, j + shift])
+    fields: dict = {}
+    for j, k, p in runs:
+        fields.setdefault((j, k), []).append(p)
+    return fields
+
+
+def _field_terms(em, src: str, bits) -> list:
+    """Registers (made in the prologue) whose XOR is B_d(src), src < 2 ** len(bits): a field is
+    src itself where it spans src, else one bfe.u32; each place one shl (row << 7 ^ (row & 7)
+    << 4 for f32 rows of 128 bytes, not a bfe, neg and and per bit)."""
+    terms = []
+    for (j, k), places in _fields(bits).items():
+        if j == 0 and k == len(bits):
+            u = src
+        else:
+            u = em.reg("b32")
+            em.pro(f"bfe.u32 {u}, {src}, {j}, {k};")
+        for p in places:
+            if p:
+                t = em.reg("b32")
+                em.pro(f"shl.b32 {t}, {u}, {p};")
+                terms.append(t)
+            else:
+                terms.append(u)
+    return terms

@@ -222,3 +222,15 @@ def test_a_loop_carried_row_slice_whose_start_changes_inside_the_period_is_refus
     msg = str(e.value)
     assert "slice the buffer inside the branch (or loop body)" in msg and "whole swizzle periods" in msg, msg
     assert "v.load(L)" in C.refusal_line(msg, __file__), msg
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_thread_address_of_an_unaligned_swizzled_row_slice_is_short(target):
+    """Rows 1..8 of the 128-byte swizzle: the thread's address is made in the prologue from whole
+    coordinate fields, row = 1 + its part of the thread id, row << 7 ^ (row & 7) << 4 ^ column
+    bytes (one bfe.u32 of the row's 3 swizzling bits), not a bfe, neg and and per bit."""
+    text = check(target, np.float32, SW, ((1, 8, 0),), 0, 0, vec=4)
+    m = re.search(r"add\.u32 (%r\d+), %r\d+, 1;\n((\s*\w+\.\w+ .*\n){0,4})", text)
+    assert m and re.search(rf"bfe\.u32 (%r\d+), {m[1]}, 0, 3;\n", m[2]) and \
+        re.search(rf"shl\.b32 %r\d+, {m[1]}, 7;\n", m[2]), text
+    assert not re.search(rf"bfe\.u32 %r\d+, {m[1]}, \d, 1;", text), text
