@@ -210,8 +210,9 @@ def _slice(em, op):
 def _permute(em, op):  # (a re-indexed table places elements where they were: the XOR still holds)
     s = _view_of(em, op.operands[0], xor_ok=True)
     order = op.attrs["order"]
+    coff = None if s.coff is None else (np.transpose(s.coff[0], order), tuple(s.coff[1][o] for o in order))
     return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign)]]
+                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign, coff=coff)]]
 
 
 @rule("smem_reshape")

@@ -234,3 +234,52 @@ def test_thread_address_of_an_unaligned_swizzled_row_slice_is_short(target):
     assert m and re.search(rf"bfe\.u32 (%r\d+), {m[1]}, 0, 3;\n", m[2]) and \
         re.search(rf"shl\.b32 %r\d+, {m[1]}, 7;\n", m[2]), text
     assert not re.search(rf"bfe\.u32 %r\d+, {m[1]}, \d, 1;", text), text
+
+
+@gt.jit
+def permuted_slice(x_ptr, y_ptr, out_ptr, i, LAY: gl.constexpr, START: gl.constexpr, DIM: gl.constexpr,
+                   STORE: gl.constexpr):
+    """Slot i of a [2, 16, 32] f32 buffer in LAY, sliced from START (8 rows or 16 columns), then
+    permuted: STORE=0 the [cols, rows] view read into out, STORE=1 y written through it and the
+    whole buffer read back."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 2], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [2, 16, 32], LAY)
+    buf.index(0).store(gl.load(x_ptr + rf))
+    buf.index(1).store(gl.load(x_ptr + 512 + rf))
+    v = buf.index(i).slice(START, 8 if DIM == 0 else 16, DIM).permute((1, 0))
+    shape: gl.constexpr = v.shape
+    L: gl.constexpr = gl.BlockedLayout([4, 1], [8, W // 8], [2, 1], [0, 1])
+    r = gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] * shape[1] + \
+        gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :]
+    if STORE:
+        v.store(gl.load(y_ptr + r))
+        gl.store(out_ptr + rf, buf.index(0).load(F))
+        gl.store(out_ptr + 512 + rf, buf.index(1).load(F))
+    else:
+        gl.store(out_ptr + r, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k", [0, 1, 4], ids=["4,1,8", "2,2,4", "nvmma"])
+@pytest.mark.parametrize("start, dim", [(1, 0), (6, 0), (3, 1), (6, 1)])
+def test_permuted_unaligned_slices(target, k, start, dim):
+    """.permute((1, 0)) of rows start.. (or columns start..) of slot i: the view's start permutes
+    with its table; loaded and stored."""
+    lay, i = layouts(gl.float32)[k][0], 1
+    n = 8 if dim == 0 else 16
+    x = C.rand((2, 16, 32))
+    shape = (n, 32) if dim == 0 else (16, n)
+    y = C.rand(shape[::-1])
+    for store in (0, 1):
+        out = x.copy()
+        sel = out[i][start:start + n] if dim == 0 else out[i][:, start:start + n]
+        if store:
+            sel[...] = y.T
+            exp = out
+        else:
+            exp = sel.T.copy()
+        ref, sim, _ = both(permuted_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), i],
+                           target, num_warps=2, LAY=lay, START=start, DIM=dim, STORE=store)
+        assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (start, dim, store)
