@@ -184,7 +184,7 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i])])
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True)])
         else:
             out.append(r)
     return out

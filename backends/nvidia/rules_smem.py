@@ -44,22 +44,32 @@ class Smem:
     is no sum over its coordinate bits (a slice from inside a padding period). None elsewhere.
     ``sreg``: a padded view chosen by a branch or carried by a loop among views that start at
     different linear indices (smem_padded.py): element c at base + const + rel[c] + es *
-    pad(S + plin[0][c]), S the register's value, a multiple of ``salign``."""
-    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign")
+    pad(S + plin[0][c]), S the register's value, a multiple of ``salign``. ``coff``: for a
+    view made by slices (and run-time ``index``) of an unpadded buffer, (the buffer's table
+    ``root`` with the indexed dims dropped, the view's start in each of its dims): element c
+    at base + root[c + start]; Access needs it only for a view whose table is not XOR-linear
+    (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere. ``joined``: the view
+    a branch or loop carries with one table for all its views (only the refusal's words use it)."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff", "joined")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
                  xreg: str | None = None, xmask: int = 0, plin: tuple | None = None,
-                 sreg: str | None = None, salign: int = 0):
+                 sreg: str | None = None, salign: int = 0, coff: tuple | None = None, joined: bool = False):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
         self.xreg, self.xmask, self.plin = xreg, xmask, plin
         self.sreg, self.salign = sreg, salign
+        self.coff, self.joined = coff, joined
 
     def shifted(self, rel: np.ndarray, idx=None) -> "Smem":
         """The same base, a re-indexed table (normalised so rel at the origin is 0); ``idx``,
-        the index that re-indexed it, re-indexes ``plin`` too."""
+        the index that re-indexed it, re-indexes ``plin`` (and a slice's ``coff``) too."""
         o = int(rel.flat[0]) if rel.size else 0
+        coff = None
+        if self.coff is not None and idx is not None:
+            root, starts = self.coff
+            coff = (root, tuple(st + (i.start or 0) for st, i in zip(starts, idx)))
         return Smem(self.base, self.const + o, rel - o, self.dtype, self.align,
-                    plin=self.plin_at(idx) if idx is not None else None)
+                    plin=self.plin_at(idx) if idx is not None else None, coff=coff)
 
     def plin_at(self, fn) -> tuple | None:
         """``plin`` with its table re-indexed like ``rel`` (``fn``: an index, or a function of
@@ -139,8 +149,10 @@ def _alloc(em, op):
         em.pro(f"add.u32 {base}, {em.smem_start()}, {off};")
     es = _esize(t.dtype)
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
-    s = Smem(base, 0, np.asarray(offs, np.int64) * es, t.dtype, _pow2_div(off, 16),  # gt_smem: .align 16
-             plin=_plin_of(t.layout, tuple(t.shape)))
+    rel = np.asarray(offs, np.int64) * es
+    plin = _plin_of(t.layout, tuple(t.shape))
+    s = Smem(base, 0, rel, t.dtype, _pow2_div(off, 16),  # gt_smem: .align 16
+             plin=plin, coff=None if plin is not None else (rel, (0,) * rel.ndim))
     if op.operands:
         _barrier_if_needed(em, op)
         _store_tile(em, s, op.operands[0])
@@ -166,7 +178,10 @@ def _index(em, op):
     i = _index_reg(em, i_v)
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     align = min(s.align, _pow2_div(stride, 16))
-    return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask, s.plin_at(0))]]
+    coff = None
+    if s.coff is not None and s.coff[1][0] == 0 and s.xreg is None:  # (slot i: the base moved by i * stride)
+        coff = (s.coff[0][0], s.coff[1][1:])
+    return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask, s.plin_at(0), coff=coff)]]
 
 
 def _index_reg(em, i_v) -> str:
@@ -195,8 +210,9 @@ def _slice(em, op):
 def _permute(em, op):  # (a re-indexed table places elements where they were: the XOR still holds)
     s = _view_of(em, op.operands[0], xor_ok=True)
     order = op.attrs["order"]
+    coff = None if s.coff is None else (np.transpose(s.coff[0], order), tuple(s.coff[1][o] for o in order))
     return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign)]]
+                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign, coff=coff)]]
 
 
 @rule("smem_reshape")
@@ -342,6 +358,13 @@ class Access:
             # tried only where offset_fn refuses: every view lowered before is lowered as before
             if lane_fn is None and self._padded_shift():
                 return
+            if lane_fn is None and s.coff is not None and s.xreg is None:
+                from .smem_swizzled import start_coords
+                if start_coords(self):
+                    return
+            if s.joined and s.plin is None and s.xreg is None:
+                from .smem_swizzled import refuse_joined
+                refuse_joined(em, what)
             raise
         self.f = f
         self.additive = f.additive
@@ -534,6 +557,9 @@ class Access:
 
     def addr(self, r: int) -> str:
         """``[reg+imm]`` of register r's element in this thread."""
+        if getattr(self, "swz", None) is not None:
+            from .smem_swizzled import swz_addr
+            return swz_addr(self, r)
         if self.mixed is not None:
             return self._mixed_addr(r)
         em, o = self.em, self.offs[r]

@@ -159,7 +159,7 @@ def _static(em, v, env: dict) -> Smem | None:
         f = views[0]
         kept = _kept_const(f, views[1:])
         from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
-        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views))
+        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True)
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":
@@ -197,7 +197,7 @@ def _static_loop(em, op, v, env: dict) -> Smem | None:
     if i in xor:
         return xor[i]
     f = firsts[i]
-    return Smem(f.base, _loop_kept(em, op, firsts, xor, env)[i], f.rel, f.dtype, f.align)
+    return Smem(f.base, _loop_kept(em, op, firsts, xor, env)[i], f.rel, f.dtype, f.align, joined=True)
 
 
 def _static_alloc(em, op) -> Smem | None:
