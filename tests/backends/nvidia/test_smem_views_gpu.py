@@ -1,6 +1,7 @@
-"""The shared-memory view tests on the GPU: every test of test_smem_view_refusals.py again (views
-with a run-time XOR, padded views joined by branches and loops, slices from inside a padding
-period, loop-carried padded views), with the device in the PTX simulator's place.
+"""The shared-memory view tests on the GPU: every test of test_smem_view_refusals.py (views with a
+run-time XOR, padded views joined by branches and loops, slices from inside a padding period,
+loop-carried padded views) and test_smem_swizzled_slices.py (slices from inside a swizzle
+period) again, with the device in the PTX simulator's place.
 
 Those tests compare a simulator run with the interpreter's on fresh random inputs and
 NaN-poisoned outputs; here ``both`` launches the same graph through the NVIDIA backend
@@ -15,9 +16,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 pytest.importorskip("gluon_trace.backends.nvidia")
+import test_smem_swizzled_slices as swizzled_tests  # noqa: E402
 import test_smem_view_refusals as view_tests  # noqa: E402
 from test_first_week_gpu import _on_the_gpu, gpu_both  # noqa: E402,F401  (the fixture, used below)
-from test_smem_view_refusals import *  # noqa: E402,F401,F403  (the tests, collected here too)
+from test_smem_swizzled_slices import *  # noqa: E402,F401,F403  (the tests, collected here too)
+from test_smem_view_refusals import *  # noqa: E402,F401,F403
 
 pytestmark = pytest.mark.gpu
 
@@ -31,3 +34,4 @@ def _device_both(kernel, make, target, num_warps=4, **kw):
 @pytest.fixture(autouse=True)
 def _views_on_the_gpu(_on_the_gpu, monkeypatch):
     monkeypatch.setattr(view_tests, "both", _device_both)
+    monkeypatch.setattr(swizzled_tests, "both", _device_both)
