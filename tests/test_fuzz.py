@@ -141,6 +141,28 @@ def test_wrong_outputs_are_reported_and_unknown_elements_skipped():
     assert fuzz.mismatches(prog, bad, ref, poison) == []
 
 
+def test_a_difference_past_float64s_range_is_a_mismatch_without_a_warning():
+    """got -1.5e308 where 1.5e308 is expected: the difference overflows to inf, which no finite
+    bound admits (numpy's overflow warning on the subtraction is expected and silenced)."""
+    import warnings
+    prog = next(p for p in map(fuzz.random_program, range(300))
+                if any(p.node(o).dtype == "float64" and p.node(o).shape for o in p.outputs))
+    inputs = fuzz.make_inputs(prog)
+    got, poison = fuzz.run_interpreter(prog, inputs)
+    ref = fuzz.evaluate(prog, inputs)
+    i = next(i for i, o in enumerate(prog.outputs) if prog.node(o).dtype == "float64" and prog.node(o).shape)
+    name = prog.outputs[i]
+    v, e = np.array(ref[name].v, np.float64, copy=True), np.array(ref[name].e, copy=True)
+    v.reshape(-1)[0], e.reshape(-1)[0] = 1.5e308, 1.0
+    ref[name] = Val(v, e)
+    bad = [np.array(g, copy=True) for g in got]
+    bad[i].reshape(-1)[0] = -1.5e308
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (msg,) = fuzz.mismatches(prog, bad, ref, poison)
+    assert msg.startswith(f"out{i} = {name}") and "[0] got" in msg, msg
+
+
 def test_reproducer_runs_standalone(tmp_path):
     prog = fuzz.random_program(3)
     path = fuzz.save_reproducer(prog, [("sm_90", "CompileError: example")], directory=str(tmp_path))
