@@ -185,17 +185,19 @@ def padded_nested_branch(x_ptr, out_ptr, a, b, A: gl.constexpr, B: gl.constexpr,
 
 
 @gt.jit
-def padded_loop_nested_branch(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr, C: gl.constexpr):
-    """A padded view carried by a loop: rows A.. on entry; each step yields rows B.., or rows C..
-    on even steps (a branch in the body picks the next view)."""
+def padded_loop_nested_branch(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr, C: gl.constexpr,
+                              LAY: gl.constexpr = PAD, ROWS: gl.constexpr = 8, COLS: gl.constexpr = 8):
+    """A padded view carried by a loop: rows A.. (four of them) of a [ROWS, COLS] f32 buffer in LAY
+    on entry; each step yields rows B.., or rows C.. on even steps (a branch in the body picks the
+    next view). (tests/smem_swizzled_cases.py runs it on a [16, 32] swizzled buffer.)"""
     W: gl.constexpr = gl.threads_per_warp()
     L: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
-    r = gl.arange(0, 8, gl.SliceLayout(1, L))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, L))[None, :]
-    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, L))[None, :]
-    buf = gl.allocate_shared_memory(gl.float32, [8, 8], PAD, gl.load(x_ptr + r))
+    r = gl.arange(0, ROWS, gl.SliceLayout(1, L))[:, None] * COLS + gl.arange(0, COLS, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * COLS + gl.arange(0, COLS, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [ROWS, COLS], LAY, gl.load(x_ptr + r))
     v = buf.slice(A, 4, 0)
     for i in gl.range(0, n):
-        gl.store(out_ptr + i * 32 + rh, v.load(L))
+        gl.store(out_ptr + i * (4 * COLS) + rh, v.load(L))
         w = buf.slice(B, 4, 0)
         with gl.if_(i % 2 == 0):
             w = buf.slice(C, 4, 0)
@@ -271,12 +273,12 @@ def check_padded_nested_branch(both, target, abc):
         assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp), (a, b)
 
 
-def check_padded_loop_nested_branch(both, target, abc):
-    x, n = rand((8, 8)), 4
+def check_padded_loop_nested_branch(both, target, abc, lay=PAD, rows=8, cols=8):
+    x, n = rand((rows, cols)), 4
     A, B, C = abc
     exp = padded_loop_expected(x, n, A, lambda i: C if i % 2 == 0 else B)
-    ref, sim, _ = both(padded_loop_nested_branch, lambda: [x.copy(), np.full((n, 4, 8), np.nan, np.float32), n],
-                       target, num_warps=1, A=A, B=B, C=C)
+    ref, sim, _ = both(padded_loop_nested_branch, lambda: [x.copy(), np.full((n, 4, cols), np.nan, np.float32), n],
+                       target, num_warps=1, A=A, B=B, C=C, LAY=lay, ROWS=rows, COLS=cols)
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
 
 
@@ -322,20 +324,21 @@ SLICES = [((1, 4, 0),), ((3, 4, 0),), ((5, 2, 0),), ((3, 8, 1),), ((12, 4, 1),),
 
 @gt.jit
 def padded_slice(x_ptr, y_ptr, out_ptr, i, DT: gl.constexpr, LAY: gl.constexpr, STACK: gl.constexpr,
-                 SLICES: gl.constexpr, VEC: gl.constexpr, STORE: gl.constexpr):
-    """An [8, 32] buffer of DT in the padded layout LAY (slot i of a [2, 8, 32] one if STACK) holding
-    x, sliced by SLICES. STORE=0: the slice read into out (as f32); STORE=1: y written through it
-    and the whole buffer read back into out."""
+                 SLICES: gl.constexpr, VEC: gl.constexpr, STORE: gl.constexpr, ROWS: gl.constexpr = 8):
+    """A [ROWS, 32] buffer of DT in the padded layout LAY (slot i of a [2, ROWS, 32] one if STACK)
+    holding x, sliced by SLICES. STORE=0: the slice read into out (as f32); STORE=1: y written
+    through it and the whole buffer read back into out. (tests/smem_swizzled_cases.py runs it
+    with ROWS=16 on swizzled layouts.)"""
     W: gl.constexpr = gl.threads_per_warp()
     F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 2], [1, 0])
-    rf = gl.arange(0, 8, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    rf = gl.arange(0, ROWS, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
     if STACK:
-        buf = gl.allocate_shared_memory(DT, [2, 8, 32], LAY)
+        buf = gl.allocate_shared_memory(DT, [2, ROWS, 32], LAY)
         buf.index(0).store(gl.load(x_ptr + rf))
-        buf.index(1).store(gl.load(x_ptr + 256 + rf))
+        buf.index(1).store(gl.load(x_ptr + ROWS * 32 + rf))
         v = buf.index(i)
     else:
-        buf = gl.allocate_shared_memory(DT, [8, 32], LAY, gl.load(x_ptr + rf))
+        buf = gl.allocate_shared_memory(DT, [ROWS, 32], LAY, gl.load(x_ptr + rf))
         v = buf
     for start, n, dim in SLICES:
         v = v.slice(start, n, dim)
@@ -347,22 +350,22 @@ def padded_slice(x_ptr, y_ptr, out_ptr, i, DT: gl.constexpr, LAY: gl.constexpr, 
         v.store(gl.load(y_ptr + r))
         if STACK:
             gl.store(out_ptr + rf, buf.index(0).load(F).to(gl.float32))
-            gl.store(out_ptr + 256 + rf, buf.index(1).load(F).to(gl.float32))
+            gl.store(out_ptr + ROWS * 32 + rf, buf.index(1).load(F).to(gl.float32))
         else:
             gl.store(out_ptr + rf, buf.load(F).to(gl.float32))
     else:
         gl.store(out_ptr + r, v.load(L).to(gl.float32))
 
 
-def padded_slice_shape(slices):
-    shape = [8, 32]
+def padded_slice_shape(slices, rows=8):
+    shape = [rows, 32]
     for _, n, dim in slices:
         shape[dim] = n
     return tuple(shape)
 
 
 def padded_slice_expected(x, y, i, stack, slices, store):
-    """What the interpreter must give for padded_slice (x: [2, 8, 32], y: the slice's shape)."""
+    """What the interpreter must give for padded_slice (x: [2, ROWS, 32], y: the slice's shape)."""
     out = x.astype(np.float32)
     tile = out[i] if stack else out[0]
     sel = tile
@@ -374,11 +377,11 @@ def padded_slice_expected(x, y, i, stack, slices, store):
     return out if stack else out[0]
 
 
-def padded_slice_inputs(dtype, slices, rng=None):
-    """Fresh x [2, 8, 32] and y (the slice's shape) of ``dtype``: normal floats, or integers over
-    the whole int8 range with no zero."""
+def padded_slice_inputs(dtype, slices, rng=None, rows=8):
+    """Fresh x [2, rows, 32] and y (the slice's shape) of ``dtype``: normal floats, or integers over
+    the whole int8 range with no zero (exact as f32)."""
     rng = rng or np.random.default_rng()
-    shapes = [(2, 8, 32), padded_slice_shape(slices)]
+    shapes = [(2, rows, 32), padded_slice_shape(slices, rows)]
     if np.dtype(dtype).kind == "i":
         return [np.where(a == 0, 1, a).astype(dtype) for a in (rng.integers(-128, 128, s) for s in shapes)]
     return [rng.standard_normal(s).astype(dtype) for s in shapes]

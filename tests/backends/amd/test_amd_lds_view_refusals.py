@@ -23,22 +23,12 @@ import gluon_trace as gt
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
 
-import amdsim  # noqa: E402
+from lds_runner import both  # noqa: E402
 
 TARGETS = ["gfx942", "gfx1100"]
 
 
 pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
-
-
-def both(kernel, make, target, num_warps=4, **kw):
-    """(interpreter's args, simulator's args, AMDGCN): traced on one set of args, run on two fresh ones."""
-    from gluon_trace.backends.amd.compiler import lower
-    tk = kernel.trace(*make(), target=target, num_warps=num_warps, **kw)
-    ref, sim = make(), make()
-    kernel[(1,)](*ref, backend="interpreter", num_warps=num_warps, **kw)
-    amdsim.simulate(tk, target, (1,), sim)
-    return ref, sim, lower(tk.for_target(target).graph, target).text
 
 
 @pytest.mark.parametrize("target", TARGETS)
