@@ -175,8 +175,10 @@ def _check_same_view(s, first, loc, what: str) -> None:
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
 
 
-def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict) -> list[list]:
-    """Carried registers back as the Smem views the other rules read."""
+def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict,
+              coffs: dict | None = None) -> list[list]:
+    """Carried registers back as the Smem views the other rules read (``coffs``: {index: the
+    ``coff`` every joined view shares}, smem_swizzled.joined_coff)."""
     from .rules_smem import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
@@ -184,7 +186,7 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True)])
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True, coff=(coffs or {}).get(i))])
         else:
             out.append(r)
     return out
@@ -240,6 +242,30 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
         aligns = new
 
 
+def _loop_coffs(em, op, firsts: dict, xor: dict, kept: dict) -> dict:
+    """{carried index: coff} of a ``for``'s carried views that stay one slice (the same buffer
+    table and start, smem_swizzled.joined_coff) on entry and in what the body yields (predicted:
+    smem_join._static), repeated until none drops out."""
+    from .rules_smem import Smem
+    from .smem_swizzled import joined_coff
+    body = op.regions[0]
+    args = body.args[1:]
+    coffs = {i: f.coff for i, f in firsts.items() if i not in xor and f.coff is not None}
+    while coffs:
+        env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align, coff=coffs.get(i))
+               for i, f in firsts.items()}
+        new = {}
+        for i, c in coffs.items():
+            v = body.yielded(i)
+            y = smem_join._static(em, v, env) if v is not None else None
+            if y is not None and joined_coff([firsts[i], y]) is not None:
+                new[i] = c
+        if new.keys() == coffs.keys():
+            break
+        coffs = new
+    return coffs
+
+
 @rule("for")
 def _for(em, op):
     lo, hi, step = (em.vals[v][0] for v in op.operands[:3])
@@ -256,6 +282,7 @@ def _for(em, op):
     aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])  # the body is emitted
               for i, f in firsts.items()}                                                  # for the first's
     aligns = _loop_aligns(em, op, firsts, xor, kept, aligns)                               # and its yields'
+    coffs = _loop_coffs(em, op, firsts, xor, kept)
     phis = _carried(em, types, ns)
     _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor, kept), types, ns)
     iv = em.reg(cls)
@@ -285,7 +312,7 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
+        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept, coffs)
         ys = em.run_block(op.regions[0], [[iv]] + args)
         em.loc = saved
         for i, f in firsts.items():
@@ -295,6 +322,9 @@ def _for(em, op):
             else:
                 _check_same_view(ys[i][0], f, op.loc, "this loop's body")
                 align = _home_align(ys[i][0], kept[i])
+                if i in coffs and smem_join.joined_coff([f, ys[i][0]]) is None:
+                    raise CompileError("internal: this loop's body yields a shared-memory view other than the "
+                                       "slice predicted (the one it receives); please report this kernel", op.loc)
             if align < aligns[i]:
                 raise CompileError(f"this loop's body yields a shared-memory view less aligned "
                                    f"({align} bytes) than its first value ({aligns[i]}); "
@@ -305,7 +335,7 @@ def _for(em, op):
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept, coffs)
 
 
 @rule("if")
@@ -318,7 +348,7 @@ def _if(em, op):
                 for a in (b.yielded(i) for b in op.regions)]
             for i, r in enumerate(op.results) if isinstance(r.type, MemDescType) and i not in xor}
     ns = [2 if i in xor else 1 if isinstance(r.type, MemDescType) else em.nregs(r) for i, r in enumerate(op.results)]
-    firsts, aligns, kept = {}, {}, {}
+    firsts, aligns, kept, coffs = {}, {}, {}, {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
@@ -354,6 +384,9 @@ def _if(em, op):
                 else:
                     _check_same_view(ys[i][0], f, op.loc, "this branch")
                     aligns[i] = min(aligns[i], _home_align(ys[i][0], kept[i]))
+                    c = smem_join.joined_coff([f, ys[i][0]])
+                    if c is not None:
+                        coffs[i] = c
             _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor, kept), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
@@ -361,7 +394,7 @@ def _if(em, op):
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor, kept)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor, kept, coffs)
 
 
 @rule("yield")

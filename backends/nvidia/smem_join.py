@@ -27,6 +27,7 @@ from gluon_trace.ir import MemDescType
 
 from . import ptx, smem_padded
 from .rules_smem import Smem, _linear_bits, _xor_affine
+from .smem_swizzled import joined_coff
 
 _STATIC = "%static"  # the run-time XOR of a view known only by its table (the decision below)
 _PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # views by table (and X's xor)
@@ -159,7 +160,8 @@ def _static(em, v, env: dict) -> Smem | None:
         f = views[0]
         kept = _kept_const(f, views[1:])
         from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
-        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True)
+        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True,
+                    coff=joined_coff(views))
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":

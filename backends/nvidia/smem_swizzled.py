@@ -148,6 +148,20 @@ def swz_addr(acc, r: int) -> str:
     return acc._at(t, acc.mixed[r][1])
 
 
+def joined_coff(views) -> tuple | None:
+    """The ``coff`` a join keeps: every view's, where all are one (the same buffer table and the
+    same start: a branch picking rows 1.. in both arms, a loop carrying rows 1.. unchanged), so
+    the joined view is addressed as each of them is; else None."""
+    cs = [getattr(v, "coff", None) if v is not None else None for v in views]
+    if not cs or any(c is None for c in cs) or any(v.xreg is not None or v.sreg is not None for v in views):
+        return None
+    root, starts = cs[0]
+    for r, st in cs[1:]:
+        if st != starts or r.shape != root.shape or not np.array_equal(r, root):
+            return None
+    return cs[0]
+
+
 def refuse_joined(em, what: str):
     """A view a branch or loop carries among slices whose tables are not XOR-linear (rows 1..4,
     2..5, 3..6 of an 8-row swizzle): the carried view has one table for all of them."""
