@@ -219,8 +219,12 @@ def _permute(em, op):  # (a re-indexed table places elements where they were: th
 def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     shape = tuple(op.attrs["shape"])
+    coff = None
+    if s.coff is not None:  # (the buffer's table and the start, reshaped alike where they can be)
+        from .smem_swizzled import reshape_coff
+        coff = reshape_coff(s.coff, tuple(s.rel.shape), shape)
     return [[Smem(s.base, s.const, np.reshape(s.rel, shape), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign)]]
+                  s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign, coff=coff)]]
 
 
 @rule("smem_reinterpret")

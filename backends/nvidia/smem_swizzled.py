@@ -162,6 +162,65 @@ def joined_coff(views) -> tuple | None:
     return cs[0]
 
 
+def reshape_coff(coff, old: tuple, new: tuple) -> tuple | None:
+    """``coff`` of a view of shape ``old`` reshaped (row-major) to ``new``, or None where no
+    buffer table of ``new``'s rank with a per-dim start expresses it. Dims group into runs whose
+    sizes multiply alike; in each, the view's dims after its first of size > 1 must be the
+    buffer's whole dims (no start), so the run is one linear index L + S in the buffer's run
+    (S: the start's); the new dims after the run's first split it where their product P divides
+    S and the buffer's run: the run reshaped to (its size / P, those dims), the start (S / P,
+    0, ...). New dims of size 1: a buffer dim of 1 from 0. Checked against the view's table."""
+    root, starts = coff
+    if root.ndim != len(old) or int(np.prod(old)) != int(np.prod(new)) or not int(np.prod(old)):
+        return None
+    nn = [n for n in new if n != 1]
+    i = j = 0
+    rshape, rstarts = [], []
+    while j < len(nn):
+        gi, gj, po, pn = [], [j], 1, nn[j]
+        j += 1
+        while True:
+            while po < pn:
+                if i >= len(old):
+                    return None
+                po *= old[i]
+                gi.append(i)
+                i += 1
+            if po == pn:
+                break
+            if j >= len(nn):
+                return None
+            pn *= nn[j]
+            gj.append(j)
+            j += 1
+        k = next(x for x, d in enumerate(gi) if old[d] > 1)
+        if any(old[d] != root.shape[d] or starts[d] for d in gi[k + 1:]):
+            return None
+        RG, S = 1, 0
+        for d in gi:
+            RG, S = RG * root.shape[d], S * root.shape[d] + starts[d]
+        P = int(np.prod([nn[e] for e in gj[1:]], dtype=np.int64)) if len(gj) > 1 else 1
+        if S % P or RG % P:
+            return None
+        rshape += [RG // P] + [nn[e] for e in gj[1:]]
+        rstarts += [S // P] + [0] * (len(gj) - 1)
+    if any(root.shape[d] != 1 for d in range(i, len(old))):
+        return None
+    it = iter(zip(rshape, rstarts))
+    full = [next(it) if n != 1 else (1, 0) for n in new]
+    try:
+        nroot = np.reshape(root, [r for r, _ in full])
+    except ValueError:
+        return None
+    rst = tuple(st for _, st in full)
+    # the check: element c' of the new view is element unravel(ravel(c')) of the old one
+    cn = np.indices(new).reshape(len(new), -1)
+    co = np.stack(np.unravel_index(np.ravel_multi_index(tuple(cn), new), old))
+    want = root[tuple(co[d] + starts[d] for d in range(len(old)))]
+    got = nroot[tuple(cn[d] + rst[d] for d in range(len(new)))]
+    return (nroot, rst) if np.array_equal(want, got) else None
+
+
 def refuse_joined(em, what: str):
     """A view a branch or loop carries among slices whose tables are not XOR-linear (rows 1..4,
     2..5, 3..6 of an 8-row swizzle): the carried view has one table for all of them."""

@@ -74,3 +74,64 @@ def test_one_unaligned_slice_joined_with_itself(target, how, a):
                        A=a, HOW=how)
     exp = np.stack([x[a:a + 4]] * n)
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+# -- .reshape of a slice from inside the period ------------------------------------------------------
+
+@gt.jit
+def reshaped_slice(x_ptr, y_ptr, out_ptr, i, SL: gl.constexpr, HOW: gl.constexpr, STORE: gl.constexpr):
+    """Slice SL (start, length, dim) of a tile of a swizzled [2, 16, 32] f32 buffer, reshaped on
+    the way: HOW=0 slot i sliced, a leading 1 added and indexed away; HOW=1 slot 1 by a slice of
+    the stacked dim, sliced, the 1 reshaped away; HOW=2 both slots sliced, the stack regrouped to
+    [2, 1] and slot 1 indexed. STORE=0 the view read into out; STORE=1 y written through it and
+    the whole buffer read back into out."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [2, 16, 32], SW)
+    buf.index(0).store(gl.load(x_ptr + rf))
+    buf.index(1).store(gl.load(x_ptr + 512 + rf))
+    start: gl.constexpr = SL[0]
+    n: gl.constexpr = SL[1]
+    dim: gl.constexpr = SL[2]
+    if HOW == 0:
+        t = buf.index(i).slice(start, n, dim)
+        v = t.reshape([1] + list(t.shape)).index(0)
+    elif HOW == 1:
+        t = buf.slice(1, 1, 0).slice(start, n, dim + 1)
+        v = t.reshape(t.shape[1:])
+    else:
+        t = buf.slice(start, n, dim + 1)
+        v = t.reshape([2, 1] + list(t.shape[1:])).index(1).index(0)
+    shape: gl.constexpr = v.shape
+    L: gl.constexpr = gl.BlockedLayout([1, 2], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] * shape[1] + \
+        gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :]
+    if STORE:
+        v.store(gl.load(y_ptr + r))
+        gl.store(out_ptr + rf, buf.index(0).load(F))
+        gl.store(out_ptr + 512 + rf, buf.index(1).load(F))
+    else:
+        gl.store(out_ptr + r, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", [0, 1, 2], ids=["add-1", "drop-1", "regroup"])
+@pytest.mark.parametrize("sl", [(1, 8, 0), (5, 4, 0), (3, 16, 1)], ids=["rows1", "rows5", "cols3"])
+def test_reshaped_unaligned_slices(target, how, sl):
+    """.reshape (of the stacked dims: a leading 1 added or dropped, the stack regrouped) of rows
+    or columns from inside the period; loaded and stored, slot 1."""
+    start, n, dim = sl
+    x = C.rand((2, 16, 32))
+    y = C.rand((n, 32) if dim == 0 else (16, n))
+    for store in (0, 1):
+        out = x.copy()
+        sel = out[1][start:start + n] if dim == 0 else out[1][:, start:start + n]
+        if store:
+            sel[...] = y
+            exp = out
+        else:
+            exp = sel.copy()
+        ref, sim, _ = both(reshaped_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), 1],
+                           target, SL=sl, HOW=how, STORE=store)
+        assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (sl, how, store)
