@@ -169,7 +169,8 @@ def _check_same_view(s, first, loc, what: str) -> None:
     """A view joined with ``first`` (an Smem): the same offset table (and no run-time XOR, which
     one carried register would drop: only a join decided to carry one takes such a view)."""
     if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel) or \
-            s.xreg is not None or first.xreg is not None or s.sreg is not None or first.sreg is not None:
+            s.xreg is not None or first.xreg is not None or s.sreg is not None or first.sreg is not None or \
+            s.creg is not None or first.creg is not None:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
                            "slice or permutation of the buffer): only the base may change, e.g. "
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)

@@ -19,6 +19,7 @@ import ptxsim_races  # noqa: E402
 import smem_view_cases as C  # noqa: E402
 
 from gluon_trace.backend import get  # noqa: E402
+from gluon_trace.errors import CompileError  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
@@ -135,3 +136,128 @@ def test_reshaped_unaligned_slices(target, how, sl):
         ref, sim, _ = both(reshaped_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), 1],
                            target, SL=sl, HOW=how, STORE=store)
         assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (sl, how, store)
+
+
+# -- a start that changes inside the period: carried at run time --------------------------------------
+
+@gt.jit
+def carried_rows(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr, C: gl.constexpr, NR: gl.constexpr,
+                 VIEW: gl.constexpr):
+    """Rows A..A+NR-1 of a swizzled [16, 32] f32 buffer carried by a loop; each step yields rows
+    B.., or rows C.. on even steps. VIEW=1: what is read is a slice (rows 1..NR/2 of it,
+    columns 4..19) of the carried view, VIEW=2 its permute (read back transposed)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [16, 32], SW, gl.load(x_ptr + r))
+    v = buf.slice(A, NR, 0)
+    for i in gl.range(0, n):
+        if VIEW == 1:
+            u = v.slice(1, NR // 2, 0).slice(4, 16, 1)
+            ro = gl.arange(0, NR // 2, gl.SliceLayout(1, L))[:, None] * 16 + \
+                gl.arange(0, 16, gl.SliceLayout(0, L))[None, :]
+            gl.store(out_ptr + i * (NR // 2 * 16) + ro, u.load(L))
+        elif VIEW == 2:
+            T: gl.constexpr = gl.BlockedLayout([4, 1], [8, W // 8], [1, 1], [0, 1])
+            rt = gl.arange(0, 32, gl.SliceLayout(1, T))[:, None] * NR + gl.arange(0, NR, gl.SliceLayout(0, T))[None, :]
+            gl.store(out_ptr + i * (NR * 32) + rt, v.permute((1, 0)).load(T))
+        else:
+            ro = gl.arange(0, NR, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+            gl.store(out_ptr + i * (NR * 32) + ro, v.load(L))
+        w = buf.slice(B, NR, 0)
+        with gl.if_(i % 2 == 0):
+            w = buf.slice(C, NR, 0)
+        v = w
+
+
+def _carried_expected(x, n, abc, nr, view):
+    A, B, Cs = abc
+    out = []
+    for i in range(n):
+        s = A if i == 0 else (Cs if (i - 1) % 2 == 0 else B)
+        t = x[s:s + nr]
+        out.append(t[1:1 + nr // 2, 4:20] if view == 1 else t.T if view == 2 else t)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("abc, nr", [((1, 2, 3), 4), ((0, 5, 3), 8), ((7, 1, 12), 4), ((3, 6, 0), 8)])
+@pytest.mark.parametrize("view", [0, 1, 2], ids=["view", "sliced", "permuted"])
+def test_loop_carried_rows_whose_start_changes_inside_the_period(target, abc, nr, view):
+    x, n = C.rand((16, 32)), 5
+    exp = _carried_expected(x, n, abc, nr, view)
+    ref, sim, _ = both(carried_rows, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), n], target,
+                       A=abc[0], B=abc[1], C=abc[2], NR=nr, VIEW=view)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def picked_rows(x_ptr, out_ptr, i, c, A: gl.constexpr, B: gl.constexpr, STORE: gl.constexpr):
+    """Rows A..A+3 or (c odd) rows B..B+3 of slot i of a swizzled [2, 16, 32] f32 buffer, picked
+    by a branch: STORE=0 read into out, STORE=1 written (rows of -1) and the buffer read back."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [2, 16, 32], SW)
+    buf.index(0).store(gl.load(x_ptr + r))
+    buf.index(1).store(gl.load(x_ptr + 512 + r))
+    v = buf.index(i).slice(A, 4, 0)
+    with gl.if_(c % 2 == 1):
+        v = buf.index(i).slice(B, 4, 0)
+    if STORE:
+        v.store(gl.full([4, 32], -1.0, gl.float32, L))
+        gl.store(out_ptr + r, buf.index(0).load(L))
+        gl.store(out_ptr + 512 + r, buf.index(1).load(L))
+    else:
+        gl.store(out_ptr + rh, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ab", [(1, 2), (6, 3), (0, 5)])
+@pytest.mark.parametrize("c", [0, 1])
+@pytest.mark.parametrize("store", [0, 1])
+def test_branch_picked_rows_whose_start_differs_inside_the_period(target, ab, c, store):
+    x, i = C.rand((2, 16, 32)), 1
+    s = ab[c]
+    if store:
+        exp = x.copy()
+        exp[i, s:s + 4] = -1
+    else:
+        exp = x[i, s:s + 4].copy()
+    ref, sim, _ = both(picked_rows, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), i, c], target,
+                       A=ab[0], B=ab[1], STORE=store)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def picked_rows_reviewed(x_ptr, out_ptr, c, HOW: gl.constexpr):
+    """Rows 1..4 or rows 2..5 of a swizzled buffer picked by a branch, then HOW=0 reinterpreted,
+    HOW=1 reshaped (a leading 1 added): both need the view's placement at compile time."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [16, 32], SW, gl.load(x_ptr + r))
+    v = buf.slice(1, 4, 0)
+    with gl.if_(c % 2 == 1):
+        v = buf.slice(2, 4, 0)
+    if HOW == 0:
+        w = v.reinterpret(gl.float32, [4, 32], SW)
+    else:
+        w = v.reshape([1, 4, 32]).index(0)
+    gl.store(out_ptr + rh, w.load(L))
+
+
+@pytest.mark.parametrize("how, what", [(0, r"\.reinterpret\(\)"), (1, r"\.reshape\(\)")])
+def test_a_view_op_needing_the_placement_of_a_run_time_start_is_refused_at_its_line(how, what):
+    """What stays refused: the view ops that need the placement at compile time, at the user's
+    line, saying why and the way around."""
+    g = picked_rows_reviewed.trace(np.zeros((16, 32), np.float32), np.zeros((4, 32), np.float32), 1, HOW=how,
+                                   target="sm_90", num_warps=1).graph
+    with pytest.raises(CompileError, match=what + r" needs this shared-memory view's placement at compile time") as e:
+        emit(g, "sm_90")
+    msg = str(e.value)
+    assert "starting at different places inside the swizzle period" in msg, msg
+    assert "slice or index the buffer inside the branch (or loop body)" in msg, msg
+    assert ("reinterpret" if how == 0 else "reshape") in C.refusal_line(msg, __file__), msg
