@@ -244,24 +244,28 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
 
 
 def _loop_coffs(em, op, firsts: dict, xor: dict, kept: dict) -> dict:
-    """{carried index: coff} of a ``for``'s carried views that stay one slice (the same buffer
-    table and start, smem_swizzled.joined_coff) on entry and in what the body yields (predicted:
-    smem_join._static), repeated until none drops out."""
+    """{carried index: coff} of a ``for``'s carried views (smem_swizzled.joined_coff: one slice
+    on entry and in what the body yields, predicted by smem_join._static, or the one starting at
+    the kept constant), repeated until none changes. Access checks a coff against the carried
+    view's table before it uses it."""
     from .rules_smem import Smem
     from .smem_swizzled import joined_coff
     body = op.regions[0]
     args = body.args[1:]
-    coffs = {i: f.coff for i, f in firsts.items() if i not in xor and f.coff is not None}
-    while coffs:
+    coffs = {i: f.coff for i, f in firsts.items() if i not in xor and f.coff is not None and f.const == kept[i]}
+    for _ in range(8):
         env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align, coff=coffs.get(i))
                for i, f in firsts.items()}
         new = {}
-        for i, c in coffs.items():
+        for i, f in firsts.items():
+            if i in xor:
+                continue
             v = body.yielded(i)
             y = smem_join._static(em, v, env) if v is not None else None
-            if y is not None and joined_coff([firsts[i], y]) is not None:
+            c = joined_coff([f, y], kept[i]) if y is not None else None
+            if c is not None:
                 new[i] = c
-        if new.keys() == coffs.keys():
+        if new.keys() == coffs.keys() and all(new[i] is coffs[i] for i in new):
             break
         coffs = new
     return coffs
@@ -323,9 +327,6 @@ def _for(em, op):
             else:
                 _check_same_view(ys[i][0], f, op.loc, "this loop's body")
                 align = _home_align(ys[i][0], kept[i])
-                if i in coffs and smem_join.joined_coff([f, ys[i][0]]) is None:
-                    raise CompileError("internal: this loop's body yields a shared-memory view other than the "
-                                       "slice predicted (the one it receives); please report this kernel", op.loc)
             if align < aligns[i]:
                 raise CompileError(f"this loop's body yields a shared-memory view less aligned "
                                    f"({align} bytes) than its first value ({aligns[i]}); "
@@ -385,7 +386,7 @@ def _if(em, op):
                 else:
                     _check_same_view(ys[i][0], f, op.loc, "this branch")
                     aligns[i] = min(aligns[i], _home_align(ys[i][0], kept[i]))
-                    c = smem_join.joined_coff([f, ys[i][0]])
+                    c = smem_join.joined_coff([f, ys[i][0]], kept[i])
                     if c is not None:
                         coffs[i] = c
             _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor, kept), types, ns)

@@ -166,7 +166,7 @@ def _static(em, v, env: dict) -> Smem | None:
         kept = _kept_const(f, views[1:])
         from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
         return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True,
-                    coff=joined_coff(views))
+                    coff=joined_coff(views, kept))
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":

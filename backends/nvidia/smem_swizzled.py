@@ -198,18 +198,25 @@ def _runtime_addr(acc, r: int) -> str:
     return acc._at(t, acc.mixed[r][1])
 
 
-def joined_coff(views) -> tuple | None:
-    """The ``coff`` a join keeps: every view's, where all are one (the same buffer table and the
-    same start: a branch picking rows 1.. in both arms, a loop carrying rows 1.. unchanged), so
-    the joined view is addressed as each of them is; else None."""
-    cs = [getattr(v, "coff", None) if v is not None else None for v in views]
-    if not cs or any(c is None for c in cs) or any(v.xreg is not None or v.sreg is not None for v in views):
+def joined_coff(views, kept: int | None = None) -> tuple | None:
+    """The ``coff`` a join of views of one table keeps: every view's, where all are one (the same
+    buffer table and the same start: a branch picking rows 1.. in both arms, a loop carrying
+    rows 1.. unchanged), so the joined view is addressed as each of them is; else, given the
+    constant the join keeps (``kept``: the carried register holds base + const - kept), the
+    ``coff`` of a view starting there (rows 1.. joined with rows 9..: the register moves by the
+    period). Else None. (Access checks it against the joined view's table before using it.)"""
+    if any(v is None or v.xreg is not None or v.sreg is not None or v.creg is not None for v in views):
         return None
-    root, starts = cs[0]
-    for r, st in cs[1:]:
-        if st != starts or r.shape != root.shape or not np.array_equal(r, root):
-            return None
-    return cs[0]
+    cs = [v.coff for v in views]
+    if cs and all(c is not None for c in cs):
+        root, starts = cs[0]
+        if all(st == starts and r.shape == root.shape and np.array_equal(r, root) for r, st in cs[1:]):
+            return cs[0]
+    if kept is not None:
+        for v in views:
+            if v.coff is not None and v.const == kept:
+                return v.coff
+    return None
 
 
 def reshape_coff(coff, old: tuple, new: tuple) -> tuple | None:
@@ -272,15 +279,16 @@ def reshape_coff(coff, old: tuple, new: tuple) -> tuple | None:
 
 
 def refuse_joined(em, what: str):
-    """A view a branch or loop carries among slices whose tables are not XOR-linear (rows 1..4,
-    2..5, 3..6 of an 8-row swizzle): the carried view has one table for all of them."""
+    """A view a branch or loop carries with one table (not XOR-linear: a slice from inside a
+    swizzle period) whose place in its buffer (``coff``) the backend does not know: views made
+    through a reinterpret, or by code it does not predict ahead."""
     from gluon_trace.errors import CompileError
     raise CompileError(f"{what}: this shared-memory view is chosen by a branch (or carried by a loop) among "
-                       "slices of a swizzled buffer that start inside the swizzle period (rows 1.., 2.. of an "
-                       "8-row swizzle: no XOR-linear placement, and each start places elements differently), "
-                       "which the NVIDIA backend needs known at compile time here; slice the buffer inside the "
-                       "branch (or loop body), right where it is used here, or make the starts differ by whole "
-                       "swizzle periods (rows 0.., 8..)", em.loc)
+                       "slices of a swizzled buffer that start inside the swizzle period (no XOR-linear "
+                       "placement), and the NVIDIA backend cannot tell where in the swizzled buffer they start "
+                       "(a view made through .reinterpret(), or by code it does not follow ahead), which it needs "
+                       "to address them; slice the allocated buffer itself, or slice it inside the branch (or "
+                       "loop body), right where it is used here", em.loc)
 
 
 def _fields(bits) -> dict:

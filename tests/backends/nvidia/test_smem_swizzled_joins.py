@@ -261,3 +261,53 @@ def test_a_view_op_needing_the_placement_of_a_run_time_start_is_refused_at_its_l
     assert "starting at different places inside the swizzle period" in msg, msg
     assert "slice or index the buffer inside the branch (or loop body)" in msg, msg
     assert ("reinterpret" if how == 0 else "reshape") in C.refusal_line(msg, __file__), msg
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("abc", [(1, 9, 1), (9, 1, 9), (3, 11, 3)])
+def test_loop_carried_rows_a_period_apart_from_inside_the_period(target, abc):
+    """Rows 1.. then rows 9.. (a period apart, from inside it): one table, the start register
+    moved by the period; the carried view keeps the start of the lowest."""
+    x, n = C.rand((16, 32)), 5
+    exp = _carried_expected(x, n, abc, 4, 0)
+    ref, sim, _ = both(carried_rows, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), n], target,
+                       A=abc[0], B=abc[1], C=abc[2], NR=4, VIEW=0)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ab", [(1, 9), (11, 3)])
+@pytest.mark.parametrize("c", [0, 1])
+def test_branch_picked_rows_a_period_apart_from_inside_the_period(target, ab, c):
+    x, i = C.rand((2, 16, 32)), 1
+    s = ab[c]
+    exp = x[i, s:s + 4].copy()
+    ref, sim, _ = both(picked_rows, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), i, c], target,
+                       A=ab[0], B=ab[1], STORE=0)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@gt.jit
+def picked_reinterpreted_rows(x_ptr, out_ptr, c):
+    """Rows 1..4 of the lower half of a swizzled buffer, reinterpreted, picked by both arms of a
+    branch: the backend does not know where the reinterpreted view starts in a swizzled buffer."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    rh = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [16, 32], SW, gl.load(x_ptr + r))
+    h = buf.slice(8, 8, 0).reinterpret(gl.float32, [8, 32], SW)
+    v = h.slice(1, 4, 0)
+    with gl.if_(c % 2 == 1):
+        v = h.slice(1, 4, 0)
+    gl.store(out_ptr + rh, v.load(L))
+
+
+def test_a_joined_unaligned_slice_of_a_reinterpreted_buffer_is_refused_at_its_line():
+    g = picked_reinterpreted_rows.trace(np.zeros((16, 32), np.float32), np.zeros((4, 32), np.float32), 1,
+                                        target="sm_90", num_warps=1).graph
+    with pytest.raises(CompileError, match=r"smem\.load\(\): this shared-memory view is chosen by a branch") as e:
+        emit(g, "sm_90")
+    msg = str(e.value)
+    assert "cannot tell where in the swizzled buffer they start" in msg and "slice the allocated buffer" in msg, msg
+    assert "v.load(L)" in C.refusal_line(msg, __file__), msg
