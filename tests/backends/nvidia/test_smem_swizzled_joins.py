@@ -311,3 +311,55 @@ def test_a_joined_unaligned_slice_of_a_reinterpreted_buffer_is_refused_at_its_li
     msg = str(e.value)
     assert "cannot tell where in the swizzled buffer they start" in msg and "slice the allocated buffer" in msg, msg
     assert "v.load(L)" in C.refusal_line(msg, __file__), msg
+
+
+@gt.jit
+def carried_cols(x_ptr, out_ptr, n, DT: gl.constexpr, LAY: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
+                 STORE: gl.constexpr):
+    """Columns A..A+15 of a swizzled [16, 32] buffer of DT carried by a loop; each step yields
+    columns B.. on odd steps, else the view it received (a branch between a new slice and the
+    carried view). STORE=0: read into out each step; STORE=1: step i writes i + 1 through it and
+    the buffer is read back after the loop."""
+    W: gl.constexpr = gl.threads_per_warp()
+    L: gl.constexpr = gl.BlockedLayout([1, 2], [W // 8, 8], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, L))[None, :]
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(DT, [16, 32], LAY, gl.load(x_ptr + r))
+    v = buf.slice(A, 16, 1)
+    for i in gl.range(0, n):
+        if STORE:
+            v.store(gl.full([16, 16], 1, DT, L) * (i + 1).to(DT))
+        else:
+            gl.store(out_ptr + i * 256 + ro, v.load(L).to(gl.float32))
+        w = v
+        with gl.if_(i % 2 == 1):
+            w = buf.slice(B, 16, 1)
+        v = w
+    if STORE:
+        gl.store(out_ptr + r, buf.load(L).to(gl.float32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype, k", [(np.float16, 0), (np.float32, 0), (np.float32, 1), (np.float16, 2)],
+                         ids=["f16-8,1,4", "f32-4,1,8", "f32-2,2,4", "f16-nvmma"])
+@pytest.mark.parametrize("ab", [(3, 6), (8, 1)])
+@pytest.mark.parametrize("store", [0, 1])
+def test_loop_carried_cols_whose_start_changes_inside_the_period(target, dtype, k, ab, store):
+    dt = {np.float16: gl.float16, np.float32: gl.float32}[dtype]
+    lay = [gl.SwizzledSharedLayout(16 // np.dtype(dtype).itemsize, 1, 16 // np.dtype(dtype).itemsize // 2, [1, 0]),
+           gl.SwizzledSharedLayout(2, 2, 4, [1, 0]), gl.NVMMASharedLayout.get_default_for([16, 32], dt)][k]
+    x, n = C.rand((16, 32), dtype), 4
+    starts = [ab[0]]
+    for i in range(n - 1):
+        starts.append(ab[1] if i % 2 == 1 else starts[-1])
+    if store:
+        exp = x.astype(np.float32)
+        for i, s in enumerate(starts):
+            exp[:, s:s + 16] = i + 1
+        shape = (16, 32)
+    else:
+        exp = np.stack([x[:, s:s + 16] for s in starts]).astype(np.float32)
+        shape = exp.shape
+    ref, sim, _ = both(carried_cols, lambda: [x.copy(), np.full(shape, np.nan, np.float32), n], target,
+                       DT=dt, LAY=lay, A=ab[0], B=ab[1], STORE=store)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
