@@ -134,6 +134,7 @@ def _kept_const(first, others=()) -> int:
     if _linear(first):
         return 0
     return min([first.const] + [o.const for o in others if o is not None and o.xreg is None and o.sreg is None
+                                and o.creg is None
                                 and o.rel.shape == first.rel.shape and np.array_equal(o.rel, first.rel)])
 
 
@@ -236,7 +237,7 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
         for i in firsts:
             v = body.yielded(i)
             y = smem_join._static(em, v, env) if i not in xor and v is not None else None
-            if y is not None and y.xreg is None and y.sreg is None and y.const >= kept[i]:
+            if y is not None and y.xreg is None and y.sreg is None and y.creg is None and y.const >= kept[i]:
                 new[i] = min(new[i], _home_align(y, kept[i]))
         if new == aligns:
             return aligns

@@ -155,7 +155,7 @@ def _static(em, v, env: dict) -> Smem | None:
         p = smem_swizzled.join(views)
         if p is not None:
             return p
-        same = all(s.xreg is None and s.sreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
+        same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
         if not same:
             return None
