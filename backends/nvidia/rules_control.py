@@ -179,8 +179,8 @@ def _check_same_view(s, first, loc, what: str) -> None:
 
 def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict,
               coffs: dict | None = None) -> list[list]:
-    """Carried registers back as the Smem views the other rules read (``coffs``: {index: the
-    ``coff`` every joined view shares}, smem_swizzled.joined_coff)."""
+    """Carried registers back as the Smem views the other rules read (``coffs``: {index: where
+    the joined view starts in its swizzled buffer}, smem_swizzled.joined_coff)."""
     from .rules_smem import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
