@@ -134,6 +134,7 @@ def _kept_const(first, others=()) -> int:
     if _linear(first):
         return 0
     return min([first.const] + [o.const for o in others if o is not None and o.xreg is None and o.sreg is None
+                                and o.creg is None
                                 and o.rel.shape == first.rel.shape and np.array_equal(o.rel, first.rel)])
 
 
@@ -169,14 +170,17 @@ def _check_same_view(s, first, loc, what: str) -> None:
     """A view joined with ``first`` (an Smem): the same offset table (and no run-time XOR, which
     one carried register would drop: only a join decided to carry one takes such a view)."""
     if s.rel.shape != first.rel.shape or not np.array_equal(s.rel, first.rel) or \
-            s.xreg is not None or first.xreg is not None or s.sreg is not None or first.sreg is not None:
+            s.xreg is not None or first.xreg is not None or s.sreg is not None or first.sreg is not None or \
+            s.creg is not None or first.creg is not None:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
                            "slice or permutation of the buffer): only the base may change, e.g. "
                            "bufs.index(i) of one buffer, or two buffers of the same shape and layout", loc)
 
 
-def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict) -> list[list]:
-    """Carried registers back as the Smem views the other rules read."""
+def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict, kept: dict,
+              coffs: dict | None = None) -> list[list]:
+    """Carried registers back as the Smem views the other rules read (``coffs``: {index: where
+    the joined view starts in its swizzled buffer}, smem_swizzled.joined_coff)."""
     from .rules_smem import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
@@ -184,7 +188,7 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True)])
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True, coff=(coffs or {}).get(i))])
         else:
             out.append(r)
     return out
@@ -233,11 +237,39 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
         for i in firsts:
             v = body.yielded(i)
             y = smem_join._static(em, v, env) if i not in xor and v is not None else None
-            if y is not None and y.xreg is None and y.sreg is None and y.const >= kept[i]:
+            if y is not None and y.xreg is None and y.sreg is None and y.creg is None and y.const >= kept[i]:
                 new[i] = min(new[i], _home_align(y, kept[i]))
         if new == aligns:
             return aligns
         aligns = new
+
+
+def _loop_coffs(em, op, firsts: dict, xor: dict, kept: dict) -> dict:
+    """{carried index: coff} of a ``for``'s carried views (smem_swizzled.joined_coff: one slice
+    on entry and in what the body yields, predicted by smem_join._static, or the one starting at
+    the kept constant), repeated until none changes. Access checks a coff against the carried
+    view's table before it uses it."""
+    from .rules_smem import Smem
+    from .smem_swizzled import joined_coff
+    body = op.regions[0]
+    args = body.args[1:]
+    coffs = {i: f.coff for i, f in firsts.items() if i not in xor and f.coff is not None and f.const == kept[i]}
+    for _ in range(8):
+        env = {args[i]: xor[i] if i in xor else Smem(f.base, kept[i], f.rel, f.dtype, f.align, coff=coffs.get(i))
+               for i, f in firsts.items()}
+        new = {}
+        for i, f in firsts.items():
+            if i in xor:
+                continue
+            v = body.yielded(i)
+            y = smem_join._static(em, v, env) if v is not None else None
+            c = joined_coff([f, y], kept[i]) if y is not None else None
+            if c is not None:
+                new[i] = c
+        if new.keys() == coffs.keys() and all(new[i] is coffs[i] for i in new):
+            break
+        coffs = new
+    return coffs
 
 
 @rule("for")
@@ -256,6 +288,7 @@ def _for(em, op):
     aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])  # the body is emitted
               for i, f in firsts.items()}                                                  # for the first's
     aligns = _loop_aligns(em, op, firsts, xor, kept, aligns)                               # and its yields'
+    coffs = _loop_coffs(em, op, firsts, xor, kept)
     phis = _carried(em, types, ns)
     _copy(em, phis, _addresses(em, carried, [em.vals[v] for v in carried], firsts, op.loc, xor, kept), types, ns)
     iv = em.reg(cls)
@@ -285,7 +318,7 @@ def _for(em, op):
     em.smem_dirty = True  # the previous iteration may still be reading the scratch
     saved = em.loc
     with em.scope():
-        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
+        args = _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept, coffs)
         ys = em.run_block(op.regions[0], [[iv]] + args)
         em.loc = saved
         for i, f in firsts.items():
@@ -305,7 +338,7 @@ def _for(em, op):
     em.emit(f"{end}:")
     used = em.flags.get("scratch_uses", 0) != uses0
     em.smem_dirty = True if used else dirty0
-    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept)
+    return _as_views(carried, _widened(em, phis, types, ns), firsts, aligns, xor, kept, coffs)
 
 
 @rule("if")
@@ -318,7 +351,7 @@ def _if(em, op):
                 for a in (b.yielded(i) for b in op.regions)]
             for i, r in enumerate(op.results) if isinstance(r.type, MemDescType) and i not in xor}
     ns = [2 if i in xor else 1 if isinstance(r.type, MemDescType) else em.nregs(r) for i, r in enumerate(op.results)]
-    firsts, aligns, kept = {}, {}, {}
+    firsts, aligns, kept, coffs = {}, {}, {}, {}
     outs = _carried(em, types, ns)
     then_b, else_b = op.regions
     has_else = len(else_b.ops) > 1 or bool(op.results)
@@ -354,6 +387,9 @@ def _if(em, op):
                 else:
                     _check_same_view(ys[i][0], f, op.loc, "this branch")
                     aligns[i] = min(aligns[i], _home_align(ys[i][0], kept[i]))
+                    c = smem_join.joined_coff([f, ys[i][0]], kept[i])
+                    if c is not None:
+                        coffs[i] = c
             _copy(em, outs, _addresses(em, op.results, ys, firsts, op.loc, xor, kept), types, ns)
     em.emit(f"{end}:")
     em.smem_dirty = dirty_then or em.smem_dirty
@@ -361,7 +397,7 @@ def _if(em, op):
     inflight_else = em.flags.get("wgmma_inflight", [])
     em.flags["wgmma_inflight"] = [g for g in inflight0 if any(g is x for x in inflight_then + inflight_else)] + \
         [g for g in inflight_then + inflight_else if not any(g is x for x in inflight0)]
-    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor, kept)
+    return _as_views(op.results, _widened(em, outs, types, ns), firsts, aligns, xor, kept, coffs)
 
 
 @rule("yield")

@@ -49,16 +49,22 @@ class Smem:
     ``root`` with the indexed dims dropped, the view's start in each of its dims): element c
     at base + root[c + start]; Access needs it only for a view whose table is not XOR-linear
     (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere. ``joined``: the view
-    a branch or loop carries with one table for all its views (only the refusal's words use it)."""
-    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff", "joined")
+    a branch or loop carries with one table for all its views (only the refusal's words use it).
+    ``creg``: a view with ``coff`` chosen by a branch or carried by a loop among slices whose
+    start in dim ``cdim`` differs (inside a swizzle period): the register holding that start
+    (``coff``'s is 0 there; ``rel`` only gives the shape): smem_swizzled.py."""
+    __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff", "joined",
+                 "creg", "cdim")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
                  xreg: str | None = None, xmask: int = 0, plin: tuple | None = None,
-                 sreg: str | None = None, salign: int = 0, coff: tuple | None = None, joined: bool = False):
+                 sreg: str | None = None, salign: int = 0, coff: tuple | None = None, joined: bool = False,
+                 creg: str | None = None, cdim: int | None = None):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
         self.xreg, self.xmask, self.plin = xreg, xmask, plin
         self.sreg, self.salign = sreg, salign
         self.coff, self.joined = coff, joined
+        self.creg, self.cdim = creg, cdim
 
     def shifted(self, rel: np.ndarray, idx=None) -> "Smem":
         """The same base, a re-indexed table (normalised so rel at the origin is 0); ``idx``,
@@ -124,6 +130,9 @@ def _view_of(em, v, xor_ok: bool = False, start_ok: bool = False) -> Smem:
     if s.sreg is not None and not (xor_ok or start_ok):
         from .smem_padded import refuse
         refuse("this operation", em.loc)
+    if s.creg is not None and not (xor_ok or start_ok):
+        from .smem_swizzled import refuse_runtime
+        refuse_runtime("this operation", em.loc)
     return s
 
 
@@ -163,6 +172,9 @@ def _alloc(em, op):
 def _index(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     i_v = op.operands[1]
+    if s.creg is not None:
+        from .smem_swizzled import index_view
+        return [[index_view(em, s, _index_reg(em, i_v), op.loc)]]
     if s.sreg is not None:
         from .smem_padded import index_view
         return [[index_view(em, s, _index_reg(em, i_v), op.loc)]]
@@ -203,6 +215,9 @@ def _slice(em, op):
     if s.sreg is not None:
         from .smem_padded import slice_view
         return [[slice_view(em, s, tuple(idx))]]
+    if s.creg is not None:
+        from .smem_swizzled import slice_view
+        return [[slice_view(em, s, tuple(idx))]]
     return [[s.shifted(s.rel[tuple(idx)], tuple(idx))]]
 
 
@@ -211,16 +226,24 @@ def _permute(em, op):  # (a re-indexed table places elements where they were: th
     s = _view_of(em, op.operands[0], xor_ok=True)
     order = op.attrs["order"]
     coff = None if s.coff is None else (np.transpose(s.coff[0], order), tuple(s.coff[1][o] for o in order))
+    cdim = None if s.creg is None else list(order).index(s.cdim)
     return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign, coff=coff)]]
+                  s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign, coff=coff, creg=s.creg, cdim=cdim)]]
 
 
 @rule("smem_reshape")
 def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     shape = tuple(op.attrs["shape"])
+    if s.creg is not None:
+        from .smem_swizzled import refuse_runtime
+        refuse_runtime(".reshape()", op.loc)
+    coff = None
+    if s.coff is not None:  # (the buffer's table and the start, reshaped alike where they can be)
+        from .smem_swizzled import reshape_coff
+        coff = reshape_coff(s.coff, tuple(s.rel.shape), shape)
     return [[Smem(s.base, s.const, np.reshape(s.rel, shape), s.dtype, s.align, s.xreg, s.xmask,
-                  s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign)]]
+                  s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign, coff=coff)]]
 
 
 @rule("smem_reinterpret")
@@ -229,6 +252,9 @@ def _reinterpret(em, op):
     t = op.results[0].type
     if t.dtype.is_bool:
         raise CompileError("int1 shared buffers are not supported on NVIDIA; use int8", op.loc)
+    if s.creg is not None:
+        from .smem_swizzled import refuse_runtime
+        refuse_runtime(".reinterpret()", op.loc)
     start = s.const + int(s.rel.min())
     es = _esize(t.dtype)
     base, align = s.base, s.align
@@ -343,6 +369,12 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
+        if s.creg is not None:  # (a swizzled slice's run-time start: smem_swizzled.py)
+            from .smem_swizzled import runtime_coords
+            self.em, self.s, self.lin, self.xor, self.shift = em, s, lin, 0, 0
+            self.runtime, self.ct = False, None
+            runtime_coords(self, what, lane_fn)
+            return
         if s.sreg is not None:  # (a padded view's run-time start: smem_padded.py)
             from .smem_padded import runtime_access
             self.em, self.s, self.lin, self.xor, self.shift = em, s, lin, 0, 0
@@ -649,6 +681,7 @@ def _fragments(em, s: Smem, lin, t: dt.dtype, what: str):
     at 2, 4, 8 bytes (rows along lane bits 2-4), or lane bits 2-4 there (.trans: rows along
     register bit 0 and lane bits 0-1); further register bits pick the matrices of one x2/x4."""
     if _esize(t) != 2 or len(lin.lane_bases) != 5 or not lin.reg_bases or s.sreg is not None or \
+            s.creg is not None or \
             _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes()) is None:
         return None
     f, rb, lb = offset_fn(em, s, what), lin.reg_bases, lin.lane_bases

@@ -27,6 +27,8 @@ from gluon_trace.ir import MemDescType
 
 from . import ptx, smem_padded
 from .rules_smem import Smem, _linear_bits, _xor_affine
+from . import smem_swizzled
+from .smem_swizzled import joined_coff
 
 _STATIC = "%static"  # the run-time XOR of a view known only by its table (the decision below)
 _PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # views by table (and X's xor)
@@ -78,7 +80,8 @@ def _join(views: list[Smem]):
     shared table is the first view's own where every view is it up to an XOR (as before),
     else another view's."""
     first = views[0]
-    if all(s.xreg is None and _same(s.rel, first.rel) for s in views) or any(s.sreg is not None for s in views):
+    if all(s.xreg is None and _same(s.rel, first.rel) for s in views) or \
+            any(s.sreg is not None or s.creg is not None for s in views):
         return None  # (one table: one register; a padded run-time start: smem_padded.join)
     own = [_canon(s) for s in views]
     for c in own:
@@ -149,7 +152,10 @@ def _static(em, v, env: dict) -> Smem | None:
         p = smem_padded.join(views)
         if p is not None:
             return p
-        same = all(s.xreg is None and s.sreg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
+        p = smem_swizzled.join(views)
+        if p is not None:
+            return p
+        same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
         if not same:
             return None
@@ -159,7 +165,8 @@ def _static(em, v, env: dict) -> Smem | None:
         f = views[0]
         kept = _kept_const(f, views[1:])
         from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
-        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True)
+        return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True,
+                    coff=joined_coff(views, kept))
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":
@@ -171,8 +178,15 @@ def _static(em, v, env: dict) -> Smem | None:
         return None
     if op.name == "smem_index" and s.sreg is not None:
         return smem_padded.index_view(_Views, s, _STATIC, op.loc) if _Views.strided(s) else None
+    if op.name == "smem_index" and s.creg is not None:
+        try:
+            return smem_swizzled.index_view(_Views, s, _STATIC, op.loc)
+        except CompileError:
+            return None
     if op.name == "smem_index":  # (moves the base only; the rule checks the stride)
-        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask, s.plin_at(0))
+        coff = (s.coff[0][0], s.coff[1][1:]) if s.coff is not None and s.coff[1][0] == 0 and s.xreg is None \
+            else None
+        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask, s.plin_at(0), coff=coff)
 
     from .emitter import RULES
     _Views.vals, _Views.loc = {op.operands[0]: [s]}, op.loc
@@ -227,7 +241,7 @@ def branch_specs(em, op) -> dict:
         if j is not None:
             out[i] = _spec(views[0], *j)
         else:
-            p = smem_padded.join(views)
+            p = smem_padded.join(views) or smem_swizzled.join(views)
             if p is not None:
                 out[i] = p
     return out
@@ -258,7 +272,32 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
             break
         masks = new
     xor = {i: _spec(firsts[i], m, lins[i]) for i, m in masks.items()}
-    return {**xor, **_loop_padded(em, op, firsts, xor, outer)}
+    xor = {**xor, **_loop_padded(em, op, firsts, xor, outer)}
+    return {**xor, **_loop_swizzled(em, op, firsts, xor, outer)}
+
+
+def _loop_swizzled(em, op, firsts: dict, done: dict, outer: dict | None) -> dict:
+    """{carried index: spec} for a ``for``'s carried swizzled slices that need a run-time start
+    (smem_swizzled.join: the body yields rows 2.. for rows 1..). Repeated until no carried view
+    gains one (a view swapped with another carried one)."""
+    body = op.regions[0]
+    args = body.args[1:]
+    specs: dict = {}
+    while True:
+        env = dict(outer or {})
+        env.update({args[i]: done.get(i) or specs.get(i) or f for i, f in firsts.items()})
+        new = {}
+        for i, f in firsts.items():
+            if i in done:
+                continue
+            v = body.yielded(i)
+            y = _static(em, v, env) if v is not None else None
+            p = smem_swizzled.join([f, y] + ([specs[i]] if i in specs else [])) if y is not None else None
+            if p is not None or i in specs:
+                new[i] = p or specs[i]
+        if new.keys() == specs.keys():
+            return specs
+        specs = new
 
 
 def _loop_padded(em, op, firsts: dict, xor: dict, outer: dict | None) -> dict:
@@ -291,6 +330,8 @@ def check(s: Smem, spec: Smem, loc, what: str) -> None:
     """A view the join receives: the spec's table, up to an XOR within its bits."""
     if spec.sreg is not None:
         return smem_padded.check(s, spec, loc, what)
+    if spec.creg is not None:
+        return smem_swizzled.check(s, spec, loc, what)
     m = join_mask([spec, s])
     if m is None or m & ~spec.xmask:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
@@ -303,6 +344,8 @@ def home_align(s: Smem, spec: Smem) -> int:
     """Alignment of the start register carried for ``s`` (its base + A) joined as ``spec``."""
     if spec.sreg is not None:
         return smem_padded.home_align(s, spec)
+    if spec.creg is not None:
+        return s.align
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 
@@ -312,6 +355,8 @@ def carry(em, s: Smem, spec: Smem) -> list[str]:
     (the XOR an immediate where it is a constant)."""
     if spec.sreg is not None:
         return smem_padded.carry(em, s, spec)
+    if spec.creg is not None:
+        return smem_swizzled.carry(em, s, spec)
     a, x, _ = _canon(s, spec.rel)
     start = em.ins("b32", f"add.u32 {{d}}, {s.base}, {a};") if a else s.base
     return [start, s.xreg if x is None else str(x)]
@@ -321,6 +366,8 @@ def view(regs: list[str], spec: Smem, align: int) -> Smem:
     """The joined view on its carried registers."""
     if spec.sreg is not None:
         return smem_padded.view(regs, spec, align)
+    if spec.creg is not None:
+        return smem_swizzled.view(regs, spec, align)
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, regs[1], spec.xmask)
 
 

@@ -118,28 +118,13 @@ def swz_addr(acc, r: int) -> str:
     em, lin = acc.em, acc.lin
     poss, starts, B, _ = acc.swz
     key = acc.keys[r]
+    if acc.s.creg is not None:
+        return _runtime_addr(acc, r)
     ck = ("smem_swzstart", tuple(tuple(b) for b in lin.lane_bases), tuple(tuple(b) for b in lin.warp_bases),
           starts, B, key)
     t = em.thread_cache.get(ck)
     if t is None:
-        terms, const = [], 0
-        for d in range(len(starts)):
-            if not poss[d]:  # (no thread part: the dim's sum is a constant)
-                const ^= _image(B[d], starts[d] + key[d])
-                continue
-            lv, wv = tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases)
-            dk = ("smem_swzdim", lv, wv, key[d], starts[d], B[d])  # (a dim's term: shared by the lo values)
-            u = em.thread_cache.get(dk)
-            if u is None:
-                src, _ = em.thread_xor(lv, wv)
-                if key[d]:
-                    x, src = src, em.reg("b32")
-                    em.pro(f"xor.b32 {src}, {x}, {key[d]};")
-                if starts[d]:
-                    x, src = src, em.reg("b32")
-                    em.pro(f"add.u32 {src}, {x}, {starts[d]};")
-                u = em.thread_cache[dk] = em.fold_terms("xor.b32", _field_terms(em, src, B[d]))
-            terms.append(u)
+        terms, const = _prologue_terms(em, lin, poss, starts, B, key)
         t = em.fold_terms("xor.b32", terms)
         if const:
             x, t = t, em.reg("b32")
@@ -148,16 +133,162 @@ def swz_addr(acc, r: int) -> str:
     return acc._at(t, acc.mixed[r][1])
 
 
+def _prologue_terms(em, lin, poss, starts, B, key, skip=None) -> tuple[list, int]:
+    """(registers made in the prologue, constant) whose XOR is XOR_d B_d(start_d + (T_d ^ key_d))
+    over the dims but ``skip``."""
+    terms, const = [], 0
+    for d in range(len(starts)):
+        if d == skip:
+            continue
+        if not poss[d]:  # (no thread part: the dim's sum is a constant)
+            const ^= _image(B[d], starts[d] + key[d])
+            continue
+        lv, wv = tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases)
+        dk = ("smem_swzdim", lv, wv, key[d], starts[d], B[d])  # (a dim's term: shared by the lo values)
+        u = em.thread_cache.get(dk)
+        if u is None:
+            src, _ = em.thread_xor(lv, wv)
+            if key[d]:
+                x, src = src, em.reg("b32")
+                em.pro(f"xor.b32 {src}, {x}, {key[d]};")
+            if starts[d]:
+                x, src = src, em.reg("b32")
+                em.pro(f"add.u32 {src}, {x}, {starts[d]};")
+            u = em.thread_cache[dk] = em.fold_terms("xor.b32", _field_terms(em, src, B[d]))
+        terms.append(u)
+    return terms, const
+
+
+def _runtime_addr(acc, r: int) -> str:
+    """``[base + thread value + imm]`` of register r for a view whose start in dim ``cdim`` is
+    the register ``creg``: the other dims' part made in the prologue (as ``swz_addr``), dim
+    cdim's B(creg + (T ^ key)) at the access, once per region and key."""
+    em, lin, s = acc.em, acc.lin, acc.s
+    poss, starts, B, _ = acc.swz
+    d, key = s.cdim, acc.keys[r]
+    lanes, warps = tuple(tuple(b) for b in lin.lane_bases), tuple(tuple(b) for b in lin.warp_bases)
+    mk = ("smem_swzrt", s.creg, lanes, warps, starts, B, key)
+    t = em.memo_get(mk)
+    if t is None:
+        terms, const = _prologue_terms(em, lin, poss, starts, B, key, skip=d)
+        if poss[d]:
+            lv, wv = tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases)
+            src, _ = em.thread_xor(lv, wv)
+            if key[d]:
+                kk = ("smem_txor", src, key[d])
+                x = em.thread_cache.get(kk)
+                if x is None:
+                    x = em.thread_cache[kk] = em.reg("b32")
+                    em.pro(f"xor.b32 {x}, {src}, {key[d]};")
+                src = x
+            y = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {src};")
+        else:
+            y = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {key[d]};") if key[d] else s.creg
+        t = None
+        for u in _field_terms(em, y, B[d], at_access=True):
+            t = u if t is None else em.ins("b32", f"xor.b32 {{d}}, {t}, {u};")
+        if terms:
+            p = em.fold_terms("xor.b32", terms)
+            t = p if t is None else em.ins("b32", f"xor.b32 {{d}}, {t}, {p};")
+        if t is None:
+            t = em.ins("b32", "mov.u32 {d}, 0;")
+        if const:
+            t = em.ins("b32", f"xor.b32 {{d}}, {t}, {const};")
+        em.memo_put(mk, t)
+    return acc._at(t, acc.mixed[r][1])
+
+
+def joined_coff(views, kept: int | None = None) -> tuple | None:
+    """The ``coff`` a join of views of one table keeps: every view's, where all are one (the same
+    buffer table and the same start: a branch picking rows 1.. in both arms, a loop carrying
+    rows 1.. unchanged), so the joined view is addressed as each of them is; else, given the
+    constant the join keeps (``kept``: the carried register holds base + const - kept), the
+    ``coff`` of a view starting there (rows 1.. joined with rows 9..: the register moves by the
+    period). Else None. (Access checks it against the joined view's table before using it.)"""
+    if any(v is None or v.xreg is not None or v.sreg is not None or v.creg is not None for v in views):
+        return None
+    cs = [v.coff for v in views]
+    if cs and all(c is not None for c in cs):
+        root, starts = cs[0]
+        if all(st == starts and r.shape == root.shape and np.array_equal(r, root) for r, st in cs[1:]):
+            return cs[0]
+    if kept is not None:
+        for v in views:
+            if v.coff is not None and v.const == kept:
+                return v.coff
+    return None
+
+
+def reshape_coff(coff, old: tuple, new: tuple) -> tuple | None:
+    """``coff`` of a view of shape ``old`` reshaped (row-major) to ``new``, or None where no
+    buffer table of ``new``'s rank with a per-dim start expresses it. Dims group into runs whose
+    sizes multiply alike; in each, the view's dims after its first of size > 1 must be the
+    buffer's whole dims (no start), so the run is one linear index L + S in the buffer's run
+    (S: the start's); the new dims after the run's first split it where their product P divides
+    S and the buffer's run: the run reshaped to (its size / P, those dims), the start (S / P,
+    0, ...). New dims of size 1: a buffer dim of 1 from 0. Checked against the view's table."""
+    root, starts = coff
+    if root.ndim != len(old) or int(np.prod(old)) != int(np.prod(new)) or not int(np.prod(old)):
+        return None
+    nn = [n for n in new if n != 1]
+    i = j = 0
+    rshape, rstarts = [], []
+    while j < len(nn):
+        gi, gj, po, pn = [], [j], 1, nn[j]
+        j += 1
+        while True:
+            while po < pn:
+                if i >= len(old):
+                    return None
+                po *= old[i]
+                gi.append(i)
+                i += 1
+            if po == pn:
+                break
+            if j >= len(nn):
+                return None
+            pn *= nn[j]
+            gj.append(j)
+            j += 1
+        k = next(x for x, d in enumerate(gi) if old[d] > 1)
+        if any(old[d] != root.shape[d] or starts[d] for d in gi[k + 1:]):
+            return None
+        RG, S = 1, 0
+        for d in gi:
+            RG, S = RG * root.shape[d], S * root.shape[d] + starts[d]
+        P = int(np.prod([nn[e] for e in gj[1:]], dtype=np.int64)) if len(gj) > 1 else 1
+        if S % P or RG % P:
+            return None
+        rshape += [RG // P] + [nn[e] for e in gj[1:]]
+        rstarts += [S // P] + [0] * (len(gj) - 1)
+    if any(root.shape[d] != 1 for d in range(i, len(old))):
+        return None
+    it = iter(zip(rshape, rstarts))
+    full = [next(it) if n != 1 else (1, 0) for n in new]
+    try:
+        nroot = np.reshape(root, [r for r, _ in full])
+    except ValueError:
+        return None
+    rst = tuple(st for _, st in full)
+    # the check: element c' of the new view is element unravel(ravel(c')) of the old one
+    cn = np.indices(new).reshape(len(new), -1)
+    co = np.stack(np.unravel_index(np.ravel_multi_index(tuple(cn), new), old))
+    want = root[tuple(co[d] + starts[d] for d in range(len(old)))]
+    got = nroot[tuple(cn[d] + rst[d] for d in range(len(new)))]
+    return (nroot, rst) if np.array_equal(want, got) else None
+
+
 def refuse_joined(em, what: str):
-    """A view a branch or loop carries among slices whose tables are not XOR-linear (rows 1..4,
-    2..5, 3..6 of an 8-row swizzle): the carried view has one table for all of them."""
+    """A view a branch or loop carries with one table (not XOR-linear: a slice from inside a
+    swizzle period) whose place in its buffer (``coff``) the backend does not know: views made
+    through a reinterpret, or by code it does not predict ahead."""
     from gluon_trace.errors import CompileError
     raise CompileError(f"{what}: this shared-memory view is chosen by a branch (or carried by a loop) among "
-                       "slices of a swizzled buffer that start inside the swizzle period (rows 1.., 2.. of an "
-                       "8-row swizzle: no XOR-linear placement, and each start places elements differently), "
-                       "which the NVIDIA backend needs known at compile time here; slice the buffer inside the "
-                       "branch (or loop body), right where it is used here, or make the starts differ by whole "
-                       "swizzle periods (rows 0.., 8..)", em.loc)
+                       "slices of a swizzled buffer that start inside the swizzle period (no XOR-linear "
+                       "placement), and the NVIDIA backend cannot tell where in the swizzled buffer they start "
+                       "(a view made through .reinterpret(), or by code it does not follow ahead), which it needs "
+                       "to address them; slice the allocated buffer itself, or slice it inside the branch (or "
+                       "loop body), right where it is used here", em.loc)
 
 
 def _fields(bits) -> dict:
@@ -178,7 +309,7 @@ def _fields(bits) -> dict:
     return fields
 
 
-def _field_terms(em, src: str, bits) -> list:
+def _field_terms(em, src: str, bits, at_access: bool = False) -> list:
     """Registers (made in the prologue) whose XOR is B_d(src), src < 2 ** len(bits): a field is
     src itself where it spans src, else one bfe.u32; each place one shl (row << 7 ^ (row & 7)
     << 4 for f32 rows of 128 bytes, not a bfe, neg and and per bit)."""
@@ -186,14 +317,219 @@ def _field_terms(em, src: str, bits) -> list:
     for (j, k), places in _fields(bits).items():
         if j == 0 and k == len(bits):
             u = src
+        elif at_access:  # (``src`` made at the access: so are its fields)
+            u = em.ins("b32", f"bfe.u32 {{d}}, {src}, {j}, {k};")
         else:
             u = em.reg("b32")
             em.pro(f"bfe.u32 {u}, {src}, {j}, {k};")
         for p in places:
-            if p:
+            if p and at_access:
+                terms.append(em.ins("b32", f"shl.b32 {{d}}, {u}, {p};"))
+            elif p:
                 t = em.reg("b32")
                 em.pro(f"shl.b32 {t}, {u}, {p};")
                 terms.append(t)
             else:
                 terms.append(u)
     return terms
+
+
+# -- a start known only at run time: slices a branch picks (a loop carries) among ----------------
+# Rows 1..4 and rows 2..5 of a swizzled tile have no common table (neither XOR-linear, nor one the
+# other moved or XORed), so a join between them cannot carry one start address (rules_control)
+# or one address and an XOR (smem_join). Both are base + B(c + start) with one start dim apart:
+# the join carries that start in a second register (``Smem.creg``), and loads and stores build
+# B(creg + (T ^ key)) at the access for that dim (a few bfe/shl/xor per region and key), the
+# other dims' part in the prologue as for a start known at compile time. Decided before the
+# join's code is emitted (smem_join.branch_specs, loop_specs), only for joins of slices whose
+# tables differ, which were refused before.
+
+_STATIC = "%static"
+
+
+def _form(v):
+    """(root, starts, cdim) of a view with ``coff`` (cdim None unless its start there is a
+    register), or None."""
+    if v is None or v.coff is None or v.xreg is not None or v.sreg is not None or not v.rel.size:
+        return None
+    return v.coff[0], v.coff[1], v.cdim
+
+
+def join(views: list):
+    """The spec of a join of slices of one buffer table whose starts differ in one dim (and whose
+    tables differ: slices of one table are carried as before, in one register), or None."""
+    if any(v is None for v in views):
+        return None
+    first = views[0]
+    if all(v.creg is None and v.rel.shape == first.rel.shape and np.array_equal(v.rel, first.rel) for v in views):
+        return None
+    fs = [_form(v) for v in views]
+    if None in fs or any(v.dtype != first.dtype or v.rel.shape != first.rel.shape for v in views):
+        return None
+    root = fs[0][0]
+    if any(f[0].shape != root.shape or not np.array_equal(f[0], root) for f in fs) or root.ndim != first.rel.ndim:
+        return None
+    if _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes()) is None:
+        return None
+    for v, (_, st, cd) in zip(views, fs):   # (each start where its view is: base + const + rel)
+        if cd is None:
+            c = np.indices(v.rel.shape)
+            if not np.array_equal(root[tuple(c[e] + st[e] for e in range(root.ndim))], v.const + v.rel):
+                return None
+    dims = {f[2] for f in fs if f[2] is not None}
+    dims |= {d for d in range(root.ndim) if len({f[1][d] for f in fs if f[2] != d}) > 1}
+    if len(dims) != 1:
+        return None
+    d = dims.pop()
+    starts = tuple(0 if e == d else fs[0][1][e] for e in range(root.ndim))
+    from .rules_smem import Smem
+    return Smem(_STATIC, 0, first.rel, first.dtype, 16, coff=(root, starts), creg=_STATIC, cdim=d)
+
+
+def check(s, spec, loc, what: str) -> None:
+    """A view the join receives: a slice of the spec's buffer table, starts apart in its dim only."""
+    if join([spec, s]) is None or (s.creg is not None and s.cdim != spec.cdim) or \
+            any(e != spec.cdim and s.coff[1][e] != spec.coff[1][e] for e in range(spec.coff[0].ndim)):
+        from gluon_trace.errors import CompileError
+        raise CompileError(f"{what} yields views of a swizzled shared buffer placed differently (another buffer "
+                           "shape, layout or slice length, or starts apart in more than one dim), not the slice "
+                           "predicted: only where the view starts in one dim may change; slice or index the "
+                           "buffer inside the branch or loop body instead", loc)
+
+
+def carry(em, s, spec) -> list[str]:
+    """[base, start]: the two b32 sources a join copies for view ``s`` (the start an immediate
+    where known)."""
+    return [s.base, s.creg if s.creg is not None else str(s.coff[1][spec.cdim])]
+
+
+def view(regs: list[str], spec, align: int):
+    from .rules_smem import Smem
+    return Smem(regs[0], 0, spec.rel, spec.dtype, align, coff=spec.coff, creg=regs[1], cdim=spec.cdim)
+
+
+def refuse_runtime(what: str, loc):
+    from gluon_trace.errors import CompileError
+    raise CompileError(f"{what} needs this shared-memory view's placement at compile time, but it was chosen by "
+                       "a branch (or carried by a loop) among slices of a swizzled buffer starting at different "
+                       "places inside the swizzle period (rows 1.., 2..), known only at run time; only .load(), "
+                       ".store(), async copies and .slice/.index/.permute take it: slice or index the buffer "
+                       "inside the branch (or loop body), right where it is used here", loc)
+
+
+def slice_view(em, s, idx: tuple):
+    """A slice of a view with a run-time start: its start dim's register moved, the others'
+    starts (constants) moved."""
+    from .rules_smem import Smem
+    root, starts = s.coff
+    d = s.cdim
+    by = idx[d].start or 0
+    creg = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {by};") if by else s.creg
+    st = tuple(x if e == d else x + (i.start or 0) for e, (x, i) in enumerate(zip(starts, idx)))
+    return Smem(s.base, 0, s.rel[idx], s.dtype, s.align, coff=(root, st), creg=creg, cdim=d)
+
+
+def index_view(em, s, i: str, loc):
+    """Slot i of the leading dim (not the run-time start's, from 0): the base moves by i * its
+    stride, where the buffer's table strides it evenly."""
+    from gluon_trace.errors import CompileError
+    from .rules_smem import Smem
+    root, starts = s.coff
+    n = root.shape[0]
+    stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
+    if s.cdim == 0 or starts[0] or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
+        raise CompileError(".index() of this shared-memory view (chosen by a branch or carried by a loop among "
+                           "slices of a swizzled buffer starting at different places inside the swizzle period) "
+                           "is not addressable: it indexes the dim whose start is known only at run time, or one "
+                           "not evenly strided; index the buffer inside the branch or loop body instead", loc)
+    base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
+    from . import ptx
+    align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align
+    return Smem(base, 0, s.rel[0], s.dtype, align, coff=(root[0], starts[1:]), creg=s.creg, cdim=s.cdim - 1)
+
+
+def runtime_coords(acc, what: str, lane_fn=None) -> None:
+    """Set ``acc`` up for a view whose start in dim ``cdim`` is the register ``creg`` (see
+    ``start_coords``): every register bit of that dim joins lo (any start may carry into it),
+    the split checked against the buffer's table for every start the dim admits."""
+    from gluon_trace.errors import CompileError
+    em, lin, s = acc.em, acc.lin, acc.s
+    root, starts = s.coff
+    d = s.cdim
+    nd = root.ndim
+    B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
+    if lane_fn is not None or B is None or nd != s.rel.ndim or nd != lin.ndim or not s.rel.size:
+        raise CompileError(f"{what}: internal: a swizzled view with a run-time start reached an access the "
+                           "backend does not address this way; please report this kernel", em.loc)
+    poss = []
+    for e in range(nd):
+        m = 0
+        for b in list(lin.lane_bases) + list(lin.warp_bases):
+            m |= int(b[e])
+        poss.append(m)
+    rbits = [functools.reduce(lambda v, b: v | int(b[e]), lin.reg_bases, 0) for e in range(nd)]
+    full = (1 << (root.shape[d] - 1).bit_length()) - 1
+    lo = [0] * nd
+    for _ in range(64):
+        ext, timg = [], 0
+        for e in range(nd):
+            m, st = poss[e] | lo[e], starts[e]
+            if e == d:
+                x = full
+            elif st:
+                low = ((m | st) & -(m | st)) - 1
+                x = ((1 << (st + m).bit_length()) - 1) & ~low
+            else:
+                x = m
+            ext.append(x)
+            for j, o in enumerate(B[e]):
+                if x >> j & 1:
+                    timg |= o
+        new = []
+        for e in range(nd):
+            x = lo[e] | (rbits[e] & ext[e])
+            for j, o in enumerate(B[e]):
+                if (rbits[e] & ~x) >> j & 1 and o & timg:
+                    x |= 1 << j
+            new.append(x)
+        if new == lo:
+            break
+        lo = new
+    regs = [[_reg_coord(lin, r, e) for e in range(nd)] for r in range(lin.num_regs)]
+    keys = [tuple(regs[r][e] & lo[e] for e in range(nd)) for r in range(lin.num_regs)]
+    his = [functools.reduce(lambda v, e: v ^ _image(B[e], regs[r][e] & ~lo[e]), range(nd), 0)
+           for r in range(lin.num_regs)]
+    c = lin.coords()
+    hv = np.asarray(his, np.int64)
+    tlow = 0
+    for S in range(root.shape[d] - s.rel.shape[d] + 1):
+        st = tuple(S if e == d else starts[e] for e in range(nd))
+        want = root[tuple(c[..., e] + st[e] for e in range(nd))]
+        tv = np.zeros(want.shape, np.int64)
+        ok = True
+        for e in range(nd):
+            R = np.asarray([regs[r][e] for r in range(lin.num_regs)], np.int64)
+            L = np.asarray([k[e] for k in keys], np.int64)
+            T = c[..., e] ^ R
+            ok = ok and not np.any(T != T[..., :1])
+            g = st[e] + (T ^ L)
+            img = np.zeros(g.shape, np.int64)
+            for j, o in enumerate(B[e]):
+                img ^= ((g >> j) & 1) * o
+            tv ^= img
+        if not ok or np.any(tv & hv) or not np.array_equal(tv + hv, want):
+            raise CompileError(f"{what}: this shared-memory view was chosen by a branch (or carried by a loop) "
+                               "among slices of a swizzled buffer starting at different places inside the swizzle "
+                               f"period, and this register layout does not split its addresses (start {S} of dim "
+                               f"{d}) into a thread part and constants; load or store it in another layout, or "
+                               "slice the buffer inside the branch (or loop body), right where it is used here",
+                               em.loc)
+        tlow |= functools.reduce(lambda v, x: v | int(x), np.unique(tv).tolist(), 0)
+    acc.swz = (tuple(poss), tuple(starts), B, lo)
+    acc.keys = keys
+    acc.es = _esize(s.dtype)
+    acc.tlow = tlow
+    acc.mixed = [(keys[r], his[r] - s.const) for r in range(lin.num_regs)]
+    acc.offs = [h for _, h in acc.mixed]
+    acc.additive = False
+    acc.xor, acc.tmask, acc.shift = 0, 0, 0
