@@ -15,27 +15,21 @@ from gluon_trace import language as gl
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-import ptxsim_races  # noqa: E402
 import smem_view_cases as C  # noqa: E402
 
-from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+import smem_runner  # noqa: E402
 
 TARGETS = ["sm_90", "sm_80"]
 SW = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])   # 16-byte chunks of f32 swizzled over 8 rows
 
 
 def both(kernel, make, target, num_warps=1, **kw):
-    """(interpreter's args, simulator's args, PTX): traced on one set of args, run on two fresh ones."""
-    g = kernel.trace(*make(), target=target, num_warps=num_warps, **kw).graph
-    text, _, smem = emit(g, target)
-    ref, sim = make(), make()
-    get("interpreter").run(g, (1, 1, 1), ref)
-    ptxsim_races.run(text, (1, 1, 1), sim, smem)
-    return ref, sim, text
+    """smem_runner.both with one warp unless told (these kernels' tiles are one warp's)."""
+    return smem_runner.both(kernel, make, target, num_warps, **kw)
 
 
 # -- one slice, picked by both arms of a branch or carried unchanged by a loop ---------------------

@@ -18,26 +18,15 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-import ptxsim_races  # noqa: E402
 import smem_view_cases as C  # noqa: E402
 
-from gluon_trace.backend import get  # noqa: E402
 from gluon_trace.errors import CompileError  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
+from smem_runner import both  # noqa: E402
 
 TARGETS = ["sm_90", "sm_80"]
-
-
-def both(kernel, make, target, num_warps=4, **kw):
-    """(interpreter's args, simulator's args, PTX): traced on one set of args, run on two fresh ones."""
-    g = kernel.trace(*make(), target=target, num_warps=num_warps, **kw).graph
-    text, _, smem = emit(g, target)
-    ref, sim = make(), make()
-    get("interpreter").run(g, (1, 1, 1), ref)
-    ptxsim_races.run(text, (1, 1, 1), sim, smem)
-    return ref, sim, text
 
 
 @pytest.mark.parametrize("target", TARGETS)
