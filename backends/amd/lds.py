@@ -28,10 +28,11 @@ from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm, Sub, strip
 
 
-def _view(em, val, xor_ok: bool = False) -> Lds:
+def _view(em, val, xor_ok: bool = False, start_ok: bool = False) -> Lds:
     """The view ``val``; ``xor_ok``: the caller addresses its elements through Access, which
-    folds a run-time XOR (lds_join.py) into each thread register; every other use needs the
-    view's placement at compile time."""
+    folds a run-time XOR (lds_join.py) into each thread register; ``start_ok``: it takes a run-time
+    start (lds_join.shift_join: Access adds it per access) but no run-time XOR; every other use
+    needs the view's placement at compile time."""
     s = em.vals[val]
     if not isinstance(s, Lds):
         raise CompileError("a shared-memory descriptor reached the AMD backend through a path it does "
@@ -43,7 +44,7 @@ def _view(em, val, xor_ok: bool = False) -> Lds:
                        "XOR known only at run time), which only .load() and .store() (and views of it: "
                        ".index/.slice/.permute/.reshape/.reinterpret) take; slice or index the buffer inside "
                        "the branch (or loop body), right where it is used here, or branch around this operation")
-    if s.sreg is not None and not xor_ok:
+    if s.sreg is not None and not (xor_ok or start_ok):
         raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among padded views "
                        "starting at different places inside a padding period (its start is known only at run "
                        "time), which only .load() and .store() (and views of it: .index/.slice/.permute/"
@@ -480,7 +481,9 @@ _GLOAD = {1: "global_load_ubyte", 2: "global_load_ushort", 4: "global_load_dword
 
 
 def rule_async_copy(em, op):
-    v = _view(em, op.operands[0])
+    # (a run-time start: each copy's LDS address is made where it is issued, from the loop's or
+    # branch's start, and written in the same block; LDS DMA, whose M0 is made at the entry, is not taken)
+    v = _view(em, op.operands[0], start_ok=True)
     ptr_v = op.operands[1]
     _membar(em, op)
     es = v.es
