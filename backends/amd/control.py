@@ -156,7 +156,7 @@ def rule_for(em, op):
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
             else:
-                why = lds_join.coord_why(ys[i], f) if i not in add else None
+                why = lds_join.coord_why(ys[i], f) if i not in add and not lds_join._same(ys[i], f) else None
                 if why:
                     raise CompileError(f"AMD backend ({em.t.name}): this loop's body {why}", op.loc)
                 ys[i] = _as_first(em, ys[i], f, "this loop's body", align=False,
@@ -224,7 +224,8 @@ def rule_if(em, op):
                     if i not in firsts:
                         firsts[i] = ys[i] = canon(ys[i])
                     else:
-                        why = lds_join.coord_why(ys[i], firsts[i]) if i not in add else None
+                        why = (lds_join.coord_why(ys[i], firsts[i])
+                               if i not in add and not lds_join._same(ys[i], firsts[i]) else None)
                         if why:
                             raise CompileError(f"AMD backend ({em.t.name}): this branch {why}", op.loc)
                         ys[i] = _as_first(em, ys[i], firsts[i], "this branch", align=False, canon=canon)
