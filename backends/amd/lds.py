@@ -28,10 +28,11 @@ from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm, Sub, strip
 
 
-def _view(em, val, xor_ok: bool = False) -> Lds:
+def _view(em, val, xor_ok: bool = False, start_ok: bool = False) -> Lds:
     """The view ``val``; ``xor_ok``: the caller addresses its elements through Access, which
-    folds a run-time XOR (lds_join.py) into each thread register; every other use needs the
-    view's placement at compile time."""
+    folds a run-time XOR (lds_join.py) into each thread register; ``start_ok``: it takes a run-time
+    start (lds_join.shift_join: Access adds it per access) but no run-time XOR; every other use
+    needs the view's placement at compile time."""
     s = em.vals[val]
     if not isinstance(s, Lds):
         raise CompileError("a shared-memory descriptor reached the AMD backend through a path it does "
@@ -43,7 +44,13 @@ def _view(em, val, xor_ok: bool = False) -> Lds:
                        "XOR known only at run time), which only .load() and .store() (and views of it: "
                        ".index/.slice/.permute/.reshape/.reinterpret) take; slice or index the buffer inside "
                        "the branch (or loop body), right where it is used here, or branch around this operation")
-    if s.sreg is not None and not xor_ok:
+    if s.sdim is not None and not (xor_ok or start_ok):
+        raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among slices of a "
+                       "swizzled buffer starting at different places inside a swizzle period (its start is known "
+                       "only at run time), which only .load(), .store() and async copies (and views of it: "
+                       ".index/.slice/.permute) take; slice or index the buffer inside the branch (or loop body), "
+                       "right where it is used here")
+    if s.sreg is not None and not (xor_ok or start_ok):
         raise em.error("this shared-memory view was chosen by a branch (or carried by a loop) among padded views "
                        "starting at different places inside a padding period (its start is known only at run "
                        "time), which only .load() and .store() (and views of it: .index/.slice/.permute/"
@@ -116,7 +123,8 @@ def rule_permute(em, op):
     nl = len(v.lead)
     perm = [d - nl for d in order[nl:]]
     coff = v.coff and tuple(tuple(x[d] for d in perm) for x in v.coff)
-    em.vals[op.result] = v.with_(lin=np.transpose(v.lin, perm), coff=coff)
+    w = v.with_(lin=np.transpose(v.lin, perm), coff=coff)
+    em.vals[op.result] = w.with_(sdim=perm.index(v.sdim)) if v.sdim is not None else w
 
 
 def rule_reshape(em, op):
@@ -134,6 +142,11 @@ def rule_reshape(em, op):
         return
     # the type rule allowed tiles merged into the swizzled dims: the layout places them as before
     t = op.result.type
+    if v.sdim is not None:
+        raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch (or carried "
+                       "by a loop) among slices of a swizzled buffer starting at different places inside a swizzle "
+                       "period is not supported on AMD; slice or index the buffer inside the branch (or loop body) "
+                       "instead")
     if v.sreg is not None:
         raise em.error(f"reshape {list(src)} -> {list(dst)} of a shared-memory view chosen by a branch (or carried "
                        "by a loop) among padded views starting at different places inside a padding period is "
@@ -165,6 +178,11 @@ def rule_reinterpret(em, op):
         base, balign, start = reinterpret_start(em, v, es)
         em.vals[op.result] = _fresh(em, t.layout, tuple(t.shape), t.dtype, base, balign, start)
         return
+    if v.sdim is not None:
+        raise em.error(f"reinterpret as {t.dtype} of a shared-memory view chosen by a branch (or carried by a loop) "
+                       "among slices of a swizzled buffer starting at different places inside a swizzle period is "
+                       "not supported on AMD (its elements would be placed by the swizzle of a start known only at "
+                       "run time); slice or index the buffer inside the branch (or loop body) instead")
     if v.sreg is not None:   # (a run-time start S: at base + const + es * pad(S + m), m lin's least)
         m = int(np.asarray(v.lin, np.int64).min())
         if any((v.const + v.es * int(pad(np.int64(s + m), v.pads))) % es for s in v.svals):
@@ -480,7 +498,9 @@ _GLOAD = {1: "global_load_ubyte", 2: "global_load_ushort", 4: "global_load_dword
 
 
 def rule_async_copy(em, op):
-    v = _view(em, op.operands[0])
+    # (a run-time start: each copy's LDS address is made where it is issued, from the loop's or
+    # branch's start, and written in the same block; LDS DMA, whose M0 is made at the entry, is not taken)
+    v = _view(em, op.operands[0], start_ok=True)
     ptr_v = op.operands[1]
     _membar(em, op)
     es = v.es

@@ -55,10 +55,11 @@ _BIG = 1 << 16  # the alignment of a compile-time base (LDS is 64 KiB)
 
 class Lds:
     """A shared buffer or view on AMD (see the module docstring)."""
-    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask", "coff", "sreg", "svals")
+    __slots__ = ("base", "balign", "const", "lead", "lin", "pads", "dtype", "xreg", "xmask", "coff", "sreg", "svals",
+                 "sdim")
 
     def __init__(self, base, balign, const, lead, lin, pads, dtype, xreg=None, xmask=0, coff=None, sreg=None,
-                 svals=()):
+                 svals=(), sdim=None):
         self.base, self.balign, self.const = base, balign, const
         self.lead, self.lin, self.pads, self.dtype = tuple(lead), lin, tuple(pads), dtype
         self.xreg, self.xmask = xreg, xmask   # a run-time XOR of lin (lds_join.py): SGPR es * X
@@ -70,6 +71,10 @@ class Lds:
         # (lds_join.shift_join): element c at base + const + lead(c) + es * pad(S + lin[c]), S (in
         # elements) in the SGPR ``sreg``, one of ``svals`` (every value it may take, for the checks)
         self.sreg, self.svals = sreg, tuple(svals)
+        # a swizzled/NVMMA view carried by a loop or joined by a branch from starts inside a swizzle
+        # period (lds_join.coord_join): S is the start of its dim ``sdim`` in the buffer's coordinates,
+        # added to coff's (lin is the table at S = 0): element c at the buffer's lin of c + coff + S
+        self.sdim = sdim
 
     def with_(self, **kw) -> "Lds":
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -152,6 +157,10 @@ class Access:
         self.em, self.cdims = em, None
         self.lay = em.linear(ty)
         self.reach, self.rshift, self.all_bytes = None, None, None
+        self.crun = None
+        if v.sdim is not None:   # (a run-time coordinate start: lds_join.coord_join)
+            self._split_coords_run(v)
+            return
         if v.sreg is not None:   # (a run-time start: lds_join.shift_join)
             self._split_shifted(v, tuple(ty.shape))
             return
@@ -259,7 +268,28 @@ class Access:
             pred = self._predict()
         return np.array_equal(pred, self.bytes)
 
-    def _split_coords(self, v: Lds) -> bool:
+    def _split_coords_run(self, v: Lds) -> None:
+        """A swizzled view at a run-time start S of its dim sdim (lds_join.coord_join): split as
+        _split_coords does, the bits S + (tc ^ lo) may reach for every S it may take in the thread
+        part, checked for each S; the thread register made where the view is accessed."""
+        starts, images = v.coff
+        idx = np.indices(np.shape(v.lin))
+        tables = []
+        for S in v.svals:
+            st = [s + S * (d == v.sdim) for d, s in enumerate(starts)]
+            w = v.with_(lin=_scatter([(idx[d] + s, images[d]) for d, s in enumerate(st)]), sreg=None, svals=(),
+                        sdim=None)
+            self.bytes = self._bytes(w)
+            tables.append(self.bytes)
+        self.all_bytes = tables
+        if not self._split_coords(v, (v.sdim, v.svals)):
+            raise self.em.error("this shared-memory view, carried by a loop (or chosen by a branch) among views of "
+                                "a swizzled buffer whose starts differ inside a swizzle period, is not addressable "
+                                "as thread part + register part for every start it may take; slice the buffer "
+                                "inside the loop body (or branch) instead")
+        self.crun = (v.sreg, v.sdim)
+
+    def _split_coords(self, v: Lds, run=None) -> bool:
         """A view whose lin has no split above: a slice from an unaligned row of a padded layout
         whose offset_bases interleave row and column bits (rows 1..4 at lin 2, 64, 66, 128: no
         start plus an XOR-linear table), or of a swizzled one from inside its period (rows 1..8
@@ -272,6 +302,8 @@ class Access:
         em, lay = self.em, self.lay
         if v.coff is None or v.xreg is not None or not v.lin.ndim:
             return False
+        # (``run``: (dim, the run-time starts S it adds): the bits each may reach, checked for each)
+        sd, svals = run if run is not None else (None, (0,))
         starts, images = v.coff
         nl = len(v.lead)
         idx = np.indices(v.lin.shape)
@@ -285,10 +317,14 @@ class Access:
         pairs = [tid_pairs(em, lay, lambda b, d=d: int(b[nl + d])) for d in range(ndim)]
         rbits = [possible_bits((0, int(b[nl + d])) for b in lay.reg_bases) for d in range(ndim)]
         core, low = [], []
-        for p, s in zip(pairs, starts):
+        reach_s = list(starts)   # (per dim, the greatest start: the carries' reach)
+        for d, (p, s) in enumerate(zip(pairs, starts)):
             poss = possible_bits(p)
+            if d == sd:
+                reach_s[d] = max(s + S for S in svals)
+                s = int(np.bitwise_or.reduce([s + S for S in svals]))
             lw = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
-            core.append((((1 << (s + poss).bit_length()) - 1) if s else poss) & ~lw)
+            core.append((((1 << (reach_s[d] + poss).bit_length()) - 1) if reach_s[d] else poss) & ~lw)
             low.append(lw)
         # A swizzle XORs row bits into column bits: a register bit whose lin shares a bit with what
         # the thread register may hold cannot be added as an offset; it joins the thread part too
@@ -296,7 +332,7 @@ class Access:
         extra = [0] * ndim
         while True:
             reach = [(((1 << (s + c).bit_length()) - 1) & ~lw if s else c) | x
-                     for s, c, lw, x in zip(starts, core, low, extra)]
+                     for s, c, lw, x in zip(reach_s, core, low, extra)]
             timg = 0
             for m, im in zip(reach, images):
                 for j, b in enumerate(im):
@@ -331,11 +367,15 @@ class Access:
             for bit, val in pairs:
                 tc ^= self._tid_bit(bit, W, Ln) * val
             tcs.append(tc)
-        pred = np.empty_like(self.bytes)
-        for r, (lo, imm) in enumerate(self.regC):
-            t = _scatter([(s + (tc ^ x), im) for tc, x, (_, s, _, im) in zip(tcs, lo, dims)])
-            pred[..., r] = v.es * pad(t, v.pads) + tS + imm
-        return np.array_equal(pred, self.bytes)
+        for S, b in zip(svals, self.all_bytes or [self.bytes]):
+            pred = np.empty_like(b)
+            for r, (lo, imm) in enumerate(self.regC):
+                t = _scatter([(s + S * (d == sd) + (tc ^ x), im)
+                              for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))])
+                pred[..., r] = v.es * pad(t, v.pads) + tS + imm
+            if not np.array_equal(pred, b):
+                return False
+        return True
 
     def _thread_reg_coords(self, lo: tuple):
         """es * pad(XOR_d B_d(start_d + (tc_d ^ lo_d))) + the stacked bytes (_split_coords)."""
@@ -361,6 +401,57 @@ class Access:
             x = self._with_spairs(em, self._padded_bytes(x))
         em.memo[key] = x
         return x
+
+    def _thread_reg_coords_run(self, lo: tuple):
+        """es * XOR_d B_d(start_d + [S] + (tc_d ^ lo_d)) + the stacked bytes, S (an SGPR) added to dim
+        sdim's: the other dims' terms and sdim's tc ^ lo + start made at the kernel entry, the sum
+        with S and its terms where the view is accessed (S is the loop's or branch's)."""
+        em, v = self.em, self.v
+        sreg, sd = self.crun
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        key = ("lds_thread_coords_run", self.cdims, self.spairs, lo, v.es, elem_key(sreg), sd)
+        x = em.cse_get(key)
+        if x is not None:
+            return x
+        hkey = ("lds_thread_coords_run0", self.cdims, lo, sd)
+        if hkey not in em.memo:
+            with em.hoisted():
+                x, ts = Imm(0), Imm(0)
+                for d, ((pairs, s, _, im), c) in enumerate(zip(self.cdims, lo)):
+                    t = thread_part(em, pairs) if pairs else Imm(0)
+                    if d == sd:
+                        if isinstance(t, Imm):
+                            ts = Imm((t.bits ^ c) + s)
+                            continue
+                        if c:
+                            t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+                        ts = em.valu(add, em.v(), [Imm(s), t]) if s else t
+                        continue
+                    if isinstance(t, Imm):
+                        x = Imm(x.bits ^ _scatter([(s + (t.bits ^ c), im)]))
+                        continue
+                    if c:
+                        t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+                    if s:
+                        t = em.valu(add, em.v(), [Imm(s), t])
+                    for u in _image_terms(em, t, im):
+                        x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+                em.memo[hkey] = (x, ts)
+        x, ts = em.memo[hkey]
+        if isinstance(ts, Imm):
+            t = em.valu(add, em.v(), [Imm(ts.bits), em.to_v(sreg)]) if ts.bits else em.to_v(sreg)
+        else:
+            t = em.valu(add, em.v(), [sreg, ts])
+        for u in _image_terms(em, t, self.cdims[sd][3]):
+            x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+        x = self._padded_bytes(x)
+        if self.spairs:
+            skey = ("lds_tid_sum", self.spairs)
+            if skey not in em.memo:
+                with em.hoisted():
+                    em.memo[skey] = _tid_sum(em, self.spairs)
+            x = em.valu(add, em.v(), [x, em.memo[skey]])
+        return em.cse_put(key, em.to_v(x) if isinstance(x, Imm) else x)
 
     def _with_spairs(self, em, x):
         """``x`` (bytes) plus the stacked dims' thread bytes, as a VGPR."""
@@ -495,6 +586,8 @@ class Access:
         em, v = self.em, self.v
         if self.rshift is not None:
             return self._thread_reg_shifted(lo)
+        if self.crun is not None:
+            return self._thread_reg_coords_run(lo[1])
         if self.cdims is not None:
             return self._thread_reg_coords(lo[1])
         if self.clead is not None:

@@ -58,8 +58,8 @@ def plan(em, acc, ps, ms):
     by LDS DMA, else None."""
     v = acc.v
     es = v.es
-    if em.t.name not in TARGETS or es > 4 or v.balign % 4:
-        return None
+    if em.t.name not in TARGETS or es > 4 or v.balign % 4 or v.sreg is not None:
+        return None   # (a run-time start: the thread's address is made per access, not at the entry)
     lay = acc.lay
     fb = free_bits(lay)
     if fb["lane"] or fb["warp"]:  # copies of an element in other lanes or waves

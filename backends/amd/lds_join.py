@@ -21,7 +21,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from .lds_address import _BIG, Lds, _fresh, additive
+from .lds_address import _BIG, Lds, _fresh, _scatter, additive
 from .mir import Imm
 
 _STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -53,7 +53,10 @@ def padded_join(views: list) -> bool:
 def shifted(x: Lds) -> Lds | None:
     """A padded view as the table M (least offset 0) its elements take from a start S: its additive
     form less its least offset s (svals (s,)), or, for one already at a run-time start, M with
-    svals moved by its least offset. None where not padded (or with a run-time XOR)."""
+    svals moved by its least offset. None where not padded (or with a run-time XOR). A swizzled or
+    NVMMA view: its coordinate form (_coord)."""
+    if x is not None and not x.pads:
+        return _coord(x)
     if x is None or x.xreg is not None or not x.pads or not np.size(x.lin):
         return None
     if x.sreg is None:
@@ -66,6 +69,76 @@ def shifted(x: Lds) -> Lds | None:
     lin = np.asarray(x.lin, np.int64)
     m = int(lin.min())
     return x.with_(lin=lin - m, svals=tuple(sorted({s + m for s in x.svals})), coff=None)
+
+
+def _coord(x: Lds) -> Lds | None:
+    """A swizzled/NVMMA view in its buffer's coordinates: lin the buffer's table at c + coff's starts,
+    const the buffer's (a canonical form's moved origin taken back, control._canonical); one at a
+    run-time start (sdim) with its dim's start in svals (0 in coff). None where it has no such form."""
+    if x is None or x.pads or x.xreg is not None or x.coff is None or not np.size(x.lin) \
+            or (x.sreg is not None and x.sdim is None):
+        return None
+    starts, images = x.coff
+    lin = np.asarray(x.lin, np.int64)
+    if len(starts) != lin.ndim:
+        return None
+    idx = np.indices(lin.shape)
+    if x.sdim is not None:
+        k = starts[x.sdim]
+        st = tuple(0 if d == x.sdim else s for d, s in enumerate(starts))
+        return x.with_(lin=_scatter([(idx[d] + s, images[d]) for d, s in enumerate(st)]), coff=(st, images),
+                       svals=tuple(sorted(s + k for s in x.svals)))
+    full = _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])
+    if np.array_equal(lin, full):
+        return x
+    l0 = int(full.flat[0])
+    if int(lin.flat[0]) == 0 and np.array_equal(lin + l0, full):
+        return x.with_(lin=full, const=x.const - x.es * l0)
+    return None
+
+
+def _coord_parts(f: Lds):
+    return (f.lead, f.dtype, np.shape(f.lin), tuple(map(tuple, f.coff[1])))
+
+
+def coord_join(fs: list) -> Lds | None:
+    """The joined view (its dim d's start S known at run time only: sreg _STATIC, sdim d, svals every
+    value S may take) of swizzled views (in _coord form) of one buffer's table whose starts differ
+    in one dim only (rows 1..4, 2..5 and 3..6 of a 128-byte swizzle: no XOR of one another's); None
+    otherwise."""
+    if None in fs or any(f.pads or f.coff is None for f in fs) \
+            or any(_coord_parts(f) != _coord_parts(fs[0]) for f in fs[1:]):
+        return None
+    nd = len(fs[0].coff[0])
+    dims = {f.sdim for f in fs if f.sdim is not None}
+    dims |= {d for f in fs for d in range(nd) if f.coff[0][d] != fs[0].coff[0][d]}
+    if len(dims) != 1:
+        return None
+    d = dims.pop()
+    if any(f.coff[0][e] != fs[0].coff[0][e] for f in fs for e in range(nd) if e != d):
+        return None
+    svals = set()
+    for f in fs:
+        svals |= set(f.svals) if f.sdim is not None else {f.coff[0][d]}
+    st = tuple(0 if e == d else s for e, s in enumerate(fs[0].coff[0]))
+    images = fs[0].coff[1]
+    idx = np.indices(np.shape(fs[0].lin))
+    lin = _scatter([(idx[e] + s, images[e]) for e, s in enumerate(st)])
+    return fs[0].with_(base=None, const=0, lin=lin, coff=(st, images), sreg=_STATIC, svals=tuple(sorted(svals)), sdim=d)
+
+
+def coord_why(x: Lds, y: Lds) -> str | None:
+    """Why a join of the swizzled views ``x`` and ``y`` (slices of one buffer) is refused, where it is
+    their starts differing in more than one dim (one SGPR carries one dim's start); else None."""
+    f, g = _coord(x) if x is not None else None, _coord(y) if y is not None else None
+    if f is None or g is None or f.sdim is not None or g.sdim is not None or _coord_parts(f) != _coord_parts(g):
+        return None
+    dims = [d for d, (a, b) in enumerate(zip(f.coff[0], g.coff[0])) if a != b]
+    if len(dims) < 2:
+        return None
+    return (f"yields slices of a swizzled shared-memory buffer whose starts differ in more than one dim "
+            f"(dims {', '.join(map(str, dims))}, inside a swizzle period): the AMD backend carries the start of "
+            "one dim at run time; slice the buffer inside the branch or loop body instead")
 
 
 def _same_m(x: Lds, y: Lds) -> bool:
@@ -84,6 +157,8 @@ def shift_join(views: list) -> Lds | None:
     if join(views) is not None or padded_join(views):
         return None
     fs = [shifted(y) for y in views]
+    if None not in fs and not fs[0].pads:   # (swizzled views from inside a swizzle period)
+        return coord_join(fs)
     if None in fs or not all(_same_m(fs[0], f) for f in fs[1:]):
         return None
     return fs[0].with_(base=None, const=0, sreg=_STATIC, svals=tuple(sorted(set().union(*(f.svals for f in fs)))))
@@ -93,6 +168,8 @@ def carried_shift(em, x: Lds, spec: Lds, what: str):
     """([its address, S], the address's alignment) for the view ``x`` a join at a run-time start
     (``spec``, shift_join) receives."""
     from .control import _address, _align
+    if spec.sdim is not None:
+        return _carried_coord(em, x, spec, what)
     f = shifted(x) if x.xreg is None else None
     if f is None or not _same_m(f, spec) or not set(f.svals) <= set(spec.svals):
         raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
@@ -103,6 +180,25 @@ def carried_shift(em, x: Lds, spec: Lds, what: str):
     else:
         m = int(np.asarray(x.lin, np.int64).min())
         s = em.salu("s_add_u32", em.s(), [x.sreg, Imm(m)]) if m else x.sreg
+    return [_address(em, f), s], _align(f)
+
+
+def _carried_coord(em, x: Lds, spec: Lds, what: str):
+    """carried_shift's for a swizzled view joined at a run-time start of its dim spec.sdim."""
+    from .control import _address, _align
+    f = _coord(x)
+    j = coord_join([f, spec]) if f is not None else None
+    if j is None or j.sdim != spec.sdim or not set(j.svals) <= set(spec.svals):
+        raise em.error(f"{what} yields shared-memory views placed differently (another layout, a permutation "
+                       "of the buffer, or a slice whose start differs from the others' in more than one dim): "
+                       "only the base and the start of one dim may change; slice or index the buffer inside "
+                       "the branch or loop body instead")
+    d = spec.sdim
+    if x.sdim is None:
+        s = Imm(x.coff[0][d])
+    else:
+        k = x.coff[0][d]
+        s = em.salu("s_add_u32", em.s(), [x.sreg, Imm(k)]) if k else x.sreg
     return [_address(em, f), s], _align(f)
 
 

@@ -212,3 +212,14 @@ def test_padded_views_carried_by_a_loop_from_inside_a_padding_period(target, nam
     for first, other in C.PAD_LOOP_PAIRS:
         for move, store, stack, body in C.PAD_LOOP_RUNS:
             C.check_padded_loop_views(both, target, _LAYS[name], dtname, first, other, move, store, stack, body)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["128:+8", "16:+2,64:+4"])
+@pytest.mark.parametrize("ab", [(3, 5), (5, 3)])
+def test_async_copies_into_a_loop_carried_padded_view(target, name, ab):
+    """Was 'chosen by a branch (or carried by a loop) among padded views starting at different
+    places ... which only .load() and .store() take': rows 3..4 and 5..6 of rows padded every four,
+    swapped each step, each filled by async_copy; each copy's LDS address is made from the carried
+    start where it is issued (gfx942's LDS DMA, with M0 made at the entry, is not taken)."""
+    C.check_padded_loop_async_copy(both, target, _LAYS[name], *ab)
