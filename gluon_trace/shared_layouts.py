@@ -88,6 +88,25 @@ def _stacked_bases(shape, order, inner: list) -> list:
     return out
 
 
+def bit_fields(images) -> dict:
+    """A coordinate's bits' offsets (``images[j]``: the offset of bit j, an XOR-linear layout's
+    column) as fields: {(first coordinate bit, count): [first offset bit of each place the field
+    lands]}, each field a run of coordinate bits landing on consecutive offset bits. A swizzled
+    row lands twice: at row * row bytes and, shifted, on the chunks it XORs; the backends build
+    such an address from whole fields (one bit-field extract and a shift each), not bit by bit."""
+    runs = []   # [first coordinate bit, count, first offset bit]
+    for shift, j in sorted((p - j, j) for j, b in enumerate(images) for p in range(b.bit_length()) if b >> p & 1):
+        r = runs[-1] if runs else None
+        if r and r[2] - r[0] == shift and r[0] + r[1] == j:
+            r[1] += 1
+        else:
+            runs.append([j, 1, j + shift])
+    fields: dict = {}
+    for j, k, p in runs:
+        fields.setdefault((j, k), []).append(p)
+    return fields
+
+
 def _offsets_from_bases(shape: tuple[int, ...], bases) -> np.ndarray:
     """Invert a bijective linear map offset bits -> coordinates into an array
     ``offsets[coord] = offset``."""

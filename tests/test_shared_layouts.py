@@ -13,7 +13,7 @@ from gluon_trace import dtypes as dt
 from gluon_trace.errors import LayoutError
 from gluon_trace.layouts import BlockedLayout
 from gluon_trace.shared_layouts import (
-    MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout, SharedLinearLayout, SwizzledSharedLayout,
+    MBarrierLayout, NVMMASharedLayout, PaddedSharedLayout, SharedLinearLayout, SwizzledSharedLayout, bit_fields,
 )
 
 SETTINGS = settings(max_examples=80, deadline=None)
@@ -440,3 +440,14 @@ def test_wavefront_errors():
     _raises(lambda: PLAIN.wavefronts(reg, (64, 64), 16, num_warps=8), "num_warps=8")
     _raises(lambda: PLAIN.wavefronts(reg, (64, 64), 16, 4, vector_bytes=3), "vector_bytes=3")
     _raises(lambda: NV128.wavefronts(reg, (64, 32), 16, 4), "swizzle_byte_width=64")
+
+
+def test_bit_fields_group_a_swizzled_rows_bits_into_runs():
+    """f32 rows of 128 bytes in a 128-byte swizzle: row bit j lands at offset bit 7 + j (row *
+    128) and, for j < 3, at 4 + j too (the 16-byte chunk it XORs): two fields (the whole row at
+    bit 7, its low three bits at bit 4), not seven bits."""
+    images = [(1 << (7 + j)) | ((1 << (4 + j)) if j < 3 else 0) for j in range(4)]
+    assert bit_fields(images) == {(0, 4): [7], (0, 3): [4]}
+    # a column: bits 0..4 at offset bits 2..6 (4-byte elements), one field
+    assert bit_fields([1 << (2 + j) for j in range(5)]) == {(0, 5): [2]}
+    assert bit_fields([]) == {}

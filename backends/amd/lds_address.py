@@ -35,7 +35,7 @@ lin 2, 64, 66, 128) even that fails, and the start is added to the thread's coor
 whose bits then go to their lin places (``Access._split_coords``: ``Lds.coff``). So does a
 swizzled or NVMMA view starting inside a swizzle period (rows 1..8 of a 128-byte swizzle have
 phases 1..7, 0: no XOR of rows 0..7's), its coordinate's bit fields shifted into place whole
-(``_fields``: row << 5 and (row & 7) << 2 for f32 rows of 128 bytes).
+(``bit_fields``: row << 5 and (row & 7) << 2 for f32 rows of 128 bytes).
 Every split is checked against the view's full byte table, and so is each vector width: runs of
 registers whose bytes are consecutive and aligned for every thread move as one
 ``ds_write/ds_read_b64/b128``.
@@ -45,6 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace.ops_memory import element_offsets, layout_rank
+from gluon_trace.shared_layouts import bit_fields
 
 from .emitter import elem_key
 from .layout import log2, possible_bits, reg_part, thread_part, tid_pairs
@@ -706,28 +707,11 @@ def _scatter(parts) -> np.ndarray | int:
     return out
 
 
-def _fields(im) -> dict:
-    """B (lin of each coordinate bit, ``im``) as fields: {(first coordinate bit, count): [first lin
-    bit of each place the field lands]}, each field a run of coordinate bits landing on consecutive
-    lin bits (a swizzled row: its bits at row * ncols and again, shifted, at the columns it XORs)."""
-    runs = []   # [first coordinate bit, count, first lin bit]
-    for shift, j in sorted((p - j, j) for j, b in enumerate(im) for p in range(b.bit_length()) if b >> p & 1):
-        r = runs[-1] if runs else None
-        if r and r[2] - r[0] == shift and r[0] + r[1] == j:
-            r[1] += 1
-        else:
-            runs.append([j, 1, j + shift])
-    fields: dict = {}
-    for j, k, p in runs:
-        fields.setdefault((j, k), []).append(p)
-    return fields
-
-
 def _image_terms(em, t, im):
-    """VGPRs whose XOR is B(t), t < 2 ** len(im) a VGPR (see _fields): a field is t itself where it
+    """VGPRs whose XOR is B(t), t < 2 ** len(im) a VGPR (see bit_fields): a field is t itself where it
     spans t, else a v_bfe_u32; its places, where they do not overlap, are one multiply (their XOR
     is their sum). Each emitted as it is taken."""
-    for (j, k), places in _fields(im).items():
+    for (j, k), places in bit_fields(im).items():
         u = t if j == 0 and k == len(im) else em.valu("v_bfe_u32", em.v(), [t, Imm(j), Imm(k)], form="vop3")
         groups: list = []
         for p in places:

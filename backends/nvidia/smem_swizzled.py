@@ -21,6 +21,8 @@ import functools
 
 import numpy as np
 
+from gluon_trace.shared_layouts import bit_fields
+
 from .rules_smem import _esize, _linear_bits
 
 
@@ -37,7 +39,7 @@ def _image(bits, x: int) -> int:
 def start_coords(acc) -> bool:
     """Set ``acc`` up for a view with ``coff`` (see the module); False where the split does not
     reproduce the view's table (the caller then refuses as before)."""
-    em, lin, s = acc.em, acc.lin, acc.s
+    lin, s = acc.lin, acc.s
     root, starts = s.coff
     if root.ndim != s.rel.ndim or root.ndim != lin.ndim or not s.rel.size:
         return False
@@ -291,30 +293,12 @@ def refuse_joined(em, what: str):
                        "loop body), right where it is used here", em.loc)
 
 
-def _fields(bits) -> dict:
-    """B_d (the offset of each coordinate bit, ``bits``) as fields: {(first coordinate bit,
-    count): [first offset bit of each place the field lands]}, each a run of coordinate bits
-    landing on consecutive offset bits (a swizzled row: row * row bytes, and its low bits again,
-    shifted, on the chunks they XOR)."""
-    runs = []   # [first coordinate bit, count, first offset bit]
-    for shift, j in sorted((p - j, j) for j, b in enumerate(bits) for p in range(b.bit_length()) if b >> p & 1):
-        r = runs[-1] if runs else None
-        if r and r[2] - r[0] == shift and r[0] + r[1] == j:
-            r[1] += 1
-        else:
-            runs.append([j, 1, j + shift])
-    fields: dict = {}
-    for j, k, p in runs:
-        fields.setdefault((j, k), []).append(p)
-    return fields
-
-
 def _field_terms(em, src: str, bits, at_access: bool = False) -> list:
     """Registers (made in the prologue) whose XOR is B_d(src), src < 2 ** len(bits): a field is
     src itself where it spans src, else one bfe.u32; each place one shl (row << 7 ^ (row & 7)
     << 4 for f32 rows of 128 bytes, not a bfe, neg and and per bit)."""
     terms = []
-    for (j, k), places in _fields(bits).items():
+    for (j, k), places in bit_fields(bits).items():
         if j == 0 and k == len(bits):
             u = src
         elif at_access:  # (``src`` made at the access: so are its fields)
