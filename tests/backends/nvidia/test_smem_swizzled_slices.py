@@ -283,3 +283,33 @@ def test_permuted_unaligned_slices(target, k, start, dim):
         ref, sim, _ = both(permuted_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), i],
                            target, num_warps=2, LAY=lay, START=start, DIM=dim, STORE=store)
         assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (start, dim, store)
+
+
+@gt.jit
+def padded_rows_past_the_period(x_ptr, out_ptr, SPT: gl.constexpr, TPW: gl.constexpr, WPC: gl.constexpr):
+    """An int64 [64, 1, 2] buffer padded after every 2 and 16 elements holding x, viewed as
+    .slice(0, 1, 2).slice(29, 32, 0).permute([2, 1, 0]) (rows 29..60 of column 0, from inside
+    a padding period), read in Blocked(SPT, TPW, WPC) into out [32]."""
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [32, 1, 1], [1, 1, 4], [2, 1, 0])
+    rf = gl.arange(0, 64, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 2 + \
+        gl.arange(0, 2, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.int64, [64, 1, 2], gl.PaddedSharedLayout.with_identity_for(
+        [[2, 1], [16, 4]], [64, 1, 2], [2, 1, 0]), gl.load(x_ptr + rf))
+    v = buf.slice(0, 1, 2).slice(29, 32, 0).permute([2, 1, 0])
+    L: gl.constexpr = gl.BlockedLayout(SPT, TPW, WPC, [2, 1, 0])
+    r = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :] + gl.zeros([1, 1, 32], gl.int32, L)
+    gl.store(out_ptr + r, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("spt, tpw, wpc", [([1, 1, 4], [4, 4, 2], [1, 2, 2]), ([1, 1, 1], [4, 4, 2], [1, 2, 2]),
+                                           ([1, 1, 4], [1, 1, 32], [1, 1, 4])])
+def test_padded_slice_whose_register_bits_carry_past_the_thread_sum(target, spt, tpw, wpc):
+    """Found by the fuzzer's views preset: rows 29.. (inside a padding period) with a register
+    bit above the lanes' and warps' row bits: the sum start + (thread ^ register bits) carries
+    past the bits the thread sum covered, refused ('does not place elements XOR-linearly')."""
+    x = np.random.default_rng().integers(-2 ** 40, 2 ** 40, 128)
+    ref, sim, _ = both(padded_rows_past_the_period, lambda: [x.copy(), np.zeros(32, np.int64)], target,
+                       SPT=spt, TPW=tpw, WPC=wpc)
+    exp = x.reshape(64, 2)[29:61, 0]
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
