@@ -146,8 +146,8 @@ def _chain(b: _Builder, v: _View, n: int, max_rank: int = 0) -> list:
     reshape (the chain starts at the whole buffer)."""
     steps = []
     for i in range(n):
-        pick = b.ch.int(0, 3)
-        step = (_slice_step(b, v) if pick == 0 else _permute_step(b, v) if pick == 1 else
+        pick = b.ch.int(0, 5 if b.cfg.unaligned_views else 3)  # (views: slices of slices more often)
+        step = (_slice_step(b, v) if pick in (0, 4, 5) else _permute_step(b, v) if pick == 1 else
                 _index_step(b, v) if pick == 2 else
                 (_reshape_step(b, v, max_rank) if i == 0 and max_rank else None))
         if step is not None:
@@ -182,7 +182,7 @@ def _access(b: _Builder, base: _View, branch: bool, padded: bool):
                     if t is not None and t[3] != d:
                         a, other = a + [t], other + [t]
     else:
-        a = _chain(b, v.copy(), b.ch.int(0, 1))
+        a = _chain(b, v.copy(), b.ch.int(0, 2 if b.cfg.unaligned_views else 1))
     for step in a:
         v.apply(step)
     after = []
