@@ -313,3 +313,44 @@ def test_padded_slice_whose_register_bits_carry_past_the_thread_sum(target, spt,
                        SPT=spt, TPW=tpw, WPC=wpc)
     exp = x.reshape(64, 2)[29:61, 0]
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def padded_branch_whole_periods(x_ptr, out_ptr, flag, COLS: gl.constexpr):
+    """An int32 [64, 4] buffer padded by 2 after every 16 elements, rows fastest, holding x.
+    COLS=1: rows 25..40 (inside a padding period), then columns 0..1 or, flag > 0, 2..3 (128
+    elements, whole periods, further); COLS=0: rows 9..24 or, flag > 0, rows 41..56 (32 rows
+    further) of all columns. Read into out."""
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 1], [0, 1])
+    rf = gl.arange(0, 64, gl.SliceLayout(1, F))[:, None] + gl.arange(0, 4, gl.SliceLayout(0, F))[None, :] * 64
+    buf = gl.allocate_shared_memory(gl.int32, [64, 4], gl.PaddedSharedLayout.with_identity_for(
+        [[16, 2]], [64, 4], [0, 1]), gl.load(x_ptr + rf))
+    if COLS:
+        p = buf.slice(25, 16, 0)
+        v = p.slice(0, 2, 1)
+        with gl.if_(flag > 0):
+            v = p.slice(2, 2, 1)
+    else:
+        v = buf.slice(9, 16, 0)
+        with gl.if_(flag > 0):
+            v = buf.slice(41, 16, 0)
+    shape: gl.constexpr = v.shape
+    L: gl.constexpr = gl.BlockedLayout([2, 1], [16, 2], [1, 1], [0, 1])
+    r = gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] + \
+        gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :] * shape[0]
+    gl.store(out_ptr + r, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("cols", [1, 0], ids=["cols", "rows"])
+@pytest.mark.parametrize("flag", [0, 1])
+def test_padded_views_picked_by_a_branch_whole_periods_apart_from_inside_one(target, cols, flag):
+    """Found by the fuzzer's views preset: a branch between padded views that start at the same
+    point inside a padding period, whole periods apart (one table, two starts), was refused at
+    the load as if a swizzled slice's start changed inside its period."""
+    x = np.random.default_rng().integers(-2 ** 30, 2 ** 30, 256).astype(np.int32)
+    X = x.reshape(4, 64).T  # [row, col]
+    exp = (X[25:41, 2 * flag:2 * flag + 2] if cols else X[9 + 32 * flag:25 + 32 * flag, :]).T.reshape(-1)
+    ref, sim, _ = both(padded_branch_whole_periods, lambda: [x.copy(), np.zeros(exp.size, np.int32), flag],
+                       target, num_warps=1, COLS=cols)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
