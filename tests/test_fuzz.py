@@ -291,6 +291,57 @@ def test_shared_flag_off_keeps_the_default_programs():
         assert fuzz.kernel_source(again) == fuzz.kernel_source(prog)
 
 
+VIEWS = fuzz.FuzzConfig(max_numel=256, max_ops=6, shared=True, shared_weight=5, unaligned_views=True)
+N_VIEWS = int(os.environ.get("GLUON_TRACE_FUZZ_VIEWS_EXAMPLES", "25"))
+
+
+@settings(max_examples=N_VIEWS, **_SETTINGS)
+@given(fuzz.programs(VIEWS))
+def test_unaligned_view_programs_match_reference(prog):
+    """The views preset: slices from inside swizzle and padding periods, padded views picked by
+    a branch at different such starts, in the interpreter (which checks membar's barriers)."""
+    outcome = fuzz.check_program(prog)
+    if not outcome.ok:
+        _fail("views_vs_reference", outcome)
+
+
+def test_views_generator_draws_unaligned_slices_and_branches():
+    """Unaligned slices of every layout kind, and padded branch arms at unaligned different starts;
+    swizzled/NVMMA arms never change start inside a period; no reshape after a slice."""
+    from gluon_trace.fuzz.presets import preset_config
+    assert preset_config("views").unaligned_views
+    seen = set()
+    for seed in range(200):
+        for n in fuzz.random_program(seed, VIEWS).nodes:
+            if n.op != "shared":
+                continue
+            at, kind = n.attrs, n.attrs["smem"][0]
+            steps = list(at["views"])
+            for acc in (at["read"], at["write"]):
+                if acc is None:
+                    continue
+                steps += acc["a"] + acc["after"]
+                arms = [acc["a"], acc["b"]] if acc["b"] else []
+                if arms and arms[0][0][0] == "slice":
+                    sa, sb = arms[0][0][1], arms[1][0][1]
+                    if (sa - sb) % arms[0][0][2]:
+                        assert kind == "padded", (seed, n.attrs)
+                        seen.add("padded branch unaligned")
+            for i, s in enumerate(at["views"]):
+                assert s[0] != "reshape" or i == 0
+            seen.update(kind + " unaligned" for s in steps if s[0] == "slice" and s[1] % s[2])
+    assert seen >= {"swizzled unaligned", "nvmma unaligned", "padded unaligned", "padded branch unaligned"}, seen
+
+
+def test_views_flag_off_is_the_shared_preset():
+    """unaligned_views off draws exactly the shared preset's programs (no extra choices)."""
+    from gluon_trace.fuzz.presets import preset_config
+    for seed in range(30):
+        off = fuzz.FuzzConfig(max_numel=256, max_ops=6, shared=True, shared_weight=5)
+        assert fuzz.kernel_source(fuzz.random_program(seed, off)) == \
+            fuzz.kernel_source(fuzz.random_program(seed, preset_config("shared")))
+
+
 def test_shared_reference_views_and_write():
     """The reference's views: a branch-picked column half overwritten, then a permuted slice read."""
     x = np.arange(32, dtype=np.int32).reshape(4, 8)

@@ -389,8 +389,12 @@ class Access:
             x = Imm(0)
             for (pairs, s, _, im), c in zip(self.cdims, lo):
                 t = thread_part(em, pairs) if pairs else Imm(0)
-                if isinstance(t, Imm):
-                    x = Imm(x.bits ^ _scatter([(s + (t.bits ^ c), im)]))
+                if isinstance(t, Imm):  # no thread bits in this dim: its bytes are a constant
+                    k = _scatter([(s + (t.bits ^ c), im)])
+                    if isinstance(x, Imm):
+                        x = Imm(x.bits ^ k)
+                    elif k:
+                        x = em.valu("v_xor_b32", em.v(), [Imm(k), x])
                     continue
                 if c:
                     t = em.valu("v_xor_b32", em.v(), [Imm(c), t])

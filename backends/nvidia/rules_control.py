@@ -188,10 +188,23 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], joined=True, coff=(coffs or {}).get(i))])
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], plin=_joined_plin(f), joined=True,
+                             coff=(coffs or {}).get(i))])
         else:
             out.append(r)
     return out
+
+
+def _joined_plin(f):
+    """``plin`` a carried view keeps: a padded view from inside a padding period, its starts whole
+    padding periods apart (rows 25.. and 41.. padded every 16), keeps the first's linear indices,
+    which Access._padded_shift splits the one table by (checked against it); None where the table
+    is XOR-linear or additive (carried as before)."""
+    from .rules_smem import _additive_bits
+    if f.plin is None or f.sreg is not None or f.xreg is not None or _linear(f) or \
+            _additive_bits(tuple(f.rel.shape), np.ascontiguousarray(f.rel).tobytes()) is not None:
+        return None
+    return f.plin
 
 
 def _first_views(vals, regs) -> dict:

@@ -497,6 +497,25 @@ class Access:
             idx = np.arange((cw, ln)[axis]).reshape((-1, 1) if axis == 0 else (1, -1))
             for i, b in enumerate(bases):
                 kvals = kvals ^ ((idx >> i) & 1) * m(b)
+        # the register bits XORed into K can carry the sum past ext (rows 29.. of rows padded
+        # every 8, register bit 4 above lane bits 2, 3): widened until the sum stays inside,
+        # tried only where the first ext fails the check (views lowered before stay as they were)
+        wide = ext
+        while True:
+            rbits = functools.reduce(lambda u, x: u | (x & wide), regs, 0)
+            nxt = ((1 << (shift + (kmask | rbits)).bit_length()) - 1) & ~low
+            if nxt == wide:
+                break
+            wide = nxt
+        for ext in ([ext, wide] if wide != ext else [ext]):
+            if self._padded_shift_with(ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, cvals, a):
+                return True
+        return False
+
+    def _padded_shift_with(self, ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, cvals, a) -> bool:
+        """_padded_shift's offsets with the register bits ``ext`` summed per thread: True (and
+        the access set up) where they match the view's table."""
+        lin, s = self.lin, self.s
         lo = np.asarray([x & ext for x in regs], np.int64)
         y = shift + (kvals[..., None] ^ lo)  # (warps, lanes, regs)
         top = int(y.max()).bit_length()

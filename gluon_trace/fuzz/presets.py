@@ -13,6 +13,10 @@ PRESETS = {
     # tiles through shared memory (fuzz/smem.py): random shared layouts, views, branch-picked
     # views, loads in random layouts
     "shared": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5),
+    # the shared family with slices from inside swizzle and padding periods (slices of them,
+    # .index then .slice, permutes of them) and padded views picked by a branch at different
+    # starts inside a padding period
+    "views": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5, unaligned_views=True),
     # atomic read-modify-writes (fuzz/atomics.py) through layouts holding elements more than
     # once, at repeated addresses, masked, into buffers with random contents
     "atomics": dict(max_numel=256, max_ops=6, atomics=True, atomics_weight=5),

@@ -62,6 +62,10 @@ class FuzzConfig:
     # draws it gets when on
     shared: bool = False
     shared_weight: int = 3
+    # with ``shared``: slices starting anywhere (inside a swizzle or padding period), longer view
+    # chains, and padded views picked by a branch at different such starts (fuzz/smem.py; off
+    # by default for the same reason)
+    unaligned_views: bool = False
     # atomic read-modify-writes of a tile into a global buffer that starts with random contents,
     # through layouts holding elements more than once, at addresses that may repeat
     # (fuzz/atomics.py; off by default for the same reason)

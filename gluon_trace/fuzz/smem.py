@@ -15,12 +15,16 @@ One ``shared`` node stands for the whole round trip, so programs stay SSA:
 - ``read`` and, optionally, ``write``: an access ``{"a": [...], "b": [...] | None, "after": [...]}``:
   the view is ``views`` then ``a``; with ``b``, ``with gl.if_(flag > 0):`` rebinds it to
   ``views`` then ``b`` (both arms views of one buffer, of one shape: slices of one dim at
-  different aligned starts, or different slots); ``after`` (permutes) applies to the chosen
-  view. ``write`` stores the node's second argument there (after the first store);
+  different aligned starts, or different slots; with ``unaligned_views``, of a padded buffer
+  at any different starts); ``after`` (permutes) applies to the chosen view. ``write`` stores the node's second argument there (after the first store);
 - the node's own layout is the distributed layout ``read``'s view is loaded in.
 
 Only programs the backends document as lowerable are drawn: slices of swizzled dims have
-power-of-two lengths at aligned starts, permutes keep stacked dims in front, int1 tiles go
+power-of-two lengths at aligned starts (``FuzzConfig.unaligned_views``: at any start, inside
+a swizzle or padding period, as both backends lower; a branch then picks between views of a
+swizzled or NVMMA buffer only where the views before it start on whole periods, since a start
+changing inside a swizzle period is refused, and reshapes stay first, on the whole buffer, since
+one of an unaligned swizzled slice is refused), permutes keep stacked dims in front, int1 tiles go
 through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
 loaded and stored. Barriers are the backends' own (gluon_trace.membar), which users rely on
 and the interpreter checks.
@@ -67,19 +71,21 @@ def _shared_layout(b: _Builder, shape: tuple, dtype: str):
 
 
 class _View:
-    """The shape of a view and how many of its leading dims are stacked."""
+    """The shape of a view, how many of its leading dims are stacked and whether a slice of a
+    laid-out dim started off a multiple of its length (inside a swizzle or padding period)."""
 
-    def __init__(self, shape, lead):
-        self.shape, self.lead = list(shape), lead
+    def __init__(self, shape, lead, moved=False):
+        self.shape, self.lead, self.moved = list(shape), lead, moved
 
     def copy(self):
-        return _View(self.shape, self.lead)
+        return _View(self.shape, self.lead, self.moved)
 
     def apply(self, step):
         kind = step[0]
         if kind == "slice":
             _, start, length, dim = step
             self.shape[dim] = length
+            self.moved |= dim >= self.lead and start % length != 0
         elif kind == "permute":
             self.shape = [self.shape[d] for d in step[1]]
         elif kind == "index":
@@ -91,14 +97,17 @@ class _View:
         return self
 
 
-def _slice_step(b: _Builder, v: _View, last: bool = False):
+def _slice_step(b: _Builder, v: _View, last: bool = False, aligned: bool = False):
     """A slice of a random dim (``last``: the last dim, where it can be sliced, more often: the
-    contiguous dim of most layouts, whose swizzle makes halves differ by an XOR)."""
+    contiguous dim of most layouts, whose swizzle makes halves differ by an XOR); with
+    ``unaligned_views`` and not ``aligned``, often at any start."""
     dims = [d for d in range(len(v.shape)) if v.shape[d] >= 2]
     if not dims:
         return None
     d = dims[-1] if last and b.ch.chance(60) else b.ch.choice(dims)
     length = v.shape[d] >> (1 if last and b.ch.chance(50) else b.ch.int(1, min(3, _log2(v.shape[d]))))
+    if b.cfg.unaligned_views and not aligned and b.ch.chance(60):
+        return ("slice", b.ch.int(0, v.shape[d] - length), length, d)
     return ("slice", length * b.ch.int(0, v.shape[d] // length - 1), length, d)
 
 
@@ -137,8 +146,8 @@ def _chain(b: _Builder, v: _View, n: int, max_rank: int = 0) -> list:
     reshape (the chain starts at the whole buffer)."""
     steps = []
     for i in range(n):
-        pick = b.ch.int(0, 3)
-        step = (_slice_step(b, v) if pick == 0 else _permute_step(b, v) if pick == 1 else
+        pick = b.ch.int(0, 5 if b.cfg.unaligned_views else 3)  # (views: slices of slices more often)
+        step = (_slice_step(b, v) if pick in (0, 4, 5) else _permute_step(b, v) if pick == 1 else
                 _index_step(b, v) if pick == 2 else
                 (_reshape_step(b, v, max_rank) if i == 0 and max_rank else None))
         if step is not None:
@@ -147,26 +156,33 @@ def _chain(b: _Builder, v: _View, n: int, max_rank: int = 0) -> list:
     return steps
 
 
-def _access(b: _Builder, base: _View, branch: bool):
-    """An access from the views' end: its spec and the view it reaches."""
+def _access(b: _Builder, base: _View, branch: bool, padded: bool):
+    """An access from the views' end: its spec and the view it reaches (``padded``: the buffer's
+    layout is padded, whose views a branch may pick at any different starts)."""
     a, other = [], None
     v = base.copy()
+    if branch and not padded and base.moved:
+        # a swizzled view from inside a period: a branch between starts on it is refused
+        branch = False
     if branch:
         if base.lead and base.shape[0] >= 2 and b.ch.chance(30):
             i, j = b.ch.int(0, base.shape[0] - 1), b.ch.int(0, base.shape[0] - 2)
             a, other = [("index", i)], [("index", j if j < i else j + 1)]
         else:
-            s = _slice_step(b, base, last=True)
+            s = _slice_step(b, base, last=True, aligned=not padded)
             if s is not None:
                 _, start, length, d = s
-                starts = [k * length for k in range(base.shape[d] // length) if k * length != start]
+                if b.cfg.unaligned_views and padded:
+                    starts = [k for k in range(base.shape[d] - length + 1) if k != start]
+                else:
+                    starts = [k * length for k in range(base.shape[d] // length) if k * length != start]
                 a, other = [s], [("slice", b.ch.choice(starts), length, d)]
                 if b.ch.chance(30):  # a second dim too (quarters): the same slice on both arms
-                    t = _slice_step(b, v.copy().apply(s))
+                    t = _slice_step(b, v.copy().apply(s), aligned=not padded)
                     if t is not None and t[3] != d:
                         a, other = a + [t], other + [t]
     else:
-        a = _chain(b, v.copy(), b.ch.int(0, 1))
+        a = _chain(b, v.copy(), b.ch.int(0, 2 if b.cfg.unaligned_views else 1))
     for step in a:
         v.apply(step)
     after = []
@@ -186,16 +202,17 @@ def op_shared(b: _Builder) -> None:
         t = b.add("cast", (t,), "int8", t.shape, t.layout, to="int8")
     spec, lrank = _shared_layout(b, t.shape, t.dtype)
     base = _View(t.shape, len(t.shape) - lrank)
-    views = _chain(b, base, b.ch.int(0, 2), b.cfg.max_rank)
+    views = _chain(b, base, b.ch.int(0, 3 if b.cfg.unaligned_views else 2), b.cfg.max_rank)
+    padded = spec[0] == "padded"
     args = [t]
     write = None
     if b.ch.chance(35):
-        write, wv = _access(b, base, b.ch.chance(50))
+        write, wv = _access(b, base, b.ch.chance(50), padded)
         x = b.pick(lambda n: tuple(n.shape) == tuple(wv.shape) and n.dtype == t.dtype and n is not t)
         if x is None or b.ch.chance(30):
             x = b.load(tuple(wv.shape), t.dtype)
         args.append(x)
-    read, rv = _access(b, base, b.ch.chance(45))
+    read, rv = _access(b, base, b.ch.chance(45), padded)
     shape = tuple(rv.shape)
     b.add("shared", tuple(args), t.dtype, shape, b.layout(shape), buf=list(t.shape), smem=spec, lrank=lrank,
           init="value" if b.ch.chance(50) else "store", views=views, read=read, write=write)

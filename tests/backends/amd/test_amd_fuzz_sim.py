@@ -77,3 +77,17 @@ def test_simulated_amdgcn_atomics_programs(target, seed):
     from gluon_trace.fuzz.presets import preset_config
     warp = 64 if target == "gfx942" else 32
     _check(fuzz.random_program(seed, preset_config("atomics", warp)), target, f"amdsim_atomics_{target}_{seed}")
+
+
+# ------------------------------------------------------------------------------ unaligned views
+N_VIEWS = int(os.environ.get("GLUON_TRACE_FUZZ_VIEWS_SIM_EXAMPLES", "12"))
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("seed", range(N_VIEWS))
+def test_simulated_amdgcn_unaligned_view_programs(target, seed):
+    """The views preset (slices from inside swizzle and padding periods, padded views picked by
+    a branch at different such starts) on amdsim_races."""
+    from gluon_trace.fuzz.presets import preset_config
+    warp = 64 if target == "gfx942" else 32
+    _check(fuzz.random_program(seed, preset_config("views", warp)), target, f"amdsim_views_{target}_{seed}")

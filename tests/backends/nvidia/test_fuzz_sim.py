@@ -78,3 +78,16 @@ def test_simulated_ptx_atomics_programs(target, seed):
     reference, and the owners' old values shared with the copies ordered by barriers."""
     _check(fuzz.random_program(seed, preset_config("atomics")), ptxsim_races.run,
            f"{target} (ptxsim_races)", f"ptxsim_atomics_{target}_{seed}", target)
+
+
+# ------------------------------------------------------------------------------ unaligned views
+N_VIEWS = int(os.environ.get("GLUON_TRACE_FUZZ_VIEWS_SIM_EXAMPLES", "20"))
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("seed", range(N_VIEWS))
+def test_simulated_ptx_unaligned_view_programs(target, seed):
+    """The views preset (slices from inside swizzle and padding periods, padded views picked by
+    a branch at different such starts) on the simulator with the race detector."""
+    _check(fuzz.random_program(seed, preset_config("views")), ptxsim_races.run,
+           f"{target} (ptxsim_races)", f"ptxsim_views_{target}_{seed}", target)
