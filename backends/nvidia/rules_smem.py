@@ -274,8 +274,16 @@ def _reinterpret(em, op):
 # -- addressing ---------------------------------------------------------------------------------
 
 def _linear_bits(shape: tuple, raw: bytes) -> tuple | None:
-    """Per dim, the offset of each coordinate bit, if the table is XOR-linear in them."""
-    return _bit_offsets(shape, raw, False)
+    """Per dim, the offset of each coordinate bit, if the table is XOR-linear in them, every
+    offset >= 0. (Column 4 of a transposed-NVMMA f16 [16, 8] buffer, 32-byte swizzled, is
+    128 + 2 * (row ^ 8) = 144 ^ 2 * row; relative to its first element, 144, rows 0..15 sit at
+    2 * (row & 7) - 16 * (row >> 3): XOR-linear in two's complement with row bit 3 at -16, but
+    an XOR of such offsets sets every bit above the address's, and the address base + const +
+    that register leaves shared memory unless 32-bit arithmetic wraps it back. Not linear here,
+    the view is const ^ an XOR-linear table (``_xor_affine``: 144 ^ 2 * row) or, failing that,
+    taken from its start (smem_swizzled.py).)"""
+    bits = _bit_offsets(shape, raw, False)
+    return None if bits is not None and any(o < 0 for col in bits for o in col) else bits
 
 
 def _additive_bits(shape: tuple, raw: bytes) -> tuple | None:
