@@ -1,8 +1,9 @@
 """The shared-memory view tests on the GPU: every test of test_smem_view_refusals.py (views with a
 run-time XOR, padded views joined by branches and loops, slices from inside a padding period,
-loop-carried padded views), test_smem_swizzled_slices.py (slices from inside a swizzle period)
+loop-carried padded views), test_smem_swizzled_slices.py (slices from inside a swizzle period),
 test_smem_swizzled_joins.py (such slices picked by branches, carried by loops, reshaped) and
-test_smem_views_fuzz_found.py (what the fuzzer's views preset found) again, with the device in the PTX simulator's place.
+test_smem_views_fuzz_found.py (what the fuzzer's views preset found) again, with the device in
+the PTX simulator's place.
 
 Those tests compare a simulator run with the interpreter's on fresh random inputs and
 NaN-poisoned outputs; here ``both`` launches the same graph through the NVIDIA backend
