@@ -158,6 +158,7 @@ class Access:
         self.em, self.cdims = em, None
         self.lay = em.linear(ty)
         self.reach, self.rshift, self.all_bytes = None, None, None
+        self.carry = False   # (_split_shifted: the start's carries through register parts too)
         self.crun = None
         if v.sdim is not None:   # (a run-time coordinate start: lds_join.coord_join)
             self._split_coords_run(v)
@@ -205,15 +206,23 @@ class Access:
         m = int(lin.min())
         w = v.with_(lin=lin - m, sreg=None, svals=(), coff=None)
         self.reach = max(v.svals) + m
-        tables = []
-        for s in v.svals:
-            self.bytes = self._bytes(v, s)
-            if not self._split(w, shape, s + m) or self.clead is not None:
-                raise self.em.error("this shared-memory view, carried by a loop (or chosen by a branch) among padded "
-                                    "views whose starts differ inside a padding period, is not addressable as "
-                                    "thread part + register part for every start it may take; slice the buffer "
-                                    "inside the loop body (or branch) instead")
-            tables.append(self.bytes)
+        # (first with the bits the start's sum reaches from the thread part alone, as before; then,
+        # where that fails, with every bit the sum of the start and a thread part holding those
+        # bits' register parts too may carry into: _split's ``carry``)
+        for carry in (False, True):
+            self.carry, tables = carry, []
+            for s in v.svals:
+                self.bytes = self._bytes(v, s)
+                if not self._split(w, shape, s + m) or self.clead is not None:
+                    break
+                tables.append(self.bytes)
+            else:
+                break
+        else:
+            raise self.em.error("this shared-memory view, carried by a loop (or chosen by a branch) among padded "
+                                "views whose starts differ inside a padding period, is not addressable as "
+                                "thread part + register part for every start it may take; slice the buffer "
+                                "inside the loop body (or branch) instead")
         self.all_bytes = tables
         self.rshift = (v.sreg, m)
 
@@ -235,8 +244,18 @@ class Access:
         self.spairs = tid_pairs(em, lay, lb)
         self.possible = possible_bits(self.lpairs)
         if shift or self.reach is not None:  # shift + (tL ^ lo) sets no bit at or above the sum's top one
-            self.possible |= (1 << ((self.reach if self.reach is not None else shift)   # (pad(hi) adds)
-                                    + self.possible).bit_length()) - 1
+            top = self.reach if self.reach is not None else shift
+            self.possible |= (1 << (top + self.possible).bit_length()) - 1   # (pad(hi) adds)
+            if self.carry:
+                # the bits just added hold register parts too (lo = regL & possible), so the sum
+                # top + (tL ^ lo) reaches past top + (thread bits) (start 1 + register lin 3 = 4):
+                # grow to a fixpoint; tL ^ lo stays within the bits of lin's values, so it ends
+                lbits = int(np.bitwise_or.reduce(np.asarray(v.lin, np.int64).ravel()))
+                while True:
+                    p = self.possible | (1 << (top + (self.possible & lbits)).bit_length()) - 1
+                    if p == self.possible:
+                        break
+                    self.possible = p
         if v.xreg is not None:  # X joins the thread's part: register parts with its bits go there too
             self.possible |= v.xmask
             # (es * (tL ^ lo) + tS) ^ es * X is es * (tL ^ lo ^ X) + tS while X's bytes stay

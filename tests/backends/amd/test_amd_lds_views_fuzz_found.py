@@ -4,6 +4,9 @@ interpreter, on fresh random inputs:
 
 - a dim with no thread bits (size 1) after an unaligned slice whose thread part is a register:
   the thread address XORed an immediate into a register as an immediate (AttributeError).
+- a padded view chosen by a branch between starts at different points of a padding period (its
+  start an SGPR), read 4 registers a thread: the start plus a register's part carried past the bits
+  kept in the thread register (refused on gfx942, "not addressable as thread part + register part").
 """
 import os
 import sys
@@ -50,3 +53,33 @@ def test_a_size1_dim_after_an_unaligned_slice(target):
     ref, sim, _ = both(size1_dim_after_unaligned_slice, lambda: [x.copy(), np.full((1, 8, 1), np.nan, np.float32)],
                        target, num_warps=1)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def padded_branch_starts_in_a_period(x_ptr, out_ptr, flag):
+    """An f16 [32] buffer padded every 4 elements holding x, viewed from 13, a branch picking that
+    view's .slice(7, 4, 0) (elements 20..23: a period's start) or .slice(12, 4, 0) (25..28: one in),
+    read 4 elements a thread (every lane the same) into out [4]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1], [W], [1], [0])
+    L: gl.constexpr = gl.BlockedLayout([4], [W], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float16, [32], gl.PaddedSharedLayout.with_identity_for([[4, 4]], [32], [0]),
+                                    gl.load(x_ptr + gl.arange(0, 32, F)))
+    p = buf.slice(13, 16, 0)
+    v = p.slice(7, 4, 0)
+    with gl.if_(flag > 0):
+        v = p.slice(12, 4, 0)
+    gl.store(out_ptr + gl.arange(0, 4, L), v.load(L))
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_padded_view_branching_between_starts_in_a_period(target, flag):
+    """Found by the fuzzer's views preset (seed 270): the run-time start S (1 past a period) plus
+    register 3's lin 3 is 4, a carry past the bits the thread register held (S's alone), so no split
+    reproduced the addresses and the view was refused; those bits' register parts now join the sum."""
+    x = np.random.default_rng().standard_normal(32).astype(np.float16)
+    s = 25 if flag else 20
+    ref, sim, _ = both(padded_branch_starts_in_a_period,
+                       lambda: [x.copy(), np.full(4, np.nan, np.float16), flag], target, num_warps=1)
+    assert np.array_equal(ref[1], x[s:s + 4]) and np.array_equal(sim[1], x[s:s + 4])
