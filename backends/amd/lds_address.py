@@ -469,13 +469,19 @@ class Access:
         for u in _image_terms(em, t, self.cdims[sd][3]):
             x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
         x = self._padded_bytes(x)
+        x = self._plus_hoisted_spairs(em, x, add)
+        return em.cse_put(key, em.to_v(x) if isinstance(x, Imm) else x)
+
+    def _plus_hoisted_spairs(self, em, x, add: str):
+        """``x`` plus the stacked dims' thread bytes, summed once in the prologue (an address made
+        at each access: a carried start's)."""
         if self.spairs:
             skey = ("lds_tid_sum", self.spairs)
             if skey not in em.memo:
                 with em.hoisted():
                     em.memo[skey] = _tid_sum(em, self.spairs)
             x = em.valu(add, em.v(), [x, em.memo[skey]])
-        return em.cse_put(key, em.to_v(x) if isinstance(x, Imm) else x)
+        return x
 
     def _with_spairs(self, em, x):
         """``x`` (bytes) plus the stacked dims' thread bytes, as a VGPR."""
@@ -651,12 +657,7 @@ class Access:
         else:
             x = em.valu(add, em.v(), [s, t])
         x = self._padded_bytes(x)
-        if self.spairs:
-            skey = ("lds_tid_sum", self.spairs)
-            if skey not in em.memo:
-                with em.hoisted():
-                    em.memo[skey] = _tid_sum(em, self.spairs)
-            x = em.valu(add, em.v(), [x, em.memo[skey]])
+        x = self._plus_hoisted_spairs(em, x, add)
         return em.cse_put(key, x)
 
     def _thread_reg_c(self, lo: int, los: tuple):
