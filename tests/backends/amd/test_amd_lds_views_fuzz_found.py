@@ -83,3 +83,31 @@ def test_a_padded_view_branching_between_starts_in_a_period(target, flag):
     ref, sim, _ = both(padded_branch_starts_in_a_period,
                        lambda: [x.copy(), np.full(4, np.nan, np.float16), flag], target, num_warps=1)
     assert np.array_equal(ref[1], x[s:s + 4]) and np.array_equal(sim[1], x[s:s + 4])
+
+
+@gt.jit
+def nvmma_columns(x_ptr, out_ptr, START: gl.constexpr, N: gl.constexpr, TRANS: gl.constexpr):
+    """Columns START..START+N-1 of an NVMMA f16 [16, 8] buffer holding x, read into out [16, N]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [16, 8], gl.NVMMASharedLayout.get_default_for(
+        [16, 8], gl.float16, transposed=TRANS), gl.load(x_ptr + rf))
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [16, W // 16], [1, 1], [1, 0])
+    r = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * N + gl.arange(0, N, gl.SliceLayout(0, L))[None, :]
+    gl.store(out_ptr + r, buf.slice(START, N, 1).load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("trans", [True, False], ids=["transposed", "plain"])
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_short_column_slices_of_an_nvmma_buffer(target, trans, n):
+    """NVIDIA's views preset seed 248 (tests/backends/nvidia/test_smem_views_fuzz_found.py): length-1
+    columns 4..7 of a transposed NVMMA f16 [16, 8] buffer put a negative bit offset in the address
+    and read outside shared memory there. The same slices, every start, on AMD."""
+    x = np.random.default_rng().standard_normal(128).astype(np.float16)
+    for start in range(8 - n + 1):
+        ref, sim, _ = both(nvmma_columns, lambda: [x.copy(), np.zeros(16 * n, np.float16)], target, num_warps=1,
+                           START=start, N=n, TRANS=trans)
+        exp = x.reshape(16, 8)[:, start:start + n].reshape(-1)
+        assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp), start
