@@ -6,7 +6,9 @@ interpreter, on fresh random inputs:
   the thread address XORed an immediate into a register as an immediate (AttributeError).
 - a padded view chosen by a branch between starts at different points of a padding period (its
   start an SGPR), read 4 registers a thread: the start plus a register's part carried past the bits
-  kept in the thread register (refused on gfx942, "not addressable as thread part + register part").
+  kept in the thread register (refused on gfx942, "not addressable as thread part + register part");
+- short column slices of NVMMA buffers, where NVIDIA put a negative bit offset in the address
+  (its seed 248): checked here too, AMD addresses them right.
 """
 import os
 import sys
