@@ -36,31 +36,28 @@ def _image(bits, x: int) -> int:
     return functools.reduce(lambda v, j: v ^ bits[j] if x >> j & 1 else v, range(len(bits)), 0)
 
 
-def start_coords(acc) -> bool:
-    """Set ``acc`` up for a view with ``coff`` (see the module); False where the split does not
-    reproduce the view's table (the caller then refuses as before)."""
-    lin, s = acc.lin, acc.s
-    root, starts = s.coff
-    if root.ndim != s.rel.ndim or root.ndim != lin.ndim or not s.rel.size:
-        return False
-    B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
-    if B is None:
-        return False
-    nd = root.ndim
-    poss = []   # bits each thread coordinate can have
-    for d in range(nd):
-        m = 0
-        for b in list(lin.lane_bases) + list(lin.warp_bases):
-            m |= int(b[d])
-        poss.append(m)
+def _taken_bits(B, lin, starts, run_dim=None, run_full=0):
+    """(per dim, the bits the thread's coordinate can have; the register bits taken into the
+    thread's part; whether that settled): every bit the start plus the thread's bits can reach
+    (``run_full`` for ``run_dim``, whose start is known only at run time), then every register
+    bit whose offset meets those bits' offsets, until nothing is added. ``B[d]``: the offset of
+    each coordinate bit of dim d. Shared by the constant-start and run-time-start paths."""
+    nd = len(B)
+    poss = [functools.reduce(lambda v, b: v | int(b[d]), list(lin.lane_bases) + list(lin.warp_bases), 0)
+            for d in range(nd)]   # bits each thread coordinate can have
     rbits = [functools.reduce(lambda v, b: v | int(b[d]), lin.reg_bases, 0) for d in range(nd)]
-    lo = [0] * nd   # register bits taken into the thread's part
+    lo = [0] * nd
     for _ in range(64):
         ext, timg = [], 0
         for d in range(nd):
             m, st = poss[d] | lo[d], starts[d]
-            low = ((m | st) & -(m | st)) - 1 if m | st else 0
-            e = ((1 << (st + m).bit_length()) - 1) & ~low if st else m
+            if d == run_dim:
+                e = run_full
+            elif st:
+                low = ((m | st) & -(m | st)) - 1
+                e = ((1 << (st + m).bit_length()) - 1) & ~low
+            else:
+                e = m
             ext.append(e)
             for j, o in enumerate(B[d]):
                 if e >> j & 1:
@@ -73,9 +70,24 @@ def start_coords(acc) -> bool:
                     x |= 1 << j
             new.append(x)
         if new == lo:
-            break
+            return poss, lo, True
         lo = new
-    else:
+    return poss, lo, False
+
+
+def start_coords(acc) -> bool:
+    """Set ``acc`` up for a view with ``coff`` (see the module); False where the split does not
+    reproduce the view's table (the caller then refuses as before)."""
+    lin, s = acc.lin, acc.s
+    root, starts = s.coff
+    if root.ndim != s.rel.ndim or root.ndim != lin.ndim or not s.rel.size:
+        return False
+    B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
+    if B is None:
+        return False
+    nd = root.ndim
+    poss, lo, done = _taken_bits(B, lin, starts)
+    if not done:
         return False
     es = _esize(s.dtype)
     regs = [[_reg_coord(lin, r, d) for d in range(nd)] for r in range(lin.num_regs)]
@@ -445,40 +457,7 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     if lane_fn is not None or B is None or nd != s.rel.ndim or nd != lin.ndim or not s.rel.size:
         raise CompileError(f"{what}: internal: a swizzled view with a run-time start reached an access the "
                            "backend does not address this way; please report this kernel", em.loc)
-    poss = []
-    for e in range(nd):
-        m = 0
-        for b in list(lin.lane_bases) + list(lin.warp_bases):
-            m |= int(b[e])
-        poss.append(m)
-    rbits = [functools.reduce(lambda v, b: v | int(b[e]), lin.reg_bases, 0) for e in range(nd)]
-    full = (1 << (root.shape[d] - 1).bit_length()) - 1
-    lo = [0] * nd
-    for _ in range(64):
-        ext, timg = [], 0
-        for e in range(nd):
-            m, st = poss[e] | lo[e], starts[e]
-            if e == d:
-                x = full
-            elif st:
-                low = ((m | st) & -(m | st)) - 1
-                x = ((1 << (st + m).bit_length()) - 1) & ~low
-            else:
-                x = m
-            ext.append(x)
-            for j, o in enumerate(B[e]):
-                if x >> j & 1:
-                    timg |= o
-        new = []
-        for e in range(nd):
-            x = lo[e] | (rbits[e] & ext[e])
-            for j, o in enumerate(B[e]):
-                if (rbits[e] & ~x) >> j & 1 and o & timg:
-                    x |= 1 << j
-            new.append(x)
-        if new == lo:
-            break
-        lo = new
+    poss, lo, _ = _taken_bits(B, lin, starts, d, (1 << (root.shape[d] - 1).bit_length()) - 1)
     regs = [[_reg_coord(lin, r, e) for e in range(nd)] for r in range(lin.num_regs)]
     keys = [tuple(regs[r][e] & lo[e] for e in range(nd)) for r in range(lin.num_regs)]
     his = [functools.reduce(lambda v, e: v ^ _image(B[e], regs[r][e] & ~lo[e]), range(nd), 0)
