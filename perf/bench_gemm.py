@@ -153,6 +153,16 @@ def sustained_time(fn, seconds=None, ramp=0.3):
     return statistics.median(timed) if timed else float("nan"), t0, time.perf_counter()
 
 
+def sustained_ratios(anchor, contenders: dict, rounds=2) -> dict:
+    """{name: [anchor's sustained time / the contender's]} over ``rounds`` rounds in turn."""
+    out = {name: [] for name in contenders}
+    for _ in range(rounds):
+        t_ref = sustained_time(anchor)[0]
+        for name, fn in contenders.items():
+            out[name].append(t_ref / sustained_time(fn)[0])
+    return out
+
+
 def back_to_back_time(fn, reps=50) -> float:
     """Mean GPU milliseconds of ``fn`` launched ``reps`` times back to back: each launch's start
     overlaps the one before, so this is the kernel's own time without its launch latency
@@ -389,12 +399,21 @@ def fp8_row(m=8192, n=8192, k=8192):
             print(f"  fp8 {(bm, bn, bk, stages, warps)}: {type(e).__name__}: {str(e)[:300]}")
             continue
         if best is None or t < best[0]:
-            best = (t, (bm, bn, bk, stages, warps))
+            best = (t, (bm, bn, bk, stages, warps), run)
     row = {"shape": [m, n, k], "dtype": "float8e4nv", "cublaslt_tflops": flop / t_lt / 1e9}
     if best:
-        row.update(fp8_tflops=flop / best[0] / 1e9, fp8_config=best[1], fp8_ratio_to_cublaslt=t_lt / best[0])
+        # the best configuration again, in turn with cuBLASLt, timed alone and sustained
+        in_turn = [gpu_time(lt, reps=15) / gpu_time(best[2], reps=15) for _ in range(ROUNDS)]
+        sustained = sustained_ratios(lt, {"fp8": best[2]})["fp8"]
+        row.update(fp8_tflops=flop / best[0] / 1e9, fp8_config=best[1], fp8_ratio_to_cublaslt=t_lt / best[0],
+                   fp8_ratio_in_turn_median=statistics.median(in_turn), fp8_ratios_in_turn=in_turn,
+                   fp8_sustained_ratio_median=statistics.median(sustained))
     print(f"{m}x{n}x{k} fp8 e4m3: ours {row.get('fp8_tflops', 0):.0f} TFLOP/s {row.get('fp8_config')} | "
           f"cuBLASLt (_scaled_mm) {row['cublaslt_tflops']:.0f} | ratio {row.get('fp8_ratio_to_cublaslt', 0):.3f}")
+    if best:
+        print(f"{m}x{n}x{k} fp8 e4m3: {ROUNDS} rounds in turn with cuBLASLt, median ratio "
+              f"{row['fp8_ratio_in_turn_median']:.3f}; sustained ({SUSTAIN_S} s back to back, 2 rounds in turn) "
+              f"{row['fp8_sustained_ratio_median']:.3f}")
     return row
 
 
@@ -408,7 +427,7 @@ def f16_row(m=8192, n=8192, k=8192):
     flop = 2.0 * m * n * k
     mm = lambda: torch.matmul(a, b)  # noqa: E731
     row = {"shape": [m, n, k], "dtype": "float16"}
-    ratios = {}
+    ratios, runs = {}, {}
     makers = (("hopper", lambda c: hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), matmul_hopper)),
               ("warp-specialized", lambda c: hopper_run((128, 256, 64, 3, 8), a, b, c, (m, n, k), matmul_hopper_ws)),
               ("cluster-ws", lambda c: cluster_run((128, 256, 64, 4, 8, 2, 64), a, b, c, (m, n, k),
@@ -424,12 +443,17 @@ def f16_row(m=8192, n=8192, k=8192):
             continue
         ratios[name] = [gpu_time(mm, reps=15) / gpu_time(run, reps=15) for _ in range(ROUNDS)]
         row[f"{name}_tflops"] = flop / gpu_time(run) / 1e9
+        runs[name] = run
     row["cublas_tflops"] = flop / gpu_time(mm) / 1e9
-    row["head_to_head"] = {name: {"ratio_to_cublas_median": statistics.median(r), "ratios": r}
+    sustained = sustained_ratios(mm, runs)
+    row["head_to_head"] = {name: {"ratio_to_cublas_median": statistics.median(r), "ratios": r,
+                                  "sustained_ratio_to_cublas_median": statistics.median(sustained[name])}
                            for name, r in ratios.items()}
     print(f"{m}x{n}x{k} f16: cuBLAS {row['cublas_tflops']:.0f} TFLOP/s; {ROUNDS} rounds in turn, median ratio: "
           + ", ".join(f"{name} {statistics.median(r):.3f} ({row[name + '_tflops']:.0f} TFLOP/s)"
                       for name, r in ratios.items()))
+    print(f"{m}x{n}x{k} f16, sustained ({SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median ratio: "
+          + ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in sustained.items()))
     return row
 
 
@@ -441,7 +465,7 @@ def main() -> int:
     import argparse
     global SHAPES, KERNELS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four)")
+    ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four; none: only the f16/fp8 rows)")
     ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all)")
     ap.add_argument("--group-m", help="the cluster kernels' GROUP_M values to sweep, e.g. 4,8,16 (default 8)")
     ap.add_argument("--only-configs", help="cluster configs whose STAGES is this (e.g. 4), to shorten a sweep")
@@ -453,7 +477,7 @@ def main() -> int:
                 full = [c for c in full if c[3] == int(opts.only_configs)]
             lst[:] = [c + (int(g),) for c in full for g in (opts.group_m or "8").split(",")]
     if opts.shapes:
-        SHAPES = [tuple(int(x) for x in s.split("x")) for s in opts.shapes.split(",")]
+        SHAPES = [] if opts.shapes == "none" else [tuple(int(x) for x in s.split("x")) for s in opts.shapes.split(",")]
     if opts.kernels:
         KERNELS = set(opts.kernels.split(","))
     dev = torch.cuda.get_device_name()
@@ -557,11 +581,7 @@ def main() -> int:
         print(f"{m}x{n}x{k} bf16, {ROUNDS} rounds in turn with cuBLAS, median ratio: " +
               ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in ratios.items()))
         # the same, each launched back to back for seconds: the GPU at its power cap
-        sustained = {name: [] for name in contenders}
-        for _ in range(2):
-            t_ref = sustained_time(mm)[0]
-            for name, fn in contenders.items():
-                sustained[name].append(t_ref / sustained_time(fn)[0])
+        sustained = sustained_ratios(mm, contenders)
         for name, r in sustained.items():
             row["head_to_head"][name]["sustained_ratio_to_cublas_median"] = statistics.median(r)
         print(f"{m}x{n}x{k} bf16, sustained ({SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median "

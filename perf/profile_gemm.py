@@ -7,7 +7,7 @@
 The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the default), ws (the
 warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-specialized kernel at 128x64x64, 8 stages, 4
 warps; ws64x128 the same at 64x128; NUM_CTAS=2 launches either in co-located clusters of two), pairs / ones (the warp-specialized cluster kernel at that tile, in
-pairs sharing A as cuBLAS runs it, or clusters of one: where the pairs lose 3-7% is the open lead),
+pairs sharing A, or clusters of one; pairsB: 64x128 tiles in pairs sharing B, cuBLAS's kernel in our orientation),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
 sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes)."""
@@ -44,9 +44,10 @@ elif which in ("ws64", "ws64x128", "streamk"):  # the skinny shape's kernels: pe
         run = bench_gemm.hopper_run(cfg, a, b, c, (m, n, k), matmul_hopper_ws,
                                     promotion=int(os.environ.get("PROMOTION", "256")),
                                     num_ctas=int(os.environ.get("NUM_CTAS", "1")))
-elif which in ("pairs", "ones"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
+elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
-    cfg = (128, 64, 64, 8, 4, 2, 64, True) if which == "pairs" else (128, 64, 64, 8, 4, 1, 64)
+    cfg = {"pairs": (128, 64, 64, 8, 4, 2, 64, True), "ones": (128, 64, 64, 8, 4, 1, 64),
+           "pairsB": (64, 128, 64, 8, 4, 2, 64)}[which]
     run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
                                  int(os.environ.get("PROMOTION", "256")))
 elif which == "clusterws":  # the 4-stage cluster kernel, its epilogue in 64-column blocks

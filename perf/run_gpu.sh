@@ -6,6 +6,7 @@
 #             compute-sanitizer memcheck on the main job
 #   sanitize  every tensor-core kernel under memcheck, racecheck and synccheck
 #   gemm      perf/bench_gemm.py (all kernels, the issue's shapes) head to head with cuBLAS
+#   dtypes    perf/bench_gemm.py's f16 and fp8 rows alone (timed alone and sustained, in turn with cuBLAS(Lt))
 #   streamk   perf/bench_gemm.py --kernels streamk,clusterws (the stream-K tail beside its base)
 #   attention perf/bench_attention.py against cuDNN and FlashAttention-2
 #   nvidia    perf/bench_nvidia.py (memory-bound kernels, compile time)
@@ -23,6 +24,9 @@
 #   notebooks the notebooks, cell by cell
 #   power     SM clock and board power while each shape's best kernel and cuBLAS run back to back
 #             (perf/probe_power.py): is the GPU power-capped, and at which clock does each run
+#   ncuskinny Nsight Compute's full set (at its locked base clock, near the power-capped clock of a
+#             sustained run) for cuBLAS and our skinny kernels: ws 64x128 co-located, pairs sharing
+#             B (cuBLAS's structure), ws 128x64; details and raw metrics as text
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -63,6 +67,11 @@ stage_sanitize() {
 
 stage_gemm() {
   python3 perf/bench_gemm.py 2>&1 | grep -v "^  mma" > "$LOGS/gemm.log"; tail -25 "$LOGS/gemm.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_dtypes() {
+  python3 perf/bench_gemm.py --shapes none --kernels f16,fp8 > "$LOGS/gemm-dtypes.log" 2>&1
+  grep -E "f16|fp8" "$LOGS/gemm-dtypes.log" | grep -v "^  " | tee -a "$OUT/summary.txt"
 }
 
 stage_streamk() {
@@ -144,6 +153,18 @@ stage_align() {
   python3 perf/probe_align.py > "$LOGS/probe-align.log" 2>&1; grep -v "rel err" "$LOGS/probe-align.log" | tee -a "$OUT/summary.txt"
   PROBE_RUNS="ws 64x128x64/8/4,co-located,cluster-ws 64x128 x1" python3 perf/probe_skinny.py 128x8192x8192 \
     > "$LOGS/probe-coloc2.log" 2>&1; grep -v "rel err" "$LOGS/probe-coloc2.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_ncuskinny() {
+  for which in cublas "ws64x128 2" "pairsB" "ws64 1"; do
+    set -- $which; local tag=$1-${2:-1}
+    NUM_CTAS=${2:-1} ncu --set full -k regex:'matmul|nvjet' --launch-skip 1 --launch-count 1 -f -o "$LOGS/ncu-$tag" \
+      python3 perf/profile_gemm.py $1 128x8192x8192 > "$LOGS/ncu-run-$tag.txt" 2>&1
+    ncu -i "$LOGS/ncu-$tag.ncu-rep" --page details --print-details all > "$LOGS/ncu-details-$tag.txt" 2>&1
+    ncu -i "$LOGS/ncu-$tag.ncu-rep" --page raw --csv > "$LOGS/ncu-raw-$tag.csv" 2>&1
+    rm -f "$LOGS/ncu-$tag.ncu-rep"
+    say "ncu $tag: $(grep -E '^ +Duration' "$LOGS/ncu-details-$tag.txt" | head -1)"
+  done
 }
 
 stage_power() {
