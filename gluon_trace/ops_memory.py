@@ -418,6 +418,9 @@ def _tma_load(ctx, ts, attrs, regions):
     m = attrs.get("multicast", 0)
     if not isinstance(m, int) or isinstance(m, bool) or not 0 <= m < 256:
         raise ctx.error(f"multicast must be a mask of the cluster's CTA ranks (an int below 256), got {m!r}")
+    ev = attrs.get("eviction_policy", "")
+    if ev not in ("", "evict_first", "evict_last", "evict_normal"):
+        raise ctx.error(f"eviction_policy must be evict_first, evict_last or evict_normal, got {ev!r}")
     return []
 
 

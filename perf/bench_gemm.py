@@ -41,6 +41,9 @@ WS = [  # the same, warp-specialized: a producer warp issues TMA, num_warps cons
     # (..., EPI_N, num_ctas): launched in clusters of two with no cluster code, so the two CTAs
     # reading one block of B run on one GPC (hopper_run)
     (64, 128, 64, 8, 4, 128, 2), (64, 128, 64, 8, 8, 128, 2), (128, 256, 64, 3, 8, 256, 2),
+    # (..., B's L2 policy[, A's]): B streamed once (a skinny M), its lines first out of L2
+    # (perf/probe_evict.py: 1.03-1.04x cuBLAS alone at M=128 on the H200, against 0.995x without)
+    (64, 128, 64, 8, 4, 128, 2, "evict_first"), (64, 128, 64, 8, 4, 128, 2, "evict_first", "evict_last"),
 ]
 CLUSTER = [  # (BM, BN, BK, STAGES, num_warps, num_ctas[, EPI_N]): clusters multicasting B's tile (cuBLAS's
     # sm_90 shape); EPI_N < BN stores the tile in column blocks through two buffers (room for a 4th stage)
@@ -229,13 +232,16 @@ def ampere_run(cfg, a, b, c, shape):
                                        num_warps=warps)
 
 
-def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=256, num_ctas=1):
+def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=256, num_ctas=1, **constexprs):
     """A persistent kernel over min(SMs, tiles) CTAs. ``num_ctas`` > 1 launches them in clusters
     of that many with no cluster code in the kernel: neighbouring CTAs (the tiles of a group's
-    rows, which share a block of B) then run on one GPC, so they read B from one L2 partition."""
+    rows, which share a block of B) then run on one GPC, so they read B from one L2 partition.
+    ``constexprs`` go to the kernel besides the config's (e.g. matmul_hopper_ws's A_EVICT)."""
     bm, bn, bk, stages, warps = cfg[:5]
     epi_n = cfg[5] if len(cfg) > 5 else bn  # matmul_hopper only: the epilogue's column blocks
     num_ctas = cfg[6] if len(cfg) > 6 else num_ctas
+    if len(cfg) > 7:  # matmul_hopper_ws only: the L2 eviction policies of B's and A's loads
+        constexprs = dict(constexprs, B_EVICT=cfg[7], A_EVICT=cfg[8] if len(cfg) > 8 else "")
     m, n, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
@@ -243,12 +249,12 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=2
     db = TensorDescriptor.from_tensor(b, [bk, bn], lay([bk, bn], gd), l2_promotion=promotion)
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
-    kw = dict(STAGES=stages, GROUP_M=GROUP_M, num_warps=warps, backend="nvidia")
+    kw = dict(STAGES=stages, GROUP_M=GROUP_M, num_warps=warps, backend="nvidia", **constexprs)
     if num_ctas > 1:
         from gluon_trace.nvidia import max_active_clusters
         kw["num_ctas"] = num_ctas
         ck = kernel.trace(da, db, dc, m, n, k, target="sm_90a", STAGES=stages, GROUP_M=GROUP_M, num_warps=warps,
-                          num_ctas=num_ctas).compile("sm_90a")
+                          num_ctas=num_ctas, **constexprs).compile("sm_90a")
         programs = min(max_active_clusters(ck, num_ctas), -(-programs // num_ctas)) * num_ctas
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, **kw)
 

@@ -10,7 +10,8 @@ warps; ws64x128 the same at 64x128; NUM_CTAS=2 launches either in co-located clu
 pairs sharing A, or clusters of one; pairsB: 64x128 tiles in pairs sharing B, cuBLAS's kernel in our orientation),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
-sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes)."""
+sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes); A_EVICT /
+B_EVICT (evict_first, evict_last, evict_normal) the L2 policy of ws64's and ws64x128's A and B loads."""
 import os
 import sys
 
@@ -41,9 +42,10 @@ elif which in ("ws64", "ws64x128", "streamk"):  # the skinny shape's kernels: pe
         run = bench_gemm.streamk_run((128, 256, 64, 4, 8, 64, int(os.environ.get("SPLIT", "4"))), a, b, c, (m, n, k))
     else:  # NUM_CTAS=2: launched in clusters of two, co-located (bench_gemm.hopper_run)
         cfg = (128, 64, 64, 8, 4) if which == "ws64" else (64, 128, 64, 8, 4)
+        evict = dict(A_EVICT=os.environ.get("A_EVICT", ""), B_EVICT=os.environ.get("B_EVICT", ""))
         run = bench_gemm.hopper_run(cfg, a, b, c, (m, n, k), matmul_hopper_ws,
                                     promotion=int(os.environ.get("PROMOTION", "256")),
-                                    num_ctas=int(os.environ.get("NUM_CTAS", "1")))
+                                    num_ctas=int(os.environ.get("NUM_CTAS", "1")), **evict)
 elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
     cfg = {"pairs": (128, 64, 64, 8, 4, 2, 64, True), "ones": (128, 64, 64, 8, 4, 1, 64),

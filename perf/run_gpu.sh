@@ -27,6 +27,8 @@
 #   ncuskinny Nsight Compute's full set (at its locked base clock, near the power-capped clock of a
 #             sustained run) for cuBLAS and our skinny kernels: ws 64x128 co-located, pairs sharing
 #             B (cuBLAS's structure), ws 128x64; details and raw metrics as text
+#   evict     the skinny GEMM with L2 eviction policies on its loads (perf/probe_evict.py), and
+#             Nsight Compute's L2 counters at its locked clock for two of them
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -164,6 +166,18 @@ stage_ncuskinny() {
     ncu -i "$LOGS/ncu-$tag.ncu-rep" --page raw --csv > "$LOGS/ncu-raw-$tag.csv" 2>&1
     rm -f "$LOGS/ncu-$tag.ncu-rep"
     say "ncu $tag: $(grep -E '^ +Duration' "$LOGS/ncu-details-$tag.txt" | head -1)"
+  done
+}
+
+stage_evict() {
+  python3 perf/probe_evict.py > "$LOGS/probe-evict.log" 2>&1; grep -v "rel err" "$LOGS/probe-evict.log" | tee -a "$OUT/summary.txt"
+  local metrics=gpu__time_duration.sum,lrc__lts2lrc_sectors_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum
+  metrics+=,lts__t_sectors_srcunit_ltcfabric_lookup_hit.sum,lts__t_sectors_srcunit_tex_lookup_hit.sum,dram__bytes_read.sum
+  metrics+=,lts__t_sectors_srcunit_tex_lookup_miss.sum
+  for pol in ":" "evict_last:" "evict_last:evict_first" ":evict_first"; do
+    A_EVICT=${pol%%:*} B_EVICT=${pol##*:} NUM_CTAS=2 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+      python3 perf/profile_gemm.py ws64x128 128x8192x8192 > "$LOGS/ncu-evict-${pol/:/-}.txt" 2>&1
+    say "ncu A ${pol%%:*} B ${pol##*:}: $(grep -E 'gpu__time|lts2lrc|ltcfabric|tex_lookup' "$LOGS/ncu-evict-${pol/:/-}.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
   done
 }
 

@@ -61,7 +61,7 @@ def test_cluster_gemm_of_four_ctas(rng):
 
 
 @gt.jit
-def ring_kernel(src, out, SYNC_AFTER_INIT: gl.constexpr, SYNC_AT_END: gl.constexpr):
+def ring_kernel(src, out, SYNC_AFTER_INIT: gl.constexpr, SYNC_AT_END: gl.constexpr, EVICT: gl.constexpr = ""):
     """CTA 0 multicasts one block to both CTAs; each CTA stores what landed in it, then tells
     the other it is done reading (a remote arrival) and waits for the other's word."""
     BM: gl.constexpr = src.block_type.shape[0]
@@ -75,7 +75,7 @@ def ring_kernel(src, out, SYNC_AFTER_INIT: gl.constexpr, SYNC_AT_END: gl.constex
         cluster.barrier()
     rank = cluster.cta_rank()
     mbarrier.expect(bar, src.block_type.nbytes)
-    tma.async_load(src, [0, 0], bar, buf, pred=rank == 0, multicast=True)
+    tma.async_load(src, [0, 0], bar, buf, pred=rank == 0, multicast=True, eviction_policy=EVICT)
     mbarrier.wait(bar, 0)
     lay: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [gl.num_warps(), 1], [1, 0])
     x = buf.load(lay)
@@ -186,6 +186,35 @@ def test_multicast_needs_a_cluster():
     with pytest.raises(TraceError) as e:
         k.trace(d, MASK=0b100, num_ctas=2, target="sm_90a")
     assert "cluster of 2" in str(e.value)
+
+
+def test_an_unknown_eviction_policy_is_an_error_at_the_line():
+    src = np.zeros((16, 32), np.float32)
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+
+    @gt.jit
+    def k(src, EVICT: gl.constexpr):
+        buf = gl.allocate_shared_memory(src.dtype, [16, 32], src.layout)
+        bar = mbarrier.allocate_mbarrier()
+        mbarrier.init(bar, count=1)
+        tma.async_load(src, [0, 0], bar, buf, eviction_policy=EVICT)
+
+    with pytest.raises(TraceError) as e:
+        k.trace(d, EVICT="evict_later", target="sm_90a")
+    msg = str(e.value)
+    assert "eviction_policy='evict_later'" in msg and "'evict_last'" in msg
+    assert "test_cluster.py" in msg and "tma.async_load(src, [0, 0], bar, buf, eviction_policy=EVICT)" in msg
+    assert 'eviction_policy": "evict_first"' not in k.trace(d, EVICT="", target="sm_90a").graph.text
+    assert "evict_first" in k.trace(d, EVICT="evict_first", target="sm_90a").graph.text
+
+
+def test_a_hinted_multicast_lands_as_an_unhinted_one_in_the_interpreter():
+    src = np.arange(16 * 32, dtype=np.float32).reshape(16, 32) - 100.5
+    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
+    out = np.full((64, 32), np.nan, np.float32)
+    ring_kernel[(4,)](d, out, SYNC_AFTER_INIT=True, SYNC_AT_END=True, EVICT="evict_last", num_ctas=2,
+                      num_warps=1, backend="interpreter", target="sm_90a")
+    np.testing.assert_array_equal(out, np.tile(src, (4, 1)))
 
 
 def test_cluster_ops_are_refused_before_sm_90_at_the_line():

@@ -271,6 +271,10 @@ def _tma_load(em, op):
         mc, tail = ".multicast::cluster", f", {m}"
     else:
         mc = tail = ""
+    ev = op.attrs.get("eviction_policy")
+    if ev:  # an L2 policy for every line of the box (fraction 1.0), operand after the ctaMask
+        pol = em.ins("b64", f"createpolicy.fractional.L2::{ev}.b64 {{d}}, 1.0;")
+        mc, tail = mc + ".L2::cache_hint", f"{tail}, {pol}"
     for dst, cs in _boxes(em, op, desc_v, coords, s):
         em.emit(f"@{g} cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc} "
                 f"[{dst}], [{tmap}, {{{', '.join(cs)}}}], [{bar}]{tail};")

@@ -17,7 +17,7 @@ def _tiling(a_desc, b_desc, M, N, K):
     return BM, BK, BN, gl.cdiv(M, BM), gl.cdiv(N, BN), gl.cdiv(K, BK)
 
 
-def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M):
+def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M, A_EVICT="", B_EVICT=""):
     BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, b_desc, M, N, K)
     nbytes = a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = gl.full([], 0, gl.int32)
@@ -28,8 +28,8 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
             # the first pass over the ring finds every slot empty: wait on the phase before
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
             mbarrier.expect(ready.index(s), nbytes)
-            tma.async_load(a_desc, [pid_m * BM, k * BK], ready.index(s), a_bufs.index(s))
-            tma.async_load(b_desc, [k * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
+            tma.async_load(a_desc, [pid_m * BM, k * BK], ready.index(s), a_bufs.index(s), eviction_policy=A_EVICT)
+            tma.async_load(b_desc, [k * BK, pid_n * BN], ready.index(s), b_bufs.index(s), eviction_policy=B_EVICT)
             it += 1
 
 
@@ -73,7 +73,10 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N
 
 
 @gt.jit
-def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr):
+def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+                     A_EVICT: gl.constexpr = "", B_EVICT: gl.constexpr = ""):
+    """``A_EVICT`` / ``B_EVICT``: the L2 eviction policy of A's and B's loads (tma.async_load's
+    ``eviction_policy``; default none)."""
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
@@ -87,7 +90,7 @@ def matmul_hopper_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROU
         mbarrier.init(empty.index(s), count=1)
     gl.warp_specialize([
         (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, ready, empty, M, N, K, STAGES, GROUP_M)),
-        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M)),
+        (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M, A_EVICT, B_EVICT)),
     ], worker_num_warps=[1], worker_num_regs=[40])
 
 

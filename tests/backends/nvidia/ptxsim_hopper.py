@@ -67,6 +67,9 @@ _DESC_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}   # descriptor bits 62-63 -> swizzl
 _WG_TYPES = {"f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8), "e4m3": (1, 32), "e5m2": (1, 32),  # bytes, K
              "s8": (1, 32), "u8": (1, 32)}
 _PARAM_SPACE = 0xFFFF << 40      # fake generic addresses of array parameters (tensor maps)
+# what createpolicy.fractional writes: a tag the TMA loads' cache-policy operand must carry
+_POLICIES = {"L2::evict_first": 0xCA11 << 48 | 1, "L2::evict_last": 0xCA11 << 48 | 2,
+             "L2::evict_normal": 0xCA11 << 48 | 3}
 
 
 class TensorMap:
@@ -248,9 +251,22 @@ class HopperSim(AsyncSim):
             raise IndexError("a TMA box element inside the tensor map lies outside its buffer")
         return g, inside, buf, off
 
+    def op_createpolicy(self, parts, args, m, active):
+        # createpolicy.fractional.L2::<policy>.b64 d, fraction: only the whole-range form
+        if parts[1] != "fractional" or parts[2] not in _POLICIES or parts[-1] != "b64" or float(args[1]) != 1.0:
+            raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)} {', '.join(args)}")
+        self.set(args[0], np.full(self.N, _POLICIES[parts[2]], np.uint64), m)
+        return None
+
     def _tma_load(self, parts, args, m):
         if "shared::cluster" not in parts or not any(p.startswith("mbarrier::complete_tx") for p in parts):
             raise NotImplementedError(f"ptxsim_hopper: {'.'.join(parts)}")
+        if "L2::cache_hint" in parts:  # the last operand: a policy createpolicy made
+            pol = self.val(args[-1], "u64")[m]
+            if not np.isin(pol, np.array(list(_POLICIES.values()), np.uint64)).all():
+                raise RuntimeError(f"a TMA load's cache-policy operand {args[-1]} holds no createpolicy value")
+            self.cache_hints = getattr(self, "cache_hints", 0) + int(m.sum())
+            args = args[:-1]
         dst = self._addr(args[0])
         treg, cregs = self._tensor_operand(args[1])
         bar = self._addr(args[2])

@@ -120,14 +120,14 @@ def test_a_grid_that_is_no_whole_number_of_clusters_is_refused():
 ORDERS = ["pc", "cta", "cta_reversed", "random"]
 
 
-def _ring_case(sync_after_init=True, sync_at_end=True, programs=4, warps=1):
+def _ring_case(sync_after_init=True, sync_at_end=True, programs=4, warps=1, evict=""):
     src = np.random.default_rng().standard_normal((16, 32)).astype(np.float32)
 
     def args():
         out = np.full((programs * 16, 32), np.nan, np.float32)
         return [TensorDescriptor.from_tensor(src.copy(), [16, 32], NV([16, 32], gl.float32)), out]
     g, text, smem = trace(ring_kernel, args(), (programs,), SYNC_AFTER_INIT=sync_after_init,
-                          SYNC_AT_END=sync_at_end, num_ctas=2, num_warps=warps)
+                          SYNC_AT_END=sync_at_end, EVICT=evict, num_ctas=2, num_warps=warps)
     return g, text, smem, args, src
 
 
@@ -143,6 +143,21 @@ def test_ring_kernel_multicasts_into_both_ctas(order, warps):
     np.testing.assert_array_equal(out[1], np.tile(src, (4, 1)))
     np.testing.assert_array_equal(out[1], ref)
     assert sim.peer_copies == 2 and sim.peer_arrivals == 4 * warps   # rank 0 into rank 1; each CTA to the other
+
+
+@pytest.mark.parametrize("evict", ["evict_first", "evict_last"])
+def test_a_multicast_with_an_l2_policy(evict):
+    """A multicast carrying an L2 cache hint: the policy operand follows the ctaMask (the
+    simulator reads each from its place), ptxas takes it, and the block lands in both CTAs."""
+    from gluon_trace.backends.nvidia import ptxas
+    g, text, smem, args, src = _ring_case(warps=4, evict=evict)
+    assert re.search(r"\.multicast::cluster\.L2::cache_hint \[[^\]]+\], \[[^\]]+\], \[[^\]]+\], %h\d+, %rd\d+;", text)
+    out = args()
+    sim = simulate(text, (4,), out, smem, "random")
+    np.testing.assert_array_equal(out[1], np.tile(src, (4, 1)))
+    assert sim.peer_copies == 2 and sim.cache_hints == 2   # one hinted load a cluster
+    if ptxas.find_path():
+        ptxas.assemble(text, "sm_90a")
 
 
 @pytest.mark.parametrize("order", ORDERS)

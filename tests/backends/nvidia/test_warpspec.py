@@ -395,3 +395,23 @@ def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, wa
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("a_evict, b_evict", [("evict_last", "evict_first"), ("evict_first", "evict_normal")])
+def test_gpu_gemm_with_l2_eviction_policies_matches_torch(a_evict, b_evict):
+    """The TMA loads with L2 cache hints (createpolicy + .L2::cache_hint): a hint, the answer
+    unchanged. The skinny shape, in co-located pairs, as perf/probe_evict.py runs it."""
+    torch = _gpu()
+    m, n, k = 128, 2048, 1024
+    a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda").to(torch.bfloat16)
+    da = TensorDescriptor.from_tensor(a, [64, 64], NV([64, 64], gl.bfloat16))
+    db = TensorDescriptor.from_tensor(b, [64, 128], NV([64, 128], gl.bfloat16))
+    dc = TensorDescriptor.from_tensor(c, [64, 128], NV([64, 128], gl.bfloat16))
+    matmul_hopper_ws[(32,)](da, db, dc, m, n, k, STAGES=8, GROUP_M=8, num_warps=4, num_ctas=2,
+                            A_EVICT=a_evict, B_EVICT=b_evict, backend="nvidia")
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())

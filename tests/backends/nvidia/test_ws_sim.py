@@ -521,3 +521,27 @@ def test_streamk_broadcast_barrier_dropped_is_caught_when_warps_drift():
     s = args()
     ptxsim_ws.run(text, (programs,), s, smem, order="warps", seed=0)
     check(s[2].base[:, :n], a, b)
+
+
+@pytest.mark.parametrize("a_evict, b_evict", [("evict_last", "evict_first"), ("evict_normal", "")])
+def test_eviction_policies_reach_the_tma_loads(a_evict, b_evict):
+    """tma.async_load's eviction_policy: each load carries an L2 cache hint made by createpolicy
+    (the simulator checks the operand holds one), and the GEMM's answer is the interpreter's."""
+    from gluon_trace.kernels import matmul_hopper_ws
+    a, b, c_sim, c_ref, sim = _gemm(matmul_hopper_ws.matmul_hopper_ws, 192, 128, 160, 2,
+                                    lambda a, b, c: _bf16_descs(a, b, c, 64, 64, 32), BF16, "random",
+                                    STAGES=3, GROUP_M=2, num_warps=4, A_EVICT=a_evict, B_EVICT=b_evict)
+    _check_gemm(a, b, c_sim, c_ref, 1e-2)
+    tiles, k_steps = 3 * 2, 5
+    assert sim.cache_hints == tiles * k_steps * (bool(a_evict) + bool(b_evict))
+    _, text, _ = trace(matmul_hopper_ws.matmul_hopper_ws,
+                       [*_bf16_descs(a, b, padded(np.zeros((192, 128), BF16)), 64, 64, 32), 192, 128, 160], (2,),
+                       STAGES=3, GROUP_M=2, num_warps=4, A_EVICT=a_evict, B_EVICT=b_evict)
+    hinted = re.findall(r"cp\.async\.bulk\.tensor\.2d\.\S+\.L2::cache_hint \[[^\]]+\], \[[^\]]+\], \[[^\]]+\], (%rd\d+);",
+                        text)
+    assert len(hinted) == bool(a_evict) + bool(b_evict)
+    for ev in filter(None, (a_evict, b_evict)):
+        assert re.search(rf"createpolicy\.fractional\.L2::{ev}\.b64 %rd\d+, 1\.0;", text)
+    from gluon_trace.backends.nvidia import ptxas
+    if ptxas.find_path():
+        ptxas.assemble(text, "sm_90a")

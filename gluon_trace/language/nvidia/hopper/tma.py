@@ -13,16 +13,26 @@ def _coords(coord):
     return [to_tensor(c, dt.int32).value for c in coord]
 
 
-def async_load(tensor_desc, coord, barrier, result, pred=True, multicast=0) -> None:
+EVICTION_POLICIES = ("evict_first", "evict_last", "evict_normal")
+
+
+def async_load(tensor_desc, coord, barrier, result, pred=True, multicast=0, eviction_policy="") -> None:
     """Copy the block at ``coord`` into ``result``; its bytes complete on ``barrier``
     (pair with ``mbarrier.expect(barrier, desc.block_type.nbytes)``). Out-of-bounds elements
     read as zeros.
 
     In a cluster (``num_ctas`` > 1), ``multicast`` is a mask of CTA ranks (or True: all of
     them): the block lands in ``result`` in each of those CTAs, and its bytes complete on
-    ``barrier`` in each (the same buffers and barrier, allocated alike in every CTA)."""
+    ``barrier`` in each (the same buffers and barrier, allocated alike in every CTA).
+
+    ``eviction_policy`` ("evict_first", "evict_last" or "evict_normal"; default none) is how
+    long L2 should keep the block's lines (PTX ``.L2::cache_hint``): e.g. evict_last for an
+    operand many CTAs read, evict_first for one streamed once. A hint: results do not change."""
+    if eviction_policy not in ("",) + EVICTION_POLICIES:
+        raise TraceError(f"eviction_policy={eviction_policy!r}: one of {', '.join(map(repr, EVICTION_POLICIES))} "
+                         "(or '' for none)", user_location())
     ops = [tensor_desc.value, *_coords(coord), barrier.value, result.value]
-    attrs = {}
+    attrs = {"eviction_policy": eviction_policy} if eviction_policy else {}
     if multicast is not False and multicast != 0:
         n = current().graph.num_ctas
         mask = (1 << n) - 1 if multicast is True else multicast
