@@ -35,8 +35,8 @@ a swizzle or padding period, as both backends lower; a branch then picks between
 swizzled or NVMMA buffer only where the views before it start on whole periods, since a start
 changing inside a swizzle period is refused, and reshapes stay first, on the whole buffer, since
 one of an unaligned swizzled slice is refused; a loop's views start apart in one dim only, and
-are never reshaped or reinterpreted, both refused for a run-time start), permutes keep stacked dims in front, int1 tiles go
-through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
+are never reshaped or reinterpreted, both refused for a run-time start), permutes keep stacked
+dims in front, int1 tiles go through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
 loaded and stored. Barriers are the backends' own (gluon_trace.membar), which users rely on
 and the interpreter checks.
 """
