@@ -340,6 +340,111 @@ def test_views_flag_off_is_the_shared_preset():
         off = fuzz.FuzzConfig(max_numel=256, max_ops=6, shared=True, shared_weight=5)
         assert fuzz.kernel_source(fuzz.random_program(seed, off)) == \
             fuzz.kernel_source(fuzz.random_program(seed, preset_config("shared")))
+    # (nor loops carrying views: those are drawn with unaligned_views only)
+    assert not list(_loop_nodes(range(100), preset_config("shared")))
+    assert list(_loop_nodes(range(100), preset_config("views")))
+
+
+def _loop_nodes(seeds, config=VIEWS):
+    for seed in seeds:
+        prog = fuzz.random_program(seed, config)
+        for n in prog.nodes:
+            if n.op == "shared" and n.attrs.get("loop") is not None:
+                yield seed, prog, n
+
+
+def test_views_generator_draws_loop_carried_views():
+    """Views carried by a loop, of every layout kind, moved every way (a slice's start stepped by
+    an aligned or unaligned amount, a slot, two views swapped), read, written and copied in the
+    body, the node read every way; the starts a loop visits differ in one dim only and no view
+    of them is reshaped (both refused by the backends for a run-time start)."""
+    seen = set()
+    for seed, _, n in _loop_nodes(range(300)):
+        lp, kind = n.attrs["loop"], n.attrs["smem"][0]
+        pos = lp["pos"]
+        assert len(pos) >= 2 and all(p[:-1] == pos[0][:-1] for p in pos), (seed, lp)
+        moved = [p[-1] for p in pos]
+        assert len({m[0] for m in moved}) == 1 and len(set(moved)) == len(moved), (seed, lp)
+        if moved[0][0] == "slice":   # (one dim, one length: only the start moves, by one step)
+            assert len({(m[2], m[3]) for m in moved}) == 1, (seed, lp)
+            steps = {b[1] - a[1] for a, b in zip(moved, moved[1:])}
+            assert len(steps) == 1, (seed, lp)
+            step, length = abs(steps.pop()), moved[0][2]
+            seen.add(f"{lp['move']} {kind} {'aligned' if step % length == 0 else 'unaligned'}")
+        else:
+            seen.add(f"ring {kind}")
+        assert all(s[0] != "reshape" for p in pos for s in p) and all(s[0] != "reshape" for s in lp["after"])
+        seen.update(op[0] for op in lp["body"])
+        seen.add("out " + lp["out"])
+        seen.add("combine " + lp["combine"])
+        if lp["after"]:
+            seen.add("after")
+    want = {f"{m} {k} {a}" for m in ("step", "swap") for k in ("swizzled", "padded") for a in ("aligned", "unaligned")}
+    want |= {"step nvmma unaligned", "ring swizzled", "ring padded", "load", "store", "copy", "out acc",
+             "out final", "out buf", "combine max", "combine last", "after"}
+    assert seen >= want, want - seen
+
+
+def test_loop_carried_views_run_in_the_interpreter_and_repeat_per_seed():
+    """Programs with loop-carried views (some running several steps) against the reference, in the
+    interpreter (which checks membar's barriers between the steps' accesses); a seed gives one
+    program."""
+    ran = 0
+    seeds = sorted({seed for seed, prog, _ in _loop_nodes(range(120)) if prog.n_iter >= 2})[:12]
+    assert len(seeds) >= 8
+    for seed in seeds:
+        prog = fuzz.random_program(seed, VIEWS)
+        assert fuzz.kernel_source(prog) == fuzz.kernel_source(fuzz.random_program(seed, VIEWS))
+        assert "for i in gl.range(0, n_iter):" in fuzz.kernel_source(prog)
+        outcome = fuzz.check_program(prog)
+        if not outcome.ok:
+            _fail(f"views_loop_{seed}", outcome)
+        ran += 1
+    assert ran == len(seeds)
+
+
+def _loop_prog(loop, n_iter, read=None):
+    nodes = [fuzz.Node("v0", "load", (), {"input": 0, "masked": False, "other": None}, "int32", (8, 4), None),
+             fuzz.Node("v1", "load", (), {"input": 1, "masked": False, "other": None}, "int32", (2, 4), None),
+             fuzz.Node("v2", "shared", ("v0", "v1"),
+                       {"buf": [8, 4], "smem": ("padded", [[4, 1]], [1, 0]), "lrank": 2, "init": "store",
+                        "views": [], "write": None, "read": read, "loop": loop}, "int32", (2, 4), None)]
+    return fuzz.Program(nodes, ["v2"], 4, 32, n_iter=n_iter)
+
+
+def test_shared_reference_loop_carried_views():
+    """The reference's loops: rows 1.., 3.. and 5.. visited in turn (step i sees i % 3), read
+    into the tile and kept by maximum or replaced; two views swapped each step, one copied into
+    the other, the buffer read after the loop."""
+    x = np.arange(32, dtype=np.int32).reshape(8, 4) * np.where(np.arange(8) % 2, -1, 1)[:, None]
+    y = -np.ones((2, 4), np.int32)
+    pos = [[("slice", s, 2, 0)] for s in (1, 3, 5)]
+    for combine in ("max", "last"):
+        loop = {"move": "step", "pos": pos, "after": [], "body": [("load", 0)], "out": "acc", "combine": combine,
+                "lay": ""}
+        for n_iter in range(5):
+            got = fuzz.evaluate(_loop_prog(loop, n_iter), {0: x, 1: y})["v2"].v
+            seen = [x[1 + 2 * (i % 3):3 + 2 * (i % 3)] for i in range(n_iter)]
+            if combine == "max":
+                want = np.maximum.reduce([x[1:3]] + seen)
+            else:
+                want = seen[-1] if seen else x[1:3]
+            np.testing.assert_array_equal(got, want, err_msg=f"{combine} {n_iter}")
+        final = dict(loop, out="final")
+        np.testing.assert_array_equal(fuzz.evaluate(_loop_prog(final, 4), {0: x, 1: y})["v2"].v, x[3:5])
+    swap = {"move": "swap", "pos": [[("slice", 0, 2, 0)], [("slice", 3, 2, 0)]], "after": [],
+            "body": [("copy", 0, 1), ("store", 0, 1)], "out": "buf", "combine": "last", "lay": ""}
+    read = {"a": [], "b": None, "after": []}
+    for n_iter in range(4):
+        want = x.copy()
+        c, d = 0, 3
+        for _ in range(n_iter):
+            want[d:d + 2] = want[c:c + 2]
+            want[c:c + 2] = y
+            c, d = d, c
+        prog = _loop_prog(swap, n_iter, read)
+        prog.nodes[-1].shape = (8, 4)
+        np.testing.assert_array_equal(fuzz.evaluate(prog, {0: x, 1: y})["v2"].v, want, err_msg=str(n_iter))
 
 
 def test_shared_reference_views_and_write():

@@ -296,6 +296,8 @@ def join(views: list) -> tuple | None:
     otherwise: refused where the join is emitted)."""
     if all(_same(views[0], y) for y in views[1:]):
         return None
+    if any(y.sreg is not None for y in views):   # (a run-time start is no XOR: shift_join carries it)
+        return None
     xs = [_split(y) for y in views]
     if any(x is None for x in xs):
         return None

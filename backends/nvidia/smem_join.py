@@ -160,8 +160,12 @@ def _static(em, v, env: dict) -> Smem | None:
         if not same:
             return None
         from .rules_control import _kept_const
-        if _linear(views[0].rel):
-            return views[0]
+        if _linear(views[0].rel):   # (carried whole in the register: as aligned as its weakest arm's)
+            import copy
+            from .rules_control import _home_align
+            f = copy.copy(views[0])
+            f.align = min(_home_align(a, 0) for a in views)
+            return f
         f = views[0]
         kept = _kept_const(f, views[1:])
         from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)

@@ -167,7 +167,7 @@ def _node(prog, n, nodes, vals, inputs, mode) -> Val:
     if n.op == "join":
         return Val(np.stack([arg[0].v, arg[1].v], -1), np.stack([arg[0].e, arg[1].e], -1))
     if n.op == "shared":
-        return _shared(prog, at, arg)
+        return _shared(prog, at, arg, n.dtype)
     if n.op == "atomic_buf":
         return Val(np.array(inputs[n.name], copy=True))
     if n.op == "atomic":
@@ -206,7 +206,7 @@ def _accessed(idx: np.ndarray, acc, flag: int) -> np.ndarray:
     return _views(_views(idx, arm, flag), acc["after"], flag)
 
 
-def _shared(prog, at, arg) -> Val:
+def _shared(prog, at, arg, t: str) -> Val:
     """A tile stored into a buffer, perhaps partly overwritten through a view, read back
     through another: the buffer as a flat array of elements, each view as the element
     numbers it reaches (layouts place bytes; they never change what a view holds)."""
@@ -216,8 +216,45 @@ def _shared(prog, at, arg) -> Val:
     if at["write"] is not None:
         w = _accessed(base, at["write"], prog.flag)
         v[w], e[w] = arg[1].v, arg[1].e
+    if at.get("loop") is not None:
+        got = _loop(prog, at, arg, v, e, base, t)
+        if got is not None:
+            return got
     r = _accessed(base, at["read"], prog.flag)
     return Val(v[r], e[r])
+
+
+def _loop(prog, at, arg, v, e, base, t: str) -> Val | None:
+    """The loop's body run ``n_iter`` times over the buffer ``v`` (``e`` its bounds), in place
+    (see fuzz/smem.py's ``_loop``): the node's value, or None where it is read from ``base``."""
+    lp = at["loop"]
+    views = [_views(_views(base, p, prog.flag), lp["after"], prog.flag) for p in lp["pos"]]
+    k = len(views)
+    cur = [0, 1 % k]   # the positions {v}_c and {v}_d hold
+    loads = [op for op in lp["body"] if op[0] == "load"]
+    acc = None
+    if loads:
+        w = views[cur[loads[0][1]]]
+        acc = Val(v[w], e[w])
+    for i in range(prog.n_iter):
+        for op in lp["body"]:
+            if op[0] == "load":
+                w = views[cur[op[1]]]
+                x = Val(v[w], e[w])
+                acc = _binary("maximum", acc, x, t, t) if lp["combine"] == "max" else x
+            elif op[0] == "store":
+                w = views[cur[op[1]]]
+                v[w], e[w] = arg[op[2]].v, arg[op[2]].e
+            else:
+                src, dst = views[cur[op[1]]], views[cur[op[2]]]
+                v[dst], e[dst] = v[src].copy(), e[src].copy()
+        cur = cur[::-1] if lp["move"] == "swap" else [(i + 1) % k, cur[1]]
+    if lp["out"] == "acc":
+        return acc
+    if lp["out"] == "final":
+        w = views[cur[0]]
+        return Val(v[w], e[w])
+    return None
 
 
 def _step(step, acc: Val, t: str, vals, nodes, i) -> Val:

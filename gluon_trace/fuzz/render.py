@@ -217,8 +217,53 @@ def _shared_source(n, lay) -> list[str]:
     if at["write"] is not None:
         out += _access_source(f"{v}_w", base, at["write"])
         out.append(f"{v}_w.store({a[1]})")
+    if at.get("loop") is not None:
+        out += _loop_source(n, base)
+        if at["loop"]["out"] != "buf":
+            return out
     out += _access_source(f"{v}_r", base, at["read"])
     out.append(f"{v} = {v}_r.load({lay(n.layout)})")
+    return out
+
+
+def _loop_source(n, base: str) -> list[str]:
+    """The views a loop carries (see fuzz/smem.py's ``_loop``): ``{v}_c`` (and ``{v}_d``, swapped
+    each step) move among ``pos``, each use seen through ``after``; ``{v}_a`` the tile read."""
+    lp, v, a = n.attrs["loop"], n.name, n.args
+    pos, after, lay, k = lp["pos"], _view_source(lp["after"]), f"{v}_L", len(lp["pos"])
+    cv = [f"{v}_c", f"{v}_d"]
+    out = [f"{lay} = {lp['lay']}", f"{cv[0]} = {base}{_view_source(pos[0])}"]
+    if lp["move"] == "swap":
+        out.append(f"{cv[1]} = {base}{_view_source(pos[1])}")
+    loads = [op for op in lp["body"] if op[0] == "load"]
+    if loads:
+        out.append(f"{v}_a = {cv[loads[0][1]]}{after}.load({lay})")
+    body = []
+    for op in lp["body"]:
+        if op[0] == "load":
+            x = f"{cv[op[1]]}{after}.load({lay})"
+            body.append(f"{v}_a = gl.maximum({v}_a, {x})" if lp["combine"] == "max" else f"{v}_a = {x}")
+        elif op[0] == "store":
+            body.append(f"{cv[op[1]]}{after}.store({a[op[2]]})")
+        else:
+            body.append(f"{cv[op[2]]}{after}.store({cv[op[1]]}{after}.load({lay}))")
+    if lp["move"] == "swap":
+        body.append(f"{cv[0]}, {cv[1]} = {cv[1]}, {cv[0]}")
+    elif lp["move"] == "ring":
+        pre, (first, second) = _view_source(pos[0][:-1]), (pos[0][-1][1], pos[1][-1][1])
+        step = second - first
+        slot = "(i + 1) % " + str(k) + (f" * {step}" if step != 1 else "") + (f" + {first}" if first else "")
+        body.append(f"{cv[0]} = {base}{pre}.index({slot})")
+    else:
+        body.append(f"{v}_n = {base}{_view_source(pos[0])}")
+        for j in range(1, k):
+            body += [f"with gl.if_((i + 1) % {k} == {j}):", f"    {v}_n = {base}{_view_source(pos[j])}"]
+        body.append(f"{cv[0]} = {v}_n")
+    out += ["for i in gl.range(0, n_iter):"] + ["    " + ln for ln in body]
+    if lp["out"] == "acc":
+        out.append(f"{v} = {v}_a")
+    elif lp["out"] == "final":
+        out.append(f"{v} = {cv[0]}{after}.load({lay})")
     return out
 
 

@@ -17,21 +17,33 @@ One ``shared`` node stands for the whole round trip, so programs stay SSA:
   ``views`` then ``b`` (both arms views of one buffer, of one shape: slices of one dim at
   different aligned starts, or different slots; with ``unaligned_views``, of a padded buffer
   at any different starts); ``after`` (permutes) applies to the chosen view. ``write`` stores the node's second argument there (after the first store);
-- the node's own layout is the distributed layout ``read``'s view is loaded in.
+- the node's own layout is the distributed layout ``read``'s view is loaded in;
+- ``loop`` (``unaligned_views`` only, else absent): after ``write``, a ``gl.range(0, n_iter)`` loop
+  carries a view ``{v}_c`` (``move`` "step": the body picks the next of K slices at starts
+  a0 + j * step of one dim with ``gl.if_((i + 1) % K == j)``; "ring": ``.index((i + 1) % K * step
+  + a0)``, a slot; "swap": two views, ``{v}_c, {v}_d = {v}_d, {v}_c``): step i sees ``pos[i % K]``
+  (each ``pos`` a view chain from ``views``' end), always through ``after`` (slices, permutes,
+  indexes). ``body``: ``("load", c)`` (``{v}_a``, the tile read, replaced or ``combine``d by
+  ``gl.maximum``, first read before the loop), ``("store", c, k)`` (argument k), ``("copy", c, d)``
+  (one carried view's contents into the other's); c/d 0 for ``{v}_c``, 1 for ``{v}_d``; ``lay``
+  the loads' layout (source text). ``out``: the node is ``{v}_a`` ("acc"), the carried view read
+  after the loop ("final"), or ``read`` as without a loop ("buf": what the stores left).
 
 Only programs the backends document as lowerable are drawn: slices of swizzled dims have
 power-of-two lengths at aligned starts (``FuzzConfig.unaligned_views``: at any start, inside
 a swizzle or padding period, as both backends lower; a branch then picks between views of a
 swizzled or NVMMA buffer only where the views before it start on whole periods, since a start
 changing inside a swizzle period is refused, and reshapes stay first, on the whole buffer, since
-one of an unaligned swizzled slice is refused), permutes keep stacked dims in front, int1 tiles go
-through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
+one of an unaligned swizzled slice is refused; a loop's views start apart in one dim only, and
+are never reshaped or reinterpreted, both refused for a run-time start), permutes keep stacked
+dims in front, int1 tiles go through int8 (neither backend keeps int1 in shared memory), a joined view is only permuted,
 loaded and stored. Barriers are the backends' own (gluon_trace.membar), which users rely on
 and the interpreter checks.
 """
 from __future__ import annotations
 
 from .program import _Builder, _log2, _permutation
+from .render import layout_source
 
 
 def _shared_layout(b: _Builder, shape: tuple, dtype: str):
@@ -212,7 +224,92 @@ def op_shared(b: _Builder) -> None:
         if x is None or b.ch.chance(30):
             x = b.load(tuple(wv.shape), t.dtype)
         args.append(x)
-    read, rv = _access(b, base, b.ch.chance(45), padded)
-    shape = tuple(rv.shape)
-    b.add("shared", tuple(args), t.dtype, shape, b.layout(shape), buf=list(t.shape), smem=spec, lrank=lrank,
-          init="value" if b.ch.chance(50) else "store", views=views, read=read, write=write)
+    loop = _loop(b, base, t.dtype, args) if b.cfg.unaligned_views and b.ch.chance(40) else None
+    extra = {}
+    if loop is not None:
+        loop, lshape = loop
+        lay = b.layout(lshape)
+        loop["lay"] = layout_source(lay, {})
+        extra["loop"] = loop
+    if loop is not None and loop["out"] != "buf":
+        read, shape = None, lshape
+    else:
+        read, rv = _access(b, base, b.ch.chance(45), padded)
+        shape = tuple(rv.shape)
+        lay = b.layout(shape)
+    b.add("shared", tuple(args), t.dtype, shape, lay, buf=list(t.shape), smem=spec, lrank=lrank,
+          init="value" if b.ch.chance(50) else "store", views=views, read=read, write=write, **extra)
+
+
+# -- views carried by a loop (``unaligned_views`` only) ---------------------------------------------
+# A loop of ``n_iter`` steps carries one view (or two, swapped each step) of the buffer among K
+# positions that differ in one dim only: ``i``'s view is position i % K. Both backends carry a
+# swizzled view whose start moves in two dims at once, or reshape/reinterpret one whose start is
+# known only at run time, only with an error at the user's line: neither is drawn.
+
+def _moving(b: _Builder, v: _View, dims: list):
+    """K >= 2 slices of ``v`` at starts a0 + j * step in one dim, step aligned (a multiple of the
+    length) or, often, not; or None."""
+    d = b.ch.choice(dims)
+    n = v.shape[d]
+    length = n >> b.ch.int(1, min(3, _log2(n)))
+    k = b.ch.int(2, 4)
+    room = n - length
+    while k > 2 and room // (k - 1) < 1:
+        k -= 1
+    top = room // (k - 1)
+    if top < 1:
+        return None
+    if top >= length and not b.ch.chance(60):
+        step = length * b.ch.int(1, top // length)
+    else:
+        step = b.ch.int(1, top)
+    a0 = b.ch.int(0, room - (k - 1) * step)
+    return [("slice", a0 + j * step, length, d) for j in range(k)]
+
+
+def _loop(b: _Builder, base: _View, dtype: str, args: list):
+    """The ``loop`` attribute of a shared node (see the module docstring), or None."""
+    ch = b.ch
+    v = base.copy()
+    pre = _chain(b, v, ch.int(0, 1))
+    move = ch.choice(["step", "ring", "swap"])
+    if move == "ring" and not (v.lead and v.shape[0] >= 2):
+        move = "step"
+    if move == "ring":
+        n = v.shape[0]
+        step = 1 if ch.chance(60) else ch.int(1, n - 1)
+        k = ch.int(2, (n - 1) // step + 1)
+        a0 = ch.int(0, n - 1 - (k - 1) * step)
+        moves = [("index", a0 + j * step) for j in range(k)]
+    else:
+        dims = [d for d in range(len(v.shape)) if v.shape[d] >= 2]
+        moves = _moving(b, v, dims) if dims else None
+        if moves is None:
+            return None
+        if move == "swap":
+            moves = moves[:2] if ch.chance(50) else moves[:2][::-1]
+    pos = [pre + [m] for m in moves]
+    v.apply(moves[0])
+    after = _chain(b, v, ch.int(0, 2))  # (no reshape: max_rank 0)
+    shape = tuple(v.shape)
+    two = move == "swap"
+    body = []
+    for _ in range(ch.int(1, 2)):
+        kind = ch.choice(["load", "store", "copy"] if two else ["load", "store"])
+        if kind == "store":
+            x = b.pick(lambda n: tuple(n.shape) == shape and n.dtype == dtype)
+            if x is None or ch.chance(30):
+                x = b.load(shape, dtype)
+            args.append(x)
+            body.append(("store", ch.int(0, 1) if two else 0, len(args) - 1))
+        elif kind == "copy":
+            src = ch.int(0, 1)
+            body.append(("copy", src, 1 - src))
+        else:
+            body.append(("load", ch.int(0, 1) if two else 0))
+    loads = any(op[0] == "load" for op in body)
+    writes = any(op[0] != "load" for op in body)
+    out = ch.choice((["acc"] if loads else []) + ["final"] + (["buf"] if writes else []))
+    return {"move": move, "pos": pos, "after": after, "body": body, "out": out,
+            "combine": "max" if loads and ch.chance(50) else "last"}, shape

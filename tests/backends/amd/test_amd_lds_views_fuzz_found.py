@@ -8,7 +8,10 @@ interpreter, on fresh random inputs:
   start an SGPR), read 4 registers a thread: the start plus a register's part carried past the bits
   kept in the thread register (refused on gfx942, "not addressable as thread part + register part");
 - short column slices of NVMMA buffers, where NVIDIA put a negative bit offset in the address
-  (its seed 248): checked here too, AMD addresses them right.
+  (its seed 248): checked here too, AMD addresses them right;
+- a view a loop carries from an aligned start (elements 0..7) whose body yields one from inside
+  the period (5..12): the join took the yield's run-time start for an XOR of nothing and carried
+  the address alone, so every step after the first used the first start (seed 3005, gfx1100).
 """
 import os
 import sys
@@ -113,3 +116,49 @@ def test_short_column_slices_of_an_nvmma_buffer(target, trans, n):
                            START=start, N=n, TRANS=trans)
         exp = x.reshape(16, 8)[:, start:start + n].reshape(-1)
         assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp), start
+
+
+@gt.jit
+def carried_from_an_aligned_start(x_ptr, y_ptr, out_ptr, n, LAY: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
+                                  STORE: gl.constexpr):
+    """Elements A..A+7 of an f32 [64] buffer in LAY holding x, carried by a loop whose body yields
+    A.. on odd steps, B.. on even ones (a branch): step i reads its view into out[i] (STORE=0) or
+    writes y[i] through it (STORE=1; the buffer read back into out after the loop)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1], [W], [1], [0])
+    L: gl.constexpr = gl.BlockedLayout([1], [W], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float32, [64], LAY, gl.load(x_ptr + gl.arange(0, 64, F)))
+    c = buf.slice(A, 8, 0)
+    for i in gl.range(0, n):
+        if STORE:
+            c.store(gl.load(y_ptr + i * 8 + gl.arange(0, 8, L)))
+        else:
+            gl.store(out_ptr + i * 8 + gl.arange(0, 8, L), c.load(L))
+        w = buf.slice(A, 8, 0)
+        with gl.if_((i + 1) % 2 == 1):
+            w = buf.slice(B, 8, 0)
+        c = w
+    if STORE:
+        gl.store(out_ptr + gl.arange(0, 64, F), buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.SwizzledSharedLayout(4, 4, 1, [0]), gl.SwizzledSharedLayout(1, 1, 4, [0])],
+                         ids=["plain", "swizzled"])
+@pytest.mark.parametrize("ab", [(0, 5), (32, 37), (0, 1), (8, 2)])
+@pytest.mark.parametrize("store", [0, 1])
+def test_a_loop_carried_view_leaving_an_aligned_start(target, lay, ab, store):
+    """Found by the views preset's loop-carried views (seed 3005): from A (a multiple of the length)
+    to B inside the period, the steps after the first read or wrote at A on AMD."""
+    rng = np.random.default_rng()
+    x, y, n = rng.standard_normal(64).astype(np.float32), rng.standard_normal(24).astype(np.float32), 3
+    starts = [ab[i % 2] for i in range(n)]
+    if store:
+        exp = x.copy()
+        for i, s in enumerate(starts):
+            exp[s:s + 8] = y[i * 8:i * 8 + 8]
+    else:
+        exp = np.concatenate([x[s:s + 8] for s in starts])
+    ref, sim, _ = both(carried_from_an_aligned_start, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), n],
+                       target, num_warps=1, LAY=lay, A=ab[0], B=ab[1], STORE=store)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp), (ab, store)

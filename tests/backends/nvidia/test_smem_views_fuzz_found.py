@@ -7,7 +7,11 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
 - a branch between padded views starting at one point inside a period, whole periods apart
   (refused as if a swizzled start changed inside its period);
 - length-1 column slices of a transposed NVMMA buffer, whose table relative to its first element
-  is XOR-linear only with a negative bit offset: addressed outside shared memory.
+  is XOR-linear only with a negative bit offset: addressed outside shared memory;
+- a loop carrying a slice of a buffer whose table is XOR-linear, its body picking the next by a
+  branch among slices less aligned than the one entering (elements 2.. then 3.. of f16): the
+  branch's predicted join took its first arm's alignment, so the loop refused its own body
+  ('less aligned than its first value').
 """
 import os
 import sys
@@ -177,3 +181,52 @@ def test_short_slices_of_an_nvmma_buffer(target, dt, tr, dim, length, store):
             exp = X[idx].reshape(-1)
         assert np.array_equal(ref[2], exp), (start, "interpreter")
         assert np.array_equal(sim[2], exp), (start, "ptxsim")
+
+
+@gt.jit
+def stepped_by_a_branch(x_ptr, y_ptr, out_ptr, n, DT: gl.constexpr, LAY: gl.constexpr, A: gl.constexpr,
+                        STEP: gl.constexpr, STORE: gl.constexpr):
+    """Elements A.. (8 of them) of a [64] buffer of DT in LAY holding x, carried by a loop whose body
+    picks the next by a branch: step i's view starts at A + (i % 3) * STEP; it is read into out[i]
+    (STORE=0) or y[i] is written through it (STORE=1; the buffer read back after the loop)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1], [W], [1], [0])
+    L: gl.constexpr = gl.BlockedLayout([2], [W], [1], [0])
+    buf = gl.allocate_shared_memory(DT, [64], LAY, gl.load(x_ptr + gl.arange(0, 64, F)))
+    c = buf.slice(A, 8, 0)
+    for i in gl.range(0, n):
+        if STORE:
+            c.store(gl.load(y_ptr + i * 8 + gl.arange(0, 8, L)))
+        else:
+            gl.store(out_ptr + i * 8 + gl.arange(0, 8, L), c.load(L))
+        w = buf.slice(A, 8, 0)
+        with gl.if_((i + 1) % 3 == 1):
+            w = buf.slice(A + STEP, 8, 0)
+        with gl.if_((i + 1) % 3 == 2):
+            w = buf.slice(A + 2 * STEP, 8, 0)
+        c = w
+    if STORE:
+        gl.store(out_ptr + gl.arange(0, 64, F), buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("a, step", [(2, 1), (4, 2), (8, 3)])
+@pytest.mark.parametrize("store", [0, 1])
+def test_a_loop_carried_slice_stepped_to_less_aligned_starts(target, dtype, a, step, store):
+    """Found by the views preset's loop-carried views (seed 3087, sm_90): refused, 'this loop's
+    body yields a shared-memory view less aligned (2 bytes) than its first value (4)'."""
+    rng = np.random.default_rng()
+    x, y, n = rng.standard_normal(64).astype(dtype), rng.standard_normal(32).astype(dtype), 4
+    starts = [a + (i % 3) * step for i in range(n)]
+    if store:
+        exp = x.copy()
+        for i, s in enumerate(starts):
+            exp[s:s + 8] = y[i * 8:i * 8 + 8]
+    else:
+        exp = np.concatenate([x[s:s + 8] for s in starts])
+    DT = gl.float16 if dtype == np.float16 else gl.float32
+    ref, sim, _ = both(stepped_by_a_branch, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, dtype), n],
+                       target, num_warps=1, DT=DT, LAY=gl.SwizzledSharedLayout(1, 1, 1, [0]), A=a, STEP=step,
+                       STORE=store)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp), (starts, store)
