@@ -59,6 +59,8 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 64, 64, 8, 4, 2, 64, True),
     (256, 128, 64, 4, 8, 2, 32, True), (128, 256, 64, 4, 8, 2, 64, True),  # cuBLAS's 4096^3 shape: 1x2 clusters
     (128, 256, 64, 4, 8, 1, 64),  # the same kernel without clusters: releases stay in the SM, B read twice
+    # ... in groups of 16 tile rows: 144 MB of DRAM read at 4096^3 against 186 at 8 (probe_group.py)
+    (128, 256, 64, 4, 8, 1, 64, False, 16),
     (128, 256, 32, 8, 8, 1, 64),  # the same bytes in 8 stages of BK=32: a release frees half as much, sooner
     (64, 128, 64, 8, 4, 1, 64), (64, 128, 64, 8, 4, 2, 64),  # the skinny shape's fastest (probe_skinny.py)
     (64, 128, 64, 8, 8, 1, 64), (64, 128, 64, 8, 8, 2, 64),  # two consumer warpgroups of 64x64 (cuBLAS's)

@@ -8,6 +8,7 @@ The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the defau
 warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-specialized kernel at 128x64x64, 8 stages, 4
 warps; ws64x128 the same at 64x128; NUM_CTAS=2 launches either in co-located clusters of two), pairs / ones (the warp-specialized cluster kernel at that tile, in
 pairs sharing A, or clusters of one; pairsB: 64x128 tiles in pairs sharing B, cuBLAS's kernel in our orientation),
+cluster (cluster-ws at CFG, e.g. CFG=128,256,64,4,8,2,64: pairs sharing B),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
 sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes); A_EVICT /
@@ -46,6 +47,12 @@ elif which in ("ws64", "ws64x128", "streamk"):  # the skinny shape's kernels: pe
         run = bench_gemm.hopper_run(cfg, a, b, c, (m, n, k), matmul_hopper_ws,
                                     promotion=int(os.environ.get("PROMOTION", "256")),
                                     num_ctas=int(os.environ.get("NUM_CTAS", "1")), **evict)
+elif which == "cluster":  # a warp-specialized cluster config: CFG="BM,BN,BK,STAGES,warps,num_ctas,EPI_N[,share A 0/1[,GROUP_M]]"
+    import bench_gemm
+    cfg = tuple(int(x) for x in os.environ.get("CFG", "128,256,64,4,8,1,64").split(","))
+    cfg = cfg[:7] + tuple(bool(x) for x in cfg[7:8]) + cfg[8:9]
+    run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
+                                 int(os.environ.get("PROMOTION", "256")))
 elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
     cfg = {"pairs": (128, 64, 64, 8, 4, 2, 64, True), "ones": (128, 64, 64, 8, 4, 1, 64),

@@ -29,6 +29,10 @@
 #             B (cuBLAS's structure), ws 128x64; details and raw metrics as text
 #   evict     the skinny GEMM with L2 eviction policies on its loads (perf/probe_evict.py), and
 #             Nsight Compute's L2 counters at its locked clock for two of them
+#   ncusquare Nsight Compute's L2 and tensor-pipe counters at its locked clock for cuBLAS and our
+#             cluster-ws (clusters of one, pairs sharing B) at 4096^3 and 8192^3
+#   group     4096^3 and 4000^3: the cluster kernel's tile order (GROUP_M) swept, alone and sustained
+#             against cuBLAS, and Nsight Compute's DRAM bytes and instructions at each GROUP_M
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -178,6 +182,32 @@ stage_evict() {
     A_EVICT=${pol%%:*} B_EVICT=${pol##*:} NUM_CTAS=2 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
       python3 perf/profile_gemm.py ws64x128 128x8192x8192 > "$LOGS/ncu-evict-${pol/:/-}.txt" 2>&1
     say "ncu A ${pol%%:*} B ${pol##*:}: $(grep -E 'gpu__time|lts2lrc|ltcfabric|tex_lookup' "$LOGS/ncu-evict-${pol/:/-}.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+  done
+}
+
+stage_ncusquare() {
+  local metrics=gpu__time_duration.sum,lrc__lts2lrc_sectors_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum
+  metrics+=,lts__t_sectors_srcunit_ltcfabric_lookup_hit.sum,lts__t_sectors_srcunit_tex_lookup_hit.sum,dram__bytes_read.sum
+  metrics+=,lts__t_sectors_srcunit_tex_lookup_miss.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
+  metrics+=,lts__ltcfabric2ltc_cycles_active.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg.per_second
+  metrics+=,lrc__average_xbar2gpc_sectors_op_read.ratio,smsp__inst_executed.sum,sm__cycles_active.avg
+  for size in 4096 8192; do
+    for which in "cublas -" "cluster 128,256,64,4,8,1,64" "cluster 128,256,64,4,8,2,64"; do
+      set -- $which; local tag=$size-$1-${2//,/_}
+      CFG=$2 ncu -k regex:'matmul|nvjet|sm90' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+        python3 perf/profile_gemm.py $1 $size > "$LOGS/ncu-square-$tag.txt" 2>&1
+      say "ncu $tag: $(grep -E '^ +[a-z]' "$LOGS/ncu-square-$tag.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+    done
+  done
+}
+
+stage_group() {
+  python3 perf/probe_group.py > "$LOGS/probe-group.log" 2>&1; grep -v "rel err" "$LOGS/probe-group.log" | tee -a "$OUT/summary.txt"
+  for g in 4 8 16 32; do
+    CFG=128,256,64,4,8,1,64,0,$g ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_lookup_miss.sum \
+      python3 perf/profile_gemm.py cluster 4096 > "$LOGS/ncu-group-$g.txt" 2>&1
+    say "ncu GROUP_M $g: $(grep -E '^ +[a-z]' "$LOGS/ncu-group-$g.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
   done
 }
 
