@@ -378,12 +378,18 @@ def _wg_offset(em, lc, s: Smem, mn_first: bool, dim: int) -> str | None:
     r = em.thread_cache.get(key)
     if r is None:
         _, _, warp = em.tid()
-        r = em.thread_cache[key] = em.reg("b32")
+        r = em.reg("b32")
         em.pro(f"mov.u32 {r}, 0;")
         for j, d in deltas:
             bit = em.reg("b32")
             em.pro(f"bfe.u32 {bit}, {warp}, {j + 2}, 1;")
             em.pro(f"mad.lo.u32 {r}, {bit}, {d}, {r};")
+        # lane 0's value broadcast: ptxas then knows it is the same in every lane and keeps the
+        # descriptors built on it in uniform registers, instead of moving each one there before
+        # every wgmma (R2UR; ~10 instructions a K step of the 128x256 GEMM's two warpgroups)
+        u = em.thread_cache[key] = em.reg("b32")
+        em.pro(f"shfl.sync.idx.b32 {u}, {r}, 0, 31, -1;")
+        r = u
     return r
 
 

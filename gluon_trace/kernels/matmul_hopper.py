@@ -18,6 +18,16 @@ def grouped_tile(tile, num_m, num_n, GROUP_M):
     return pid_m, pid_n
 
 
+def ring_slot(it, STAGES):
+    """(slot, phase) of ring step ``it`` (>= 0): the slot it % STAGES and the parity of the
+    passes over the ring before it. With STAGES a power of two, a mask and a shift: a signed
+    ``it % STAGES`` costs ptxas six instructions for the sign's sake, in every K step."""
+    n = getattr(STAGES, "value", STAGES)
+    if n & (n - 1) == 0:
+        return it & (n - 1), (it >> (n.bit_length() - 1)) & 1
+    return it % n, (it // n) & 1
+
+
 def wgmma_layout(BM, BN, num_warps):
     """The accumulator layout of a [BM, BN] tile over ``num_warps`` consumer warps: warpgroups
     stacked along M while each has 64 rows of its own, the rest side by side along N (BM=64 on
@@ -101,7 +111,7 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
         off_m = pid_m * BM
         off_n = pid_n * BN
         for kk in gl.range(0, gl.minimum(k_tiles, STAGES - 1)):
-            s = prod % STAGES
+            s, _ = ring_slot(prod, STAGES)
             mbarrier.expect(bars.index(s), nbytes)
             tma.async_load(a_desc, [off_m, kk * BK], bars.index(s), a_bufs.index(s))
             tma.async_load(b_desc, [off_n, kk * BK] if B_KMAJOR else [kk * BK, off_n], bars.index(s),
@@ -109,15 +119,15 @@ def matmul_hopper(a_desc, b_desc, c_desc, M, N, K,
             prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         for k in gl.range(0, k_tiles):
-            s = cons % STAGES
-            mbarrier.wait(bars.index(s), (cons // STAGES) & 1)
+            s, phase = ring_slot(cons, STAGES)
+            mbarrier.wait(bars.index(s), phase)
             b = b_bufs.index(s).permute((1, 0)) if B_KMAJOR else b_bufs.index(s)
             acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
             # one group in flight: the wgmma of step k - 1 is done, so its slot can be refilled
             acc = warpgroup_mma_wait(1, deps=[acc])
             cons += 1
             with gl.if_(k + STAGES - 1 < k_tiles):
-                ps = prod % STAGES
+                ps, _ = ring_slot(prod, STAGES)
                 mbarrier.expect(bars.index(ps), nbytes)
                 tma.async_load(a_desc, [off_m, (k + STAGES - 1) * BK], bars.index(ps), a_bufs.index(ps))
                 kn = (k + STAGES - 1) * BK

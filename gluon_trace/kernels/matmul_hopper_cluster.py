@@ -17,7 +17,8 @@ from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (cluster, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import column_chunks, grouped_tile, output_buffers, store_block, store_tile, wgmma_layout
+from .matmul_hopper import (column_chunks, grouped_tile, output_buffers, ring_slot, store_block, store_tile,
+                            wgmma_layout)
 
 
 def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both"):
@@ -33,8 +34,8 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
     else:
         own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), 1
     slice_: gl.constexpr = shared[0].block_type.shape[dim]
-    s = it % STAGES
-    phase = ((it // STAGES) & 1) ^ 1  # the first pass finds the ring empty: the phase before counts
+    s, phase = ring_slot(it, STAGES)
+    phase = phase ^ 1  # the first pass finds the ring empty: the phase before counts
     shared_empty, own_empty = empty if isinstance(empty, tuple) else (empty, empty)
     if part != "shared":
         # a coupled refill writes into every CTA's stage s: wait until all of them released it
@@ -56,11 +57,12 @@ def _release(empty, it, STAGES):
     """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster (and, with the
     loads apart, this CTA's own-block producer)."""
     n: gl.constexpr = gl.num_ctas()
+    s, _ = ring_slot(it, STAGES)
     if isinstance(empty, tuple):
-        mbarrier.arrive(empty[1].index(it % STAGES))
+        mbarrier.arrive(empty[1].index(s))
         empty = empty[0]
     for r in gl.static_range(n):  # a cluster of one arrives locally (no mapa, no cluster scope)
-        mbarrier.arrive(empty.index(it % STAGES), cta=r if n > 1 else None)
+        mbarrier.arrive(empty.index(s), cta=r if n > 1 else None)
 
 
 def _tile_shape(a_desc, b_desc, SHARE_A):
@@ -138,8 +140,8 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
             prod += 1
         acc = gl.zeros([BM, BN], gl.float32, acc_l)
         for k in gl.range(0, k_tiles):
-            s = cons % STAGES
-            mbarrier.wait(full.index(s), (cons // STAGES) & 1)
+            s, phase = ring_slot(cons, STAGES)
+            mbarrier.wait(full.index(s), phase)
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
             acc = warpgroup_mma_wait(1, deps=[acc])
             with gl.if_(k > 0):
@@ -207,15 +209,17 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
         with gl.if_((k_tiles == 0) & (tile > first)):  # no wgmma to overlap with
             store_tile(c_desc, c_bufs, out, out_m, out_n)
         for k in gl.range(0, k_tiles):
-            s = it % STAGES
-            mbarrier.wait(full.index(s), (it // STAGES) & 1)
+            s, phase = ring_slot(it, STAGES)
+            mbarrier.wait(full.index(s), phase)
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
-            for j, block in enumerate(blocks):
-                with gl.if_((k == j) & (tile > first)):
-                    if SPREAD:
-                        store_block(c_desc, c_bufs, j, block, out_m, out_n)
-                    else:
-                        store_tile(c_desc, c_bufs, out, out_m, out_n)
+            # one test a step once the blocks are out, not one a block (these run every K step)
+            with gl.if_((k < len(blocks)) & (tile > first)):
+                for j, block in enumerate(blocks):
+                    with gl.if_(k == j):
+                        if SPREAD:
+                            store_block(c_desc, c_bufs, j, block, out_m, out_n)
+                        else:
+                            store_tile(c_desc, c_bufs, out, out_m, out_n)
             acc = warpgroup_mma_wait(1, deps=[acc])
             with gl.if_(k > 0):
                 _release(empty, it - 1, STAGES)

@@ -7,7 +7,7 @@ from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
 
-from .matmul_hopper import grouped_tile, wgmma_layout
+from .matmul_hopper import grouped_tile, ring_slot, wgmma_layout
 
 
 def _tiling(a_desc, b_desc, M, N, K):
@@ -24,9 +24,9 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         for k in gl.range(0, k_tiles):
-            s = it % STAGES
+            s, phase = ring_slot(it, STAGES)
             # the first pass over the ring finds every slot empty: wait on the phase before
-            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.wait(empty.index(s), phase ^ 1)
             mbarrier.expect(ready.index(s), nbytes)
             tma.async_load(a_desc, [pid_m * BM, k * BK], ready.index(s), a_bufs.index(s), eviction_policy=A_EVICT)
             tma.async_load(b_desc, [k * BK, pid_n * BN], ready.index(s), b_bufs.index(s), eviction_policy=B_EVICT)
@@ -39,12 +39,12 @@ def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES):
     next ring step, the step whose wgmma may still be running)."""
     prev = it
     for k in gl.range(0, k_tiles):
-        s = it % STAGES
-        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        s, phase = ring_slot(it, STAGES)
+        mbarrier.wait(ready.index(s), phase)
         acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
         acc = warpgroup_mma_wait(1, deps=[acc])
         with gl.if_(k > 0):
-            mbarrier.arrive(empty.index(prev % STAGES))
+            mbarrier.arrive(empty.index(ring_slot(prev, STAGES)[0]))
         prev = it
         it += 1
     return acc, it, prev
@@ -53,7 +53,7 @@ def _tile_mainloop(a_bufs, b_bufs, ready, empty, acc, it, k_tiles, STAGES):
 def _tile_epilogue(c_desc, c_smem, acc, empty, prev, STAGES, off_m, off_n):
     """Retire the last wgmma, release its stage, and store the tile through c_smem by TMA."""
     acc = warpgroup_mma_wait(0, deps=[acc])
-    mbarrier.arrive(empty.index(prev % STAGES))
+    mbarrier.arrive(empty.index(ring_slot(prev, STAGES)[0]))
     tma.store_wait(0)  # the previous tile's store has read c_smem
     c_smem.store(acc.to(c_desc.dtype))
     fence_async_shared()
