@@ -188,3 +188,185 @@ def check_permuted_slice(both, target, k, start, dim, i=1):
         ref, sim, _ = both(permuted_slice, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), i],
                            target, num_warps=2, LAY=lay, START=start, DIM=dim, STORE=store)
         assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (start, dim, store)
+
+
+# -- views joined by a loop or branch whose start moves in two dims --------------------------------
+
+@gt.jit
+def moved_two_dims(x_ptr, y_ptr, out_ptr, n, c, DT: gl.constexpr, LAY: gl.constexpr, FIRST: gl.constexpr,
+                   OTHER: gl.constexpr, MOVE: gl.constexpr, THEN: gl.constexpr, STORE: gl.constexpr):
+    """A [16, 32] buffer of DT in LAY holding x; FIRST and OTHER: (row, column) starts of [4, 16]
+    views of it. MOVE "swap": a loop of n steps swaps the two views; "pick": the loop body picks
+    OTHER on even steps, FIRST on odd ones, for the next step; "branch": OTHER if c else FIRST,
+    picked before the loop. Step k takes its view (THEN "slice": rows 1..2, columns 4..11 of it;
+    "permute": transposed; "reshape": a leading 1 added and indexed away) and reads it into out[k]
+    (STORE=0), writes y[k] through it (STORE=1) or async-copies y[k] into it (STORE=2); after
+    STORE 1 or 2 the buffer is read back into out."""
+    from gluon_trace.language.nvidia.ampere import async_copy
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 8, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(DT, [16, 32], LAY, gl.load(x_ptr + rf))
+    v = buf.slice(FIRST[0], 4, 0).slice(FIRST[1], 16, 1)
+    w = buf.slice(OTHER[0], 4, 0).slice(OTHER[1], 16, 1)
+    if MOVE == "branch":
+        with gl.if_(c == 1):
+            v = buf.slice(OTHER[0], 4, 0).slice(OTHER[1], 16, 1)
+    for k in gl.range(0, n):
+        u = v
+        if THEN == "slice":
+            u = v.slice(1, 2, 0).slice(4, 8, 1)
+        elif THEN == "permute":
+            u = v.permute([1, 0])
+        elif THEN == "reshape":
+            u = v.reshape([1, 4, 16]).index(0)
+        shape: gl.constexpr = u.shape
+        L: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+        r = gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] * shape[1] + \
+            gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :]
+        size: gl.constexpr = shape[0] * shape[1]
+        if STORE == 2:
+            async_copy.async_load(u, y_ptr + k * size + r)
+            async_copy.commit_group()
+            async_copy.wait_group(0)
+        elif STORE == 1:
+            u.store(gl.load(y_ptr + k * size + r))
+        else:
+            gl.store(out_ptr + k * size + r, u.load(L).to(gl.float32))
+        if MOVE == "swap":
+            v, w = w, v
+        elif MOVE == "pick":
+            t = buf.slice(FIRST[0], 4, 0).slice(FIRST[1], 16, 1)
+            with gl.if_(k % 2 == 0):
+                t = buf.slice(OTHER[0], 4, 0).slice(OTHER[1], 16, 1)
+            v = t
+    if STORE:
+        gl.thread_barrier()
+        gl.store(out_ptr + rf, buf.load(F).to(gl.float32))
+
+
+# (FIRST, OTHER) starts: rows and columns both inside the period, one of them at 0, a period apart
+MOVED_PAIRS = [((1, 3), (2, 5)), ((0, 6), (3, 0)), ((5, 1), (1, 12)), ((9, 3), (2, 16))]
+MOVED_DTYPES = {"f32": (np.float32, gl.float32), "f16": (np.float16, gl.float16), "i8": (np.int8, gl.int8)}
+
+
+def moved_layouts(dt):
+    """{name: layout} of a [16, 32] tile of ``dt``: a 16-byte chunk swizzled over 8 rows, pairs of
+    rows sharing a phase, and the NVMMA layout Gluon picks."""
+    e = 16 // (dt.primitive_bitwidth // 8)
+    return {"chunk": gl.SwizzledSharedLayout(e, 1, 8, [1, 0]), "pairs": gl.SwizzledSharedLayout(max(e // 2, 1), 2, 4, [1, 0]),
+            "nvmma": gl.NVMMASharedLayout.get_default_for([16, 32], dt)}
+
+
+def check_moved_two_dims(both, target, dtname, lay, move, pair, then, store, n=4, c=1):
+    """One moved_two_dims kernel on fresh inputs (no zeros) against numpy and the interpreter; its text."""
+    dtype, dt = MOVED_DTYPES[dtname]
+    first, other = pair
+    x = V._fresh(dtype, (16, 32))
+    picks = [other if c else first] * n if move == "branch" else [first if k % 2 == 0 else other for k in range(n)]
+    buf = x.astype(np.float32)
+
+    def view(k):
+        (r0, c0) = picks[k]
+        a = buf[r0:r0 + 4, c0:c0 + 16]
+        return a[1:3, 4:12] if then == "slice" else a.T if then == "permute" else a
+    shape = view(0).shape
+    y = V._fresh(dtype, (n,) + shape)
+    if store:
+        for k in range(n):
+            view(k)[...] = y[k]
+        exp = buf
+    else:
+        exp = np.stack([view(k).copy() for k in range(n)])
+    ref, sim, text = both(moved_two_dims, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), n, c],
+                          target, num_warps=1, DT=dt, LAY=moved_layouts(dt)[lay], FIRST=first, OTHER=other, MOVE=move,
+                          THEN=then, STORE=store)
+    assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (dtname, lay, move, pair, then, store)
+    return text
+
+
+# (dtype, layout, MOVE, MOVED_PAIRS index, THEN, STORE) of the two-dim runs both backends take:
+# every dtype, layout, join, view op and access at least once (async copies of 4-byte elements)
+MOVED_RUNS = [("f32", "chunk", "branch", 0, "none", 0), ("f32", "chunk", "swap", 0, "none", 1),
+              ("f32", "pairs", "pick", 2, "slice", 0), ("f32", "nvmma", "swap", 3, "permute", 1),
+              ("f32", "chunk", "swap", 2, "none", 2), ("f32", "nvmma", "branch", 1, "reshape", 2),
+              ("f16", "nvmma", "pick", 1, "none", 0), ("f16", "chunk", "swap", 3, "reshape", 1),
+              ("f16", "pairs", "branch", 0, "permute", 0), ("i8", "pairs", "swap", 3, "slice", 1),
+              ("i8", "chunk", "pick", 2, "none", 0), ("i8", "nvmma", "branch", 0, "reshape", 1)]
+MOVED_IDS = ["-".join(map(str, r)) for r in MOVED_RUNS]
+
+
+# -- .reshape of a view whose start is known only at run time --------------------------------------
+
+@gt.jit
+def reshaped_join(x_ptr, y_ptr, out_ptr, c, FIRST: gl.constexpr, OTHER: gl.constexpr, NC: gl.constexpr,
+                  HOW: gl.constexpr, STORE: gl.constexpr):
+    """Rows r..r+3, columns k..k+NC-1 of every [16, 32] tile of a swizzled [2, 2, 16, 32] f32 buffer
+    holding x, (r, k) FIRST or (c == 1) OTHER, picked by a branch, then reshaped: HOW "regroup" the
+    [2, 2] stack to [4] (the view [4, 4, NC]); "unit" a leading 1 added to tile (1, 0) and indexed
+    back ([4, NC]). (The type rule takes reshapes of the stacked dims only.) STORE=0: read into out; 1: y written through it, the buffer read back."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1, 4], [1, 1, W // 8, 8], [1, 1, 1, 1], [3, 2, 1, 0])
+    S2: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, F))
+    s0 = gl.arange(0, 2, gl.SliceLayout(1, S2))[:, None, None, None]
+    s1 = gl.arange(0, 2, gl.SliceLayout(0, S2))[None, :, None, None]
+    rr = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, F))))[None, None, :, None]
+    cc = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, F))))[None, None, None, :]
+    rf = s0 * 1024 + s1 * 512 + rr * 32 + cc
+    buf = gl.allocate_shared_memory(gl.float32, [2, 2, 16, 32], SW,
+                                    gl.load(x_ptr + rf))
+    v = buf.slice(FIRST[0], 4, 2).slice(FIRST[1], NC, 3)
+    with gl.if_(c == 1):
+        v = buf.slice(OTHER[0], 4, 2).slice(OTHER[1], NC, 3)
+    L3: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, W // 8, 8], [1, 1, 1], [2, 1, 0])
+    L2: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    if HOW == "regroup":
+        u = v.reshape([4, 4, NC])
+        r = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, L3)))[:, None, None] * (4 * NC) + \
+            gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, L3)))[None, :, None] * NC + \
+            gl.arange(0, NC, gl.SliceLayout(0, gl.SliceLayout(1, L3)))[None, None, :]
+        if STORE:
+            u.store(gl.load(y_ptr + r))
+        else:
+            gl.store(out_ptr + r, u.load(L3))
+    else:
+        u = v.index(1).index(0).reshape([1, 4, NC]).index(0)
+        r = gl.arange(0, 4, gl.SliceLayout(1, L2))[:, None] * NC + gl.arange(0, NC, gl.SliceLayout(0, L2))[None, :]
+        if STORE:
+            u.store(gl.load(y_ptr + r))
+        else:
+            gl.store(out_ptr + r, u.load(L2))
+    if STORE:
+        gl.thread_barrier()
+        gl.store(out_ptr + rf, buf.load(F))
+
+
+# (FIRST, OTHER, NC): rows moving (whole rows), rows and columns moving
+RESHAPE_JOINS = [((1, 0), (2, 0), 32), ((6, 0), (3, 0), 32), ((1, 3), (2, 5), 16)]
+RESHAPE_IDS = ["rows1-2", "rows6-3", "rows-cols"]
+
+
+def _reshaped_sel(a, how, r0, k0, nc):
+    """The view reshaped_join reads or writes, of the [2, 2, 16, 32] array ``a`` (a numpy view)."""
+    t = a[:, :, r0:r0 + 4, k0:k0 + nc]
+    return t.reshape(4, 4, nc) if how == "regroup" else t[1, 0]
+
+
+def check_reshaped_join(both, target, how, first, other, nc, store, c):
+    x = V._fresh(np.float32, (2, 2, 16, 32))
+    r0, k0 = other if c else first
+    shape = _reshaped_sel(x, how, r0, k0, nc).shape
+    y = V._fresh(np.float32, shape)
+    if store:
+        exp = x.copy()
+        t = exp[:, :, r0:r0 + 4, k0:k0 + nc]
+        if how == "regroup":
+            t[...] = y.reshape(t.shape)
+        else:
+            t[1, 0] = y
+    else:
+        exp = np.array(_reshaped_sel(x, how, r0, k0, nc))
+    ref, sim, text = both(reshaped_join, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), c],
+                          target, num_warps=1, FIRST=first, OTHER=other, NC=nc, HOW=how, STORE=store)
+    assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (how, first, other, store, c)
+    return text

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from gluon_trace import dtypes as dt
-from gluon_trace.errors import CompileError
 
 from . import arith, lds_join
 from .emitter import dwords
@@ -156,9 +155,6 @@ def rule_for(em, op):
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
             else:
-                why = lds_join.coord_why(ys[i], f) if i not in add and not lds_join._same(ys[i], f) else None
-                if why:
-                    raise CompileError(f"AMD backend ({em.t.name}): this loop's body {why}", op.loc)
                 ys[i] = _as_first(em, ys[i], f, "this loop's body", align=False,
                                   canon=lds_join.additive if i in add else _canonical)
                 if _align(ys[i]) < aligns[i]:
@@ -224,10 +220,6 @@ def rule_if(em, op):
                     if i not in firsts:
                         firsts[i] = ys[i] = canon(ys[i])
                     else:
-                        why = (lds_join.coord_why(ys[i], firsts[i])
-                               if i not in add and not lds_join._same(ys[i], firsts[i]) else None)
-                        if why:
-                            raise CompileError(f"AMD backend ({em.t.name}): this branch {why}", op.loc)
                         ys[i] = _as_first(em, ys[i], firsts[i], "this branch", align=False, canon=canon)
                     aligns[i] = min(aligns.get(i, 16), _align(ys[i]))   # the join's: the weaker arm's
             ys = [_address(em, y) for y in ys]

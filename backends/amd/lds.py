@@ -124,7 +124,7 @@ def rule_permute(em, op):
     perm = [d - nl for d in order[nl:]]
     coff = v.coff and tuple(tuple(x[d] for d in perm) for x in v.coff)
     w = v.with_(lin=np.transpose(v.lin, perm), coff=coff)
-    em.vals[op.result] = w.with_(sdim=perm.index(v.sdim)) if v.sdim is not None else w
+    em.vals[op.result] = w.with_(sdim=tuple(sorted((perm.index(d), b) for d, b in v.sdim))) if v.sdim is not None else w
 
 
 def rule_reshape(em, op):

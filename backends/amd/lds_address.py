@@ -292,11 +292,13 @@ class Access:
         """A swizzled view at a run-time start S of its dim sdim (lds_join.coord_join): split as
         _split_coords does, the bits S + (tc ^ lo) may reach for every S it may take in the thread
         part, checked for each S; the thread register made where the view is accessed."""
+        from .lds_join import unpacked
         starts, images = v.coff
         idx = np.indices(np.shape(v.lin))
         tables = []
         for S in v.svals:
-            st = [s + S * (d == v.sdim) for d, s in enumerate(starts)]
+            at = unpacked(v.sdim, images, S)
+            st = [s + at.get(d, 0) for d, s in enumerate(starts)]
             w = v.with_(lin=_scatter([(idx[d] + s, images[d]) for d, s in enumerate(st)]), sreg=None, svals=(),
                         sdim=None)
             self.bytes = self._bytes(w)
@@ -322,9 +324,12 @@ class Access:
         em, lay = self.em, self.lay
         if v.coff is None or v.xreg is not None or not v.lin.ndim:
             return False
-        # (``run``: (dim, the run-time starts S it adds): the bits each may reach, checked for each)
-        sd, svals = run if run is not None else (None, (0,))
+        # (``run``: (the moving dims' packing, the packed run-time starts S they add): the bits each
+        # may reach, checked for each)
+        from .lds_join import unpacked
+        sd, svals = run if run is not None else ((), (0,))
         starts, images = v.coff
+        ats = [unpacked(sd, images, S) for S in svals]
         nl = len(v.lead)
         idx = np.indices(v.lin.shape)
         if len(starts) != v.lin.ndim or not np.array_equal(
@@ -340,9 +345,9 @@ class Access:
         reach_s = list(starts)   # (per dim, the greatest start: the carries' reach)
         for d, (p, s) in enumerate(zip(pairs, starts)):
             poss = possible_bits(p)
-            if d == sd:
-                reach_s[d] = max(s + S for S in svals)
-                s = int(np.bitwise_or.reduce([s + S for S in svals]))
+            if d in dict(sd):
+                reach_s[d] = max(s + at[d] for at in ats)
+                s = int(np.bitwise_or.reduce([s + at[d] for at in ats]))
             lw = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
             core.append((((1 << (reach_s[d] + poss).bit_length()) - 1) if reach_s[d] else poss) & ~lw)
             low.append(lw)
@@ -387,10 +392,10 @@ class Access:
             for bit, val in pairs:
                 tc ^= self._tid_bit(bit, W, Ln) * val
             tcs.append(tc)
-        for S, b in zip(svals, self.all_bytes or [self.bytes]):
+        for at, b in zip(ats, self.all_bytes or [self.bytes]):
             pred = np.empty_like(b)
             for r, (lo, imm) in enumerate(self.regC):
-                t = _scatter([(s + S * (d == sd) + (tc ^ x), im)
+                t = _scatter([(s + at.get(d, 0) + (tc ^ x), im)
                               for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))])
                 pred[..., r] = v.es * pad(t, v.pads) + tS + imm
             if not np.array_equal(pred, b):
@@ -427,11 +432,13 @@ class Access:
         return x
 
     def _thread_reg_coords_run(self, lo: tuple):
-        """es * XOR_d B_d(start_d + [S] + (tc_d ^ lo_d)) + the stacked bytes, S (an SGPR) added to dim
-        sdim's: the other dims' terms and sdim's tc ^ lo + start made at the kernel entry, the sum
-        with S and its terms where the view is accessed (S is the loop's or branch's)."""
+        """es * XOR_d B_d(start_d + [S_d] + (tc_d ^ lo_d)) + the stacked bytes, S (an SGPR: the moving
+        dims' starts packed, lds_join.packing) added to theirs: the other dims' terms and the moving
+        dims' tc ^ lo + start, packed alike, made at the kernel entry, the sum with S and the terms
+        of its packed fields where the view is accessed (S is the loop's or branch's)."""
         em, v = self.em, self.v
         sreg, sd = self.crun
+        moving = dict(sd)
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         key = ("lds_thread_coords_run", self.cdims, self.spairs, lo, v.es, elem_key(sreg), sd)
         x = em.cse_get(key)
@@ -443,13 +450,21 @@ class Access:
                 x, ts = Imm(0), Imm(0)
                 for d, ((pairs, s, _, im), c) in enumerate(zip(self.cdims, lo)):
                     t = thread_part(em, pairs) if pairs else Imm(0)
-                    if d == sd:
+                    if d in moving:
+                        b = moving[d]
                         if isinstance(t, Imm):
-                            ts = Imm((t.bits ^ c) + s)
-                            continue
-                        if c:
-                            t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
-                        ts = em.valu(add, em.v(), [Imm(s), t]) if s else t
+                            u = Imm(((t.bits ^ c) + s) << b)
+                        else:
+                            if c:
+                                t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+                            u = em.valu(add, em.v(), [Imm(s), t]) if s else t
+                            u = em.valu("v_lshlrev_b32", em.v(), [Imm(b), u]) if b else u
+                        if isinstance(ts, Imm) and isinstance(u, Imm):
+                            ts = Imm(ts.bits + u.bits)
+                        elif isinstance(ts, Imm) and not ts.bits:
+                            ts = u
+                        else:
+                            ts = em.valu(add, em.v(), [ts, u] if isinstance(ts, Imm) else [u, ts])
                         continue
                     if isinstance(t, Imm):
                         x = Imm(x.bits ^ _scatter([(s + (t.bits ^ c), im)]))
@@ -466,7 +481,10 @@ class Access:
             t = em.valu(add, em.v(), [Imm(ts.bits), em.to_v(sreg)]) if ts.bits else em.to_v(sreg)
         else:
             t = em.valu(add, em.v(), [sreg, ts])
-        for u in _image_terms(em, t, self.cdims[sd][3]):
+        ims = [0] * max(b + len(self.cdims[d][3]) for d, b in sd)
+        for d, b in sd:
+            ims[b:b + len(self.cdims[d][3])] = self.cdims[d][3]
+        for u in _image_terms(em, t, tuple(ims)):
             x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
         x = self._padded_bytes(x)
         x = self._plus_hoisted_spairs(em, x, add)

@@ -74,7 +74,8 @@ def shifted(x: Lds) -> Lds | None:
 def _coord(x: Lds) -> Lds | None:
     """A swizzled/NVMMA view in its buffer's coordinates: lin the buffer's table at c + coff's starts,
     const the buffer's (a canonical form's moved origin taken back, control._canonical); one at a
-    run-time start (sdim) with its dim's start in svals (0 in coff). None where it has no such form."""
+    run-time start (sdim) with its moving dims' starts in svals (0 in coff). None where it has no
+    such form."""
     if x is None or x.pads or x.xreg is not None or x.coff is None or not np.size(x.lin) \
             or (x.sreg is not None and x.sdim is None):
         return None
@@ -84,8 +85,8 @@ def _coord(x: Lds) -> Lds | None:
         return None
     idx = np.indices(lin.shape)
     if x.sdim is not None:
-        k = starts[x.sdim]
-        st = tuple(0 if d == x.sdim else s for d, s in enumerate(starts))
+        k = packed(x.sdim, starts)
+        st = tuple(0 if d in dict(x.sdim) else s for d, s in enumerate(starts))
         return x.with_(lin=_scatter([(idx[d] + s, images[d]) for d, s in enumerate(st)]), coff=(st, images),
                        svals=tuple(sorted(s + k for s in x.svals)))
     full = _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])
@@ -97,48 +98,63 @@ def _coord(x: Lds) -> Lds | None:
     return None
 
 
+# A run-time start that moves in several dims (rows and columns of a 128-byte swizzle) is one SGPR:
+# the dims' starts packed, each in a field as wide as its dim's coordinate (the buffer's images of
+# it), the last dim lowest: ``sdim`` ((dim, bit), ...). A start plus a coordinate stays inside its
+# dim, so adding two packed values adds each field alone, and the swizzle of the packed sum is
+# built from whole bit fields as for one dim. One moving dim sits at bit 0: S its start, as before.
+
+def packed(pairs, c) -> int:
+    """The starts ``c`` of the moving dims, packed as ``pairs`` places them."""
+    return sum(int(c[d]) << b for d, b in pairs)
+
+
+def unpacked(pairs, images, S: int) -> dict:
+    """{dim: its start} of the packed start S."""
+    return {d: S >> b & ((1 << len(images[d])) - 1) for d, b in pairs}
+
+
+def packing(images, dims) -> tuple:
+    out, b = [], 0
+    for d in sorted(dims, reverse=True):
+        out.append((d, b))
+        b += len(images[d])
+    return tuple(sorted(out))
+
+
 def _coord_parts(f: Lds):
     return (f.lead, f.dtype, np.shape(f.lin), tuple(map(tuple, f.coff[1])))
 
 
 def coord_join(fs: list) -> Lds | None:
-    """The joined view (its dim d's start S known at run time only: sreg _STATIC, sdim d, svals every
-    value S may take) of swizzled views (in _coord form) of one buffer's table whose starts differ
-    in one dim only (rows 1..4, 2..5 and 3..6 of a 128-byte swizzle: no XOR of one another's); None
-    otherwise."""
+    """The joined view (its moving dims' starts known at run time only, packed in one SGPR: sreg
+    _STATIC, sdim their packing, svals every packed value it may take) of swizzled views (in _coord
+    form) of one buffer's table whose starts differ (rows 1..4, 2..5 and 3..6 of a 128-byte swizzle:
+    no XOR of one another's; rows 1.. columns 3.. and rows 2.. columns 5..); None otherwise."""
     if None in fs or any(f.pads or f.coff is None for f in fs) \
             or any(_coord_parts(f) != _coord_parts(fs[0]) for f in fs[1:]):
         return None
     nd = len(fs[0].coff[0])
-    dims = {f.sdim for f in fs if f.sdim is not None}
+    images = fs[0].coff[1]
+    dims = {d for f in fs if f.sdim is not None for d, _ in f.sdim}
     dims |= {d for f in fs for d in range(nd) if f.coff[0][d] != fs[0].coff[0][d]}
-    if len(dims) != 1:
+    if not dims:
         return None
-    d = dims.pop()
-    if any(f.coff[0][e] != fs[0].coff[0][e] for f in fs for e in range(nd) if e != d):
+    pk = packing(images, dims)
+    if any(f.coff[0][e] != fs[0].coff[0][e] for f in fs for e in range(nd) if e not in dims):
         return None
     svals = set()
-    for f in fs:
-        svals |= set(f.svals) if f.sdim is not None else {f.coff[0][d]}
-    st = tuple(0 if e == d else s for e, s in enumerate(fs[0].coff[0]))
-    images = fs[0].coff[1]
+    for f in fs:   # (each view's every start, its own packing's moved to the join's)
+        for S in (f.svals if f.sdim is not None else (0,)):
+            at = dict(enumerate(f.coff[0]))
+            if f.sdim is not None:
+                at.update(unpacked(f.sdim, images, S))
+            svals.add(packed(pk, at))
+    st = tuple(0 if e in dims else s for e, s in enumerate(fs[0].coff[0]))
     idx = np.indices(np.shape(fs[0].lin))
     lin = _scatter([(idx[e] + s, images[e]) for e, s in enumerate(st)])
-    return fs[0].with_(base=None, const=0, lin=lin, coff=(st, images), sreg=_STATIC, svals=tuple(sorted(svals)), sdim=d)
-
-
-def coord_why(x: Lds, y: Lds) -> str | None:
-    """Why a join of the swizzled views ``x`` and ``y`` (slices of one buffer) is refused, where it is
-    their starts differing in more than one dim (one SGPR carries one dim's start); else None."""
-    f, g = _coord(x) if x is not None else None, _coord(y) if y is not None else None
-    if f is None or g is None or f.sdim is not None or g.sdim is not None or _coord_parts(f) != _coord_parts(g):
-        return None
-    dims = [d for d, (a, b) in enumerate(zip(f.coff[0], g.coff[0])) if a != b]
-    if len(dims) < 2:
-        return None
-    return (f"yields slices of a swizzled shared-memory buffer whose starts differ in more than one dim "
-            f"(dims {', '.join(map(str, dims))}, inside a swizzle period): the AMD backend carries the start of "
-            "one dim at run time; slice the buffer inside the branch or loop body instead")
+    return fs[0].with_(base=None, const=0, lin=lin, coff=(st, images), sreg=_STATIC, svals=tuple(sorted(svals)),
+                       sdim=pk)
 
 
 def _same_m(x: Lds, y: Lds) -> bool:
@@ -184,21 +200,33 @@ def carried_shift(em, x: Lds, spec: Lds, what: str):
 
 
 def _carried_coord(em, x: Lds, spec: Lds, what: str):
-    """carried_shift's for a swizzled view joined at a run-time start of its dim spec.sdim."""
+    """carried_shift's for a swizzled view joined at a run-time start of the dims spec.sdim packs."""
     from .control import _address, _align
     f = _coord(x)
     j = coord_join([f, spec]) if f is not None else None
     if j is None or j.sdim != spec.sdim or not set(j.svals) <= set(spec.svals):
         raise em.error(f"{what} yields shared-memory views placed differently (another layout, a permutation "
-                       "of the buffer, or a slice whose start differs from the others' in more than one dim): "
-                       "only the base and the start of one dim may change; slice or index the buffer inside "
-                       "the branch or loop body instead")
-    d = spec.sdim
+                       "of the buffer, or a slice whose start differs from the others' in a dim the join did not "
+                       "predict to move): only the base and the starts may change; slice or index the buffer "
+                       "inside the branch or loop body instead")
     if x.sdim is None:
-        s = Imm(x.coff[0][d])
-    else:
-        k = x.coff[0][d]
+        return [_address(em, f), Imm(packed(spec.sdim, x.coff[0]))], _align(f)
+    k = packed(spec.sdim, x.coff[0])
+    if x.sdim == spec.sdim:
         s = em.salu("s_add_u32", em.s(), [x.sreg, Imm(k)]) if k else x.sreg
+        return [_address(em, f), s], _align(f)
+    # (the view's own packing moved field by field to the join's, its static starts added)
+    own, images = dict(x.sdim), x.coff[1]
+    s = Imm(k)
+    for d, b in spec.sdim:
+        if d not in own:
+            continue
+        u = x.sreg
+        if len(x.sdim) > 1:
+            u = em.salu("s_lshr_b32", em.s(), [u, Imm(own[d])]) if own[d] else u
+            u = em.salu("s_and_b32", em.s(), [u, Imm((1 << len(images[d])) - 1)])
+        u = em.salu("s_lshl_b32", em.s(), [u, Imm(b)]) if b else u
+        s = u if isinstance(s, Imm) and not s.bits else em.salu("s_add_u32", em.s(), [s, u])
     return [_address(em, f), s], _align(f)
 
 

@@ -51,15 +51,16 @@ class Smem:
     (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere. ``joined``: the view
     a branch or loop carries with one table for all its views (only the refusal's words use it).
     ``creg``: a view with ``coff`` chosen by a branch or carried by a loop among slices whose
-    start in dim ``cdim`` differs (inside a swizzle period): the register holding that start
-    (``coff``'s is 0 there; ``rel`` only gives the shape): smem_swizzled.py."""
+    starts in some dims differ (inside a swizzle period): the register holding those starts,
+    packed as ``cdim`` ((dim, bit), ...) says (``coff``'s are 0 there; ``rel`` only gives the
+    shape): smem_swizzled.py."""
     __slots__ = ("base", "const", "rel", "dtype", "align", "xreg", "xmask", "plin", "sreg", "salign", "coff", "joined",
                  "creg", "cdim")
 
     def __init__(self, base: str, const: int, rel: np.ndarray, dtype: dt.dtype, align: int,
                  xreg: str | None = None, xmask: int = 0, plin: tuple | None = None,
                  sreg: str | None = None, salign: int = 0, coff: tuple | None = None, joined: bool = False,
-                 creg: str | None = None, cdim: int | None = None):
+                 creg: str | None = None, cdim: tuple | None = None):
         self.base, self.const, self.rel, self.dtype, self.align = base, const, rel, dtype, align
         self.xreg, self.xmask, self.plin = xreg, xmask, plin
         self.sreg, self.salign = sreg, salign
@@ -226,7 +227,7 @@ def _permute(em, op):  # (a re-indexed table places elements where they were: th
     s = _view_of(em, op.operands[0], xor_ok=True)
     order = op.attrs["order"]
     coff = None if s.coff is None else (np.transpose(s.coff[0], order), tuple(s.coff[1][o] for o in order))
-    cdim = None if s.creg is None else list(order).index(s.cdim)
+    cdim = None if s.creg is None else tuple(sorted((list(order).index(d), b) for d, b in s.cdim))
     return [[Smem(s.base, s.const, np.transpose(s.rel, order), s.dtype, s.align, s.xreg, s.xmask,
                   s.plin_at(lambda a: np.transpose(a, order)), s.sreg, s.salign, coff=coff, creg=s.creg, cdim=cdim)]]
 
@@ -236,8 +237,8 @@ def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     shape = tuple(op.attrs["shape"])
     if s.creg is not None:
-        from .smem_swizzled import refuse_runtime
-        refuse_runtime(".reshape()", op.loc)
+        from .smem_swizzled import reshape_view
+        return [[reshape_view(s, shape, op.loc)]]
     coff = None
     if s.coff is not None:  # (the buffer's table and the start, reshaped alike where they can be)
         from .smem_swizzled import reshape_coff

@@ -36,12 +36,13 @@ def _image(bits, x: int) -> int:
     return functools.reduce(lambda v, j: v ^ bits[j] if x >> j & 1 else v, range(len(bits)), 0)
 
 
-def _taken_bits(B, lin, starts, run_dim=None, run_full=0):
+def _taken_bits(B, lin, starts, runs=None):
     """(per dim, the bits the thread's coordinate can have; the register bits taken into the
     thread's part; whether that settled): every bit the start plus the thread's bits can reach
-    (``run_full`` for ``run_dim``, whose start is known only at run time), then every register
-    bit whose offset meets those bits' offsets, until nothing is added. ``B[d]``: the offset of
-    each coordinate bit of dim d. Shared by the constant-start and run-time-start paths."""
+    (all of dim d's for each ``runs`` dim, whose start is known only at run time), then every
+    register bit whose offset meets those bits' offsets, until nothing is added. ``B[d]``: the
+    offset of each coordinate bit of dim d. Shared by the constant-start and run-time-start paths."""
+    runs = runs or ()
     nd = len(B)
     poss = [functools.reduce(lambda v, b: v | int(b[d]), list(lin.lane_bases) + list(lin.warp_bases), 0)
             for d in range(nd)]   # bits each thread coordinate can have
@@ -51,8 +52,8 @@ def _taken_bits(B, lin, starts, run_dim=None, run_full=0):
         ext, timg = [], 0
         for d in range(nd):
             m, st = poss[d] | lo[d], starts[d]
-            if d == run_dim:
-                e = run_full
+            if d in runs:
+                e = (1 << len(B[d])) - 1
             elif st:
                 low = ((m | st) & -(m | st)) - 1
                 e = ((1 << (st + m).bit_length()) - 1) & ~low
@@ -149,10 +150,10 @@ def swz_addr(acc, r: int) -> str:
 
 def _prologue_terms(em, lin, poss, starts, B, key, skip=None) -> tuple[list, int]:
     """(registers made in the prologue, constant) whose XOR is XOR_d B_d(start_d + (T_d ^ key_d))
-    over the dims but ``skip``."""
+    over the dims but those in ``skip``."""
     terms, const = [], 0
     for d in range(len(starts)):
-        if d == skip:
+        if skip and d in skip:
             continue
         if not poss[d]:  # (no thread part: the dim's sum is a constant)
             const ^= _image(B[d], starts[d] + key[d])
@@ -174,32 +175,35 @@ def _prologue_terms(em, lin, poss, starts, B, key, skip=None) -> tuple[list, int
 
 
 def _runtime_addr(acc, r: int) -> str:
-    """``[base + thread value + imm]`` of register r for a view whose start in dim ``cdim`` is
-    the register ``creg``: the other dims' part made in the prologue (as ``swz_addr``), dim
-    cdim's B(creg + (T ^ key)) at the access, once per region and key."""
+    """``[base + thread value + imm]`` of register r for a view whose starts in its moving dims
+    (``cdim``) are packed in the register ``creg``: the other dims' part made in the prologue
+    (as ``swz_addr``), the moving dims' B(creg + packed(T ^ key)) at the access, once per region
+    and key (one add: each field's sum stays below its dim's size, so none carries into the next)."""
     em, lin, s = acc.em, acc.lin, acc.s
     poss, starts, B, _ = acc.swz
-    d, key = s.cdim, acc.keys[r]
+    key = acc.keys[r]
     lanes, warps = tuple(tuple(b) for b in lin.lane_bases), tuple(tuple(b) for b in lin.warp_bases)
     mk = ("smem_swzrt", s.creg, lanes, warps, starts, B, key)
     t = em.memo_get(mk)
     if t is None:
-        terms, const = _prologue_terms(em, lin, poss, starts, B, key, skip=d)
-        if poss[d]:
-            lv, wv = tuple(int(b[d]) for b in lin.lane_bases), tuple(int(b[d]) for b in lin.warp_bases)
+        terms, const = _prologue_terms(em, lin, poss, starts, B, key, skip={d for d, _ in s.cdim})
+        pk = _packed(s.cdim, key)
+        if any(poss[d] for d, _ in s.cdim):
+            lv = tuple(_packed(s.cdim, b) for b in lin.lane_bases)
+            wv = tuple(_packed(s.cdim, b) for b in lin.warp_bases)
             src, _ = em.thread_xor(lv, wv)
-            if key[d]:
-                kk = ("smem_txor", src, key[d])
+            if pk:
+                kk = ("smem_txor", src, pk)
                 x = em.thread_cache.get(kk)
                 if x is None:
                     x = em.thread_cache[kk] = em.reg("b32")
-                    em.pro(f"xor.b32 {x}, {src}, {key[d]};")
+                    em.pro(f"xor.b32 {x}, {src}, {pk};")
                 src = x
             y = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {src};")
         else:
-            y = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {key[d]};") if key[d] else s.creg
+            y = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {pk};") if pk else s.creg
         t = None
-        for u in _field_terms(em, y, B[d], at_access=True):
+        for u in _field_terms(em, y, _packed_bits(s.cdim, B), at_access=True):
             t = u if t is None else em.ins("b32", f"xor.b32 {{d}}, {t}, {u};")
         if terms:
             p = em.fold_terms("xor.b32", terms)
@@ -333,14 +337,43 @@ def _field_terms(em, src: str, bits, at_access: bool = False) -> list:
 # -- a start known only at run time: slices a branch picks (a loop carries) among ----------------
 # Rows 1..4 and rows 2..5 of a swizzled tile have no common table (neither XOR-linear, nor one the
 # other moved or XORed), so a join between them cannot carry one start address (rules_control)
-# or one address and an XOR (smem_join). Both are base + B(c + start) with one start dim apart:
-# the join carries that start in a second register (``Smem.creg``), and loads and stores build
-# B(creg + (T ^ key)) at the access for that dim (a few bfe/shl/xor per region and key), the
-# other dims' part in the prologue as for a start known at compile time. Decided before the
-# join's code is emitted (smem_join.branch_specs, loop_specs), only for joins of slices whose
-# tables differ, which were refused before.
+# or one address and an XOR (smem_join). All are base + B(c + start), their starts apart in some
+# dims: the join carries those starts in a second register (``Smem.creg``), and loads and stores
+# build B(creg + packed(T ^ key)) at the access for those dims (a few bfe/shl/xor per region and
+# key), the other dims' part in the prologue as for a start known at compile time. ``Smem.cdim``
+# says where each moving dim's start sits in creg: ((dim, bit), ...), each a field as wide as its
+# dim's coordinate (log2 of the buffer's size there), the last dim lowest. A start plus a
+# coordinate stays inside its dim, so one add of two packed values adds every field at once, and
+# B of the packed sum is built from whole bit fields as for one dim (rows and columns of a
+# 128-byte swizzle: the row field lands next to the column field, one shift for both). Decided
+# before the join's code is emitted (smem_join.branch_specs, loop_specs), only for joins of
+# slices whose tables differ, which were refused before; one moving dim sits at bit 0, creg its
+# start, as before.
 
 _STATIC = "%static"
+
+
+def _packed(pairs, c) -> int:
+    """The coordinates ``c`` of the moving dims, packed as ``pairs`` ((dim, bit), ...) places them."""
+    return sum(int(c[d]) << b for d, b in pairs)
+
+
+def _packed_bits(pairs, B) -> tuple:
+    """The offset of each bit of a packed start: dim d's bit j at bit b + j, as B[d][j]."""
+    out = [0] * max(b + len(B[d]) for d, b in pairs)
+    for d, b in pairs:
+        out[b:b + len(B[d])] = B[d]
+    return tuple(out)
+
+
+def _packing(shape, dims) -> tuple:
+    """((dim, bit), ...) of ``dims`` of a buffer of ``shape``: the last dim lowest, each field its
+    dim's coordinate bits wide."""
+    out, b = [], 0
+    for d in sorted(dims, reverse=True):
+        out.append((d, b))
+        b += (int(shape[d]) - 1).bit_length()
+    return tuple(sorted(out))
 
 
 def _form(v):
@@ -352,8 +385,8 @@ def _form(v):
 
 
 def join(views: list):
-    """The spec of a join of slices of one buffer table whose starts differ in one dim (and whose
-    tables differ: slices of one table are carried as before, in one register), or None."""
+    """The spec of a join of slices of one buffer table whose starts differ (and whose tables
+    differ: slices of one table are carried as before, in one register), or None."""
     if any(v is None for v in views):
         return None
     first = views[0]
@@ -372,31 +405,48 @@ def join(views: list):
             c = np.indices(v.rel.shape)
             if not np.array_equal(root[tuple(c[e] + st[e] for e in range(root.ndim))], v.const + v.rel):
                 return None
-    dims = {f[2] for f in fs if f[2] is not None}
-    dims |= {d for d in range(root.ndim) if len({f[1][d] for f in fs if f[2] != d}) > 1}
-    if len(dims) != 1:
+    dims = {d for f in fs if f[2] is not None for d, _ in f[2]}
+    moves = lambda f, d: f[2] is not None and d in dict(f[2])  # noqa: E731
+    dims |= {d for d in range(root.ndim) if len({f[1][d] for f in fs if not moves(f, d)}) > 1}
+    if not dims:
         return None
-    d = dims.pop()
-    starts = tuple(0 if e == d else fs[0][1][e] for e in range(root.ndim))
+    starts = tuple(0 if e in dims else fs[0][1][e] for e in range(root.ndim))
     from .rules_smem import Smem
-    return Smem(_STATIC, 0, first.rel, first.dtype, 16, coff=(root, starts), creg=_STATIC, cdim=d)
+    return Smem(_STATIC, 0, first.rel, first.dtype, 16, coff=(root, starts), creg=_STATIC,
+                cdim=_packing(root.shape, dims))
 
 
 def check(s, spec, loc, what: str) -> None:
-    """A view the join receives: a slice of the spec's buffer table, starts apart in its dim only."""
-    if join([spec, s]) is None or (s.creg is not None and s.cdim != spec.cdim) or \
-            any(e != spec.cdim and s.coff[1][e] != spec.coff[1][e] for e in range(spec.coff[0].ndim)):
+    """A view the join receives: a slice of the spec's buffer table, starts apart in its moving
+    dims only."""
+    moving = dict(spec.cdim)
+    if join([spec, s]) is None or (s.creg is not None and any(d not in moving for d, _ in s.cdim)) or \
+            any(e not in moving and s.coff[1][e] != spec.coff[1][e] for e in range(spec.coff[0].ndim)):
         from gluon_trace.errors import CompileError
         raise CompileError(f"{what} yields views of a swizzled shared buffer placed differently (another buffer "
-                           "shape, layout or slice length, or starts apart in more than one dim), not the slice "
-                           "predicted: only where the view starts in one dim may change; slice or index the "
-                           "buffer inside the branch or loop body instead", loc)
+                           "shape, layout or slice length, or a start apart in a dim the join did not predict to "
+                           "move), not the slice predicted: only where the view starts may change; slice or index "
+                           "the buffer inside the branch or loop body instead", loc)
 
 
 def carry(em, s, spec) -> list[str]:
-    """[base, start]: the two b32 sources a join copies for view ``s`` (the start an immediate
-    where known)."""
-    return [s.base, s.creg if s.creg is not None else str(s.coff[1][spec.cdim])]
+    """[base, packed starts]: the two b32 sources a join copies for view ``s`` (the starts an
+    immediate where known; a run-time start packed otherwise moved to the spec's fields)."""
+    if s.creg is None:
+        return [s.base, str(_packed(spec.cdim, s.coff[1]))]
+    if s.cdim == spec.cdim:
+        return [s.base, s.creg]
+    own = dict(s.cdim)
+    x = None
+    for d, b in spec.cdim:
+        if d in own:
+            w = (int(s.coff[0].shape[d]) - 1).bit_length()
+            f = s.creg if len(s.cdim) == 1 else em.ins("b32", f"bfe.u32 {{d}}, {s.creg}, {own[d]}, {w};")
+            f = em.ins("b32", f"shl.b32 {{d}}, {f}, {b};") if b else f
+        else:
+            f = str(int(s.coff[1][d]) << b)
+        x = f if x is None else em.ins("b32", f"add.u32 {{d}}, {x}, {f};")
+    return [s.base, x]
 
 
 def view(regs: list[str], spec, align: int):
@@ -404,36 +454,37 @@ def view(regs: list[str], spec, align: int):
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, coff=spec.coff, creg=regs[1], cdim=spec.cdim)
 
 
-def refuse_runtime(what: str, loc):
+def refuse_runtime(what: str, loc, why: str = ""):
     from gluon_trace.errors import CompileError
     raise CompileError(f"{what} needs this shared-memory view's placement at compile time, but it was chosen by "
                        "a branch (or carried by a loop) among slices of a swizzled buffer starting at different "
-                       "places inside the swizzle period (rows 1.., 2..), known only at run time; only .load(), "
-                       ".store(), async copies and .slice/.index/.permute take it: slice or index the buffer "
-                       "inside the branch (or loop body), right where it is used here", loc)
+                       "places inside the swizzle period (rows 1.., 2..), known only at run time" + why + "; only "
+                       ".load(), .store(), async copies, .slice/.index/.permute and a .reshape that keeps the "
+                       "dims whose start moves take it: slice or index the buffer inside the branch (or loop "
+                       "body), right where it is used here", loc)
 
 
 def slice_view(em, s, idx: tuple):
-    """A slice of a view with a run-time start: its start dim's register moved, the others'
-    starts (constants) moved."""
+    """A slice of a view with a run-time start: the moving dims' fields moved (one add), the
+    others' starts (constants) moved."""
     from .rules_smem import Smem
     root, starts = s.coff
-    d = s.cdim
-    by = idx[d].start or 0
+    moving = dict(s.cdim)
+    by = sum((idx[d].start or 0) << b for d, b in s.cdim)
     creg = em.ins("b32", f"add.u32 {{d}}, {s.creg}, {by};") if by else s.creg
-    st = tuple(x if e == d else x + (i.start or 0) for e, (x, i) in enumerate(zip(starts, idx)))
-    return Smem(s.base, 0, s.rel[idx], s.dtype, s.align, coff=(root, st), creg=creg, cdim=d)
+    st = tuple(x if e in moving else x + (i.start or 0) for e, (x, i) in enumerate(zip(starts, idx)))
+    return Smem(s.base, 0, s.rel[idx], s.dtype, s.align, coff=(root, st), creg=creg, cdim=s.cdim)
 
 
 def index_view(em, s, i: str, loc):
-    """Slot i of the leading dim (not the run-time start's, from 0): the base moves by i * its
+    """Slot i of the leading dim (not a run-time start's, from 0): the base moves by i * its
     stride, where the buffer's table strides it evenly."""
     from gluon_trace.errors import CompileError
     from .rules_smem import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
-    if s.cdim == 0 or starts[0] or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
+    if 0 in dict(s.cdim) or starts[0] or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
         raise CompileError(".index() of this shared-memory view (chosen by a branch or carried by a loop among "
                            "slices of a swizzled buffer starting at different places inside the swizzle period) "
                            "is not addressable: it indexes the dim whose start is known only at run time, or one "
@@ -441,23 +492,78 @@ def index_view(em, s, i: str, loc):
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     from . import ptx
     align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align
-    return Smem(base, 0, s.rel[0], s.dtype, align, coff=(root[0], starts[1:]), creg=s.creg, cdim=s.cdim - 1)
+    return Smem(base, 0, s.rel[0], s.dtype, align, coff=(root[0], starts[1:]), creg=s.creg,
+                cdim=tuple((d - 1, b) for d, b in s.cdim))
+
+
+def reshape_view(s, shape: tuple, loc):
+    """.reshape of a view with a run-time start: where each moving dim keeps its size (and its
+    buffer dim's) through the reshape, the others regrouped as reshape_coff regroups a constant
+    start, the packed register is the reshaped view's as it is (its fields relabelled); else
+    refused, saying which dim."""
+    root, starts = s.coff
+    old = tuple(s.rel.shape)
+    moving = dict(s.cdim)
+    probe = tuple(0 if d in moving else x for d, x in enumerate(starts))
+    c = reshape_coff((root, probe), old, shape)
+    where = _dim_map(old, shape)
+    bad = [d for d in moving if where.get(d) is None or c is None
+           or c[0].shape[where[d]] != root.shape[d] or c[1][where[d]]]
+    if not bad:   # (each moving dim's start must land on its own new dim, unscaled: try one)
+        for d in moving:
+            one = tuple(1 if e == d else x for e, x in enumerate(probe))
+            k = reshape_coff((root, one), old, shape)
+            if k is None or k[1][where[d]] != 1 or any(a != b for e, (a, b) in enumerate(zip(k[1], c[1]))
+                                                     if e != where[d]):
+                bad.append(d)
+    if bad:
+        refuse_runtime(".reshape()", loc, f" in dim {bad[0]}, which this reshape merges with another dim or "
+                       "splits (its start would move another dim's coordinate)")
+    from .rules_smem import Smem
+    return Smem(s.base, 0, np.reshape(s.rel, shape), s.dtype, s.align, coff=c, creg=s.creg,
+                cdim=tuple(sorted((where[d], b) for d, b in s.cdim)))
+
+
+def _dim_map(old: tuple, new: tuple) -> dict:
+    """{old dim: new dim} for dims of size > 1 that a row-major reshape keeps whole (a group of
+    one old and one new dim, size-1 dims aside)."""
+    out, i, j = {}, 0, 0
+    oi = [d for d, n in enumerate(old) if n != 1]
+    nj = [d for d, n in enumerate(new) if n != 1]
+    while i < len(oi) and j < len(nj):
+        po, pn, gi, gj = old[oi[i]], new[nj[j]], [oi[i]], [nj[j]]
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn and i < len(oi):
+                po *= old[oi[i]]
+                gi.append(oi[i])
+                i += 1
+            elif pn < po and j < len(nj):
+                pn *= new[nj[j]]
+                gj.append(nj[j])
+                j += 1
+            else:
+                return out
+        if len(gi) == 1 and len(gj) == 1:
+            out[gi[0]] = gj[0]
+    return out
 
 
 def runtime_coords(acc, what: str, lane_fn=None) -> None:
-    """Set ``acc`` up for a view whose start in dim ``cdim`` is the register ``creg`` (see
-    ``start_coords``): every register bit of that dim joins lo (any start may carry into it),
-    the split checked against the buffer's table for every start the dim admits."""
+    """Set ``acc`` up for a view whose starts in its moving dims are packed in the register
+    ``creg`` (see ``start_coords``): every register bit of those dims joins lo (any start may
+    carry into it), the split checked against the buffer's table for every start the dims admit."""
+    import itertools
     from gluon_trace.errors import CompileError
     em, lin, s = acc.em, acc.lin, acc.s
     root, starts = s.coff
-    d = s.cdim
+    moving = [d for d, _ in s.cdim]
     nd = root.ndim
     B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
     if lane_fn is not None or B is None or nd != s.rel.ndim or nd != lin.ndim or not s.rel.size:
         raise CompileError(f"{what}: internal: a swizzled view with a run-time start reached an access the "
                            "backend does not address this way; please report this kernel", em.loc)
-    poss, lo, _ = _taken_bits(B, lin, starts, d, (1 << (root.shape[d] - 1).bit_length()) - 1)
+    poss, lo, _ = _taken_bits(B, lin, starts, set(moving))
     regs = [[_reg_coord(lin, r, e) for e in range(nd)] for r in range(lin.num_regs)]
     keys = [tuple(regs[r][e] & lo[e] for e in range(nd)) for r in range(lin.num_regs)]
     his = [functools.reduce(lambda v, e: v ^ _image(B[e], regs[r][e] & ~lo[e]), range(nd), 0)
@@ -465,8 +571,10 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     c = lin.coords()
     hv = np.asarray(his, np.int64)
     tlow = 0
-    for S in range(root.shape[d] - s.rel.shape[d] + 1):
-        st = tuple(S if e == d else starts[e] for e in range(nd))
+    for S in itertools.product(*(range(root.shape[d] - s.rel.shape[d] + 1) for d in moving)):
+        st = list(starts)
+        for d, x in zip(moving, S):
+            st[d] = x
         want = root[tuple(c[..., e] + st[e] for e in range(nd))]
         tv = np.zeros(want.shape, np.int64)
         ok = True
@@ -481,12 +589,12 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
                 img ^= ((g >> j) & 1) * o
             tv ^= img
         if not ok or np.any(tv & hv) or not np.array_equal(tv + hv, want):
+            at = ", ".join(f"{x} of dim {d}" for d, x in zip(moving, S))
             raise CompileError(f"{what}: this shared-memory view was chosen by a branch (or carried by a loop) "
                                "among slices of a swizzled buffer starting at different places inside the swizzle "
-                               f"period, and this register layout does not split its addresses (start {S} of dim "
-                               f"{d}) into a thread part and constants; load or store it in another layout, or "
-                               "slice the buffer inside the branch (or loop body), right where it is used here",
-                               em.loc)
+                               f"period, and this register layout does not split its addresses (start {at}) into "
+                               "a thread part and constants; load or store it in another layout, or slice the "
+                               "buffer inside the branch (or loop body), right where it is used here", em.loc)
         tlow |= functools.reduce(lambda v, x: v | int(x), np.unique(tv).tolist(), 0)
     acc.swz = (tuple(poss), tuple(starts), B, lo)
     acc.keys = keys

@@ -17,6 +17,7 @@ from gluon_trace import language as gl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
+import smem_swizzled_cases as S  # noqa: E402
 
 import amdsim  # noqa: E402
 
@@ -168,12 +169,20 @@ def swizzled_join_refused(x_ptr, out_ptr, n, OP: gl.constexpr):
         v, w = w, v
 
 
-@pytest.mark.parametrize("op, line, why", [
-    ("rows+cols", "for k in gl.range", "more than one dim"),
-    ("reinterpret", "v.reinterpret(", "inside a swizzle period")])
+def test_rows_and_columns_swapped_by_a_loop_run():
+    """Was 'starts differ in more than one dim': rows 1..4 columns 4..19 and rows 3..6 columns
+    0..15 swapped each step; the SGPR carries both starts, packed."""
+    x, n = C.rand((16, 32)), 4
+    exp = np.stack([x[1:5, 4:20] if k % 2 == 0 else x[3:7, 0:16] for k in range(n)]).reshape(n, 64)
+    ref, sim, _ = both(swizzled_join_refused, lambda: [x.copy(), np.full((n, 64), np.nan, np.float32), n], "gfx942",
+                       OP="rows+cols")
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@pytest.mark.parametrize("op, line, why", [("reinterpret", "v.reinterpret(", "inside a swizzle period")])
 def test_what_stays_refused_names_the_line(op, line, why):
-    """Starts differing in two dims (one SGPR carries one dim's), and a reinterpret of the joined
-    view (its start's swizzle known only at run time): refused at the user's line, saying why."""
+    """A reinterpret of the joined view (it starts at the swizzle of a start known only at run
+    time): refused at the user's line, saying why."""
     from gluon_trace.backends.amd.compiler import lower
     g = swizzled_join_refused.trace(np.zeros((16, 32), np.float32), np.zeros((4, 128), np.float32), 4, OP=op,
                                     target="gfx942", num_warps=1).graph
@@ -182,3 +191,26 @@ def test_what_stays_refused_names_the_line(op, line, why):
     msg = str(e.value)
     assert why in msg, msg
     assert line in C.refusal_line(msg, __file__), msg
+
+
+# -- starts that move in two dims, and reshapes of a run-time start ---------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("run", S.MOVED_RUNS, ids=S.MOVED_IDS)
+def test_views_whose_start_moves_in_two_dims(target, run):
+    """Was 'starts differ in more than one dim': [4, 16] views of a swizzled or NVMMA [16, 32]
+    buffer whose row and column starts both change, swapped by a loop, picked in its body or by a
+    branch before it; used as they are, sliced, permuted or reshaped; loaded, stored and
+    async-copied into; f32, f16, int8. One SGPR carries both starts, packed."""
+    dtname, lay, move, k, then, store = run
+    S.check_moved_two_dims(both, target, dtname, lay, move, S.MOVED_PAIRS[k], then, store)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["regroup", "unit"])
+@pytest.mark.parametrize("join", S.RESHAPE_JOINS, ids=S.RESHAPE_IDS)
+def test_reshapes_of_a_view_whose_start_moves(target, how, join):
+    """The stacked dims of slices whose row (and column) start a branch picks, regrouped or a 1
+    added: the swizzled dims stay, so the joined start serves the reshaped view; loaded and stored."""
+    for store in (0, 1):
+        S.check_reshaped_join(both, target, how, *join, store, 1)

@@ -16,6 +16,7 @@ from gluon_trace import language as gl
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
+import smem_swizzled_cases as S  # noqa: E402
 
 from gluon_trace.errors import CompileError  # noqa: E402
 
@@ -243,10 +244,22 @@ def picked_rows_reviewed(x_ptr, out_ptr, c, HOW: gl.constexpr):
     gl.store(out_ptr + rh, w.load(L))
 
 
-@pytest.mark.parametrize("how, what", [(0, r"\.reinterpret\(\)"), (1, r"\.reshape\(\)")])
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [0, 1])
+def test_a_reshape_of_branch_picked_rows_runs(target, c):
+    """Was refused ('.reshape() needs this shared-memory view's placement'): the reshape adds a
+    leading 1, which the run-time row start does not cross; the carried start serves it as it is."""
+    x = C.rand((16, 32))
+    exp = x[1 + c:5 + c].copy()
+    ref, sim, _ = both(picked_rows_reviewed, lambda: [x.copy(), np.full(exp.shape, np.nan, np.float32), c], target,
+                       HOW=1)
+    assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+@pytest.mark.parametrize("how, what", [(0, r"\.reinterpret\(\)")])
 def test_a_view_op_needing_the_placement_of_a_run_time_start_is_refused_at_its_line(how, what):
-    """What stays refused: the view ops that need the placement at compile time, at the user's
-    line, saying why and the way around."""
+    """What stays refused: a reinterpret, which starts at the view's least offset, the swizzle of
+    a start known only at run time; at the user's line, saying why and the way around."""
     g = picked_rows_reviewed.trace(np.zeros((16, 32), np.float32), np.zeros((4, 32), np.float32), 1, HOW=how,
                                    target="sm_90", num_warps=1).graph
     with pytest.raises(CompileError, match=what + r" needs this shared-memory view's placement at compile time") as e:
@@ -357,3 +370,37 @@ def test_loop_carried_cols_whose_start_changes_inside_the_period(target, dtype, 
     ref, sim, _ = both(carried_cols, lambda: [x.copy(), np.full(shape, np.nan, np.float32), n], target,
                        DT=dt, LAY=lay, A=ab[0], B=ab[1], STORE=store)
     assert np.array_equal(sim[1], exp) and np.array_equal(ref[1], exp)
+
+
+# -- starts that move in two dims, and reshapes of a run-time start ---------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("run", S.MOVED_RUNS, ids=S.MOVED_IDS)
+def test_views_whose_start_moves_in_two_dims(target, run):
+    """Was 'placed differently ... starts apart in more than one dim': [4, 16] views of a swizzled
+    or NVMMA [16, 32] buffer whose row and column starts both change (rows 1.. columns 3.. and rows
+    2.. columns 5..), swapped by a loop, picked in its body or by a branch before it; used as they
+    are, sliced, permuted or reshaped; loaded, stored and async-copied into; f32, f16, int8. The
+    join carries both starts packed in one register, each access swizzles coordinate + start."""
+    dtname, lay, move, k, then, store = run
+    S.check_moved_two_dims(smem_runner.both, target, dtname, lay, move, S.MOVED_PAIRS[k], then, store)
+
+
+def test_two_moving_starts_are_one_add_then_whole_fields():
+    """The packed start: one add per access, then the swizzle from bit fields (no per-bit code)."""
+    text = S.check_moved_two_dims(smem_runner.both, "sm_90", "f32", "chunk", "swap", S.MOVED_PAIRS[0], "none", 0)
+    head = text.index("$L_loop_1:")
+    body = text[head:text.index("bra.uni", head)]
+    # (two registers a thread: each one bfe of the row's phase, nothing bit by bit)
+    assert body.count("ld.shared") == 2 and body.count("bfe.u32") == 2 and "and.b32" not in body, body
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["regroup", "unit"])
+@pytest.mark.parametrize("join", S.RESHAPE_JOINS, ids=S.RESHAPE_IDS)
+@pytest.mark.parametrize("store", [0, 1])
+def test_reshapes_of_a_view_whose_start_moves(target, how, join, store):
+    """Was refused ('.reshape() needs this shared-memory view's placement at compile time'): the
+    stacked dims of slices whose row (and column) start a branch picks, regrouped ([2, 2] -> [4]) or
+    a 1 added; the moving dims keep their size, so the carried start serves the reshaped view."""
+    S.check_reshaped_join(smem_runner.both, target, how, *join, store, 1)
