@@ -33,6 +33,8 @@
 #             cluster-ws (clusters of one, pairs sharing B) at 4096^3 and 8192^3
 #   group     4096^3 and 4000^3: the cluster kernel's tile order (GROUP_M) swept, alone and sustained
 #             against cuBLAS, and Nsight Compute's DRAM bytes and instructions at each GROUP_M
+#   ncusass   per-SASS-instruction execution counts (Nsight Compute's source page) of our cluster-ws
+#             at 4096^3 and the skinny GEMM's ws 64x128: where the instructions cuBLAS does not issue go
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -208,6 +210,17 @@ stage_group() {
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_lookup_miss.sum \
       python3 perf/profile_gemm.py cluster 4096 > "$LOGS/ncu-group-$g.txt" 2>&1
     say "ncu GROUP_M $g: $(grep -E '^ +[a-z]' "$LOGS/ncu-group-$g.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+  done
+}
+
+stage_ncusass() {
+  for which in "cluster 4096 128,256,64,4,8,1,64" "ws64x128 128x8192x8192 -"; do
+    set -- $which; local tag=$1-$2
+    CFG=$3 NUM_CTAS=2 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --section SourceCounters \
+      --section InstructionStats -f -o "$LOGS/sass-$tag" python3 perf/profile_gemm.py $1 $2 > "$LOGS/sass-run-$tag.txt" 2>&1
+    ncu -i "$LOGS/sass-$tag.ncu-rep" --page source --csv --print-source sass > "$LOGS/sass-$tag.csv" 2>&1
+    rm -f "$LOGS/sass-$tag.ncu-rep"
+    say "sass $tag: $(wc -l < "$LOGS/sass-$tag.csv") lines"
   done
 }
 
