@@ -35,6 +35,8 @@
 #             against cuBLAS, and Nsight Compute's DRAM bytes and instructions at each GROUP_M
 #   ncusass   per-SASS-instruction execution counts (Nsight Compute's source page) of our cluster-ws
 #             at 4096^3 and the skinny GEMM's ws 64x128: where the instructions cuBLAS does not issue go
+#   insts     after a change to the GEMMs' instruction count: probe_group at GROUP_M 8 and 16, the
+#             skinny GEMM's policies (probe_evict), ncu's instruction count at 4096^3
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -221,6 +223,18 @@ stage_ncusass() {
     ncu -i "$LOGS/sass-$tag.ncu-rep" --page source --csv --print-source sass > "$LOGS/sass-$tag.csv" 2>&1
     rm -f "$LOGS/sass-$tag.ncu-rep"
     say "sass $tag: $(wc -l < "$LOGS/sass-$tag.csv") lines"
+  done
+}
+
+stage_insts() {
+  GROUPS=8,16 python3 perf/probe_group.py > "$LOGS/probe-group-insts.log" 2>&1
+  grep -v "rel err" "$LOGS/probe-group-insts.log" | tee -a "$OUT/summary.txt"
+  python3 perf/probe_evict.py > "$LOGS/probe-evict-insts.log" 2>&1; grep -v "rel err" "$LOGS/probe-evict-insts.log" | tee -a "$OUT/summary.txt"
+  for which in "cluster 4096 128,256,64,4,8,1,64" "cluster 4096 128,256,64,4,8,2,64"; do
+    set -- $which
+    CFG=$3 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics gpu__time_duration.sum,smsp__inst_executed.sum \
+      python3 perf/profile_gemm.py $1 $2 > "$LOGS/ncu-insts-$3.txt" 2>&1
+    say "ncu $3: $(grep -E '^ +[a-z]' "$LOGS/ncu-insts-$3.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
   done
 }
 
