@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bench_gemm as bg  # noqa: E402
 
-GROUPS = [int(g) for g in os.environ.get("GROUPS", "4,8,16,32").split(",")]
+GROUPS = [int(g) for g in os.environ.get("GROUP_MS", "4,8,16,32").split(",")]
 BASES = {"x1": (128, 256, 64, 4, 8, 1, 64, False), "x2 share B": (128, 256, 64, 4, 8, 2, 64, False)}
 
 

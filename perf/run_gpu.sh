@@ -227,7 +227,7 @@ stage_ncusass() {
 }
 
 stage_insts() {
-  GROUPS=8,16 python3 perf/probe_group.py > "$LOGS/probe-group-insts.log" 2>&1
+  GROUP_MS=8,16 python3 perf/probe_group.py > "$LOGS/probe-group-insts.log" 2>&1
   grep -v "rel err" "$LOGS/probe-group-insts.log" | tee -a "$OUT/summary.txt"
   python3 perf/probe_evict.py > "$LOGS/probe-evict-insts.log" 2>&1; grep -v "rel err" "$LOGS/probe-evict-insts.log" | tee -a "$OUT/summary.txt"
   for which in "cluster 4096 128,256,64,4,8,1,64" "cluster 4096 128,256,64,4,8,2,64"; do
