@@ -158,13 +158,17 @@ def sustained_time(fn, seconds=None, ramp=0.3):
     return statistics.median(timed) if timed else float("nan"), t0, time.perf_counter()
 
 
-def sustained_ratios(anchor, contenders: dict, rounds=2) -> dict:
-    """{name: [anchor's sustained time / the contender's]} over ``rounds`` rounds in turn."""
+def sustained_ratios(anchor, contenders: dict, rounds=2, label=None) -> dict:
+    """{name: [anchor's sustained time / the contender's]} over ``rounds`` rounds in turn; with
+    ``label`` (e.g. "4096x4096x4096 bf16") the medians are printed on one line."""
     out = {name: [] for name in contenders}
     for _ in range(rounds):
         t_ref = sustained_time(anchor)[0]
         for name, fn in contenders.items():
             out[name].append(t_ref / sustained_time(fn)[0])
+    if label:
+        print(f"{label}, sustained ({SUSTAIN_S} s back to back, {rounds} rounds in turn), median ratio: "
+              + ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in out.items()), flush=True)
     return out
 
 
@@ -339,6 +343,23 @@ def time_in_turn(runs: dict, shape, rounds=5, reps=20, anchor="cublas") -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def against_cublas(shape, make_runs) -> None:
+    """Fresh bf16 operands of ``shape``; ``make_runs(a, b)`` gives {label: make(c)} of our
+    launches, each checked against torch (a wrong one is reported and left out); the rest are
+    timed in turn with cuBLAS, alone and sustained (the probes' head-to-head)."""
+    m, n, k = shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    ref = a.float() @ b.float()
+    runs = {"cublas": lambda: torch.matmul(a, b)}
+    for label, make in make_runs(a, b).items():
+        run = checked(label, make, shape, ref, report_ok=False)
+        if run is not None:
+            runs[label] = run
+    time_in_turn(runs, shape)
+    sustained_ratios(runs.pop("cublas"), runs, label=f"{m}x{n}x{k}")
+
+
 def checked(label, make, shape, ref, report_ok=True):
     """``make(c)`` gives a launch writing C; run once into a NaN-poisoned C and compared with
     ``ref``: the launch, or None (reported) when the result is wrong."""
@@ -453,15 +474,13 @@ def f16_row(m=8192, n=8192, k=8192):
         row[f"{name}_tflops"] = flop / gpu_time(run) / 1e9
         runs[name] = run
     row["cublas_tflops"] = flop / gpu_time(mm) / 1e9
-    sustained = sustained_ratios(mm, runs)
+    sustained = sustained_ratios(mm, runs, label=f"{m}x{n}x{k} f16")
     row["head_to_head"] = {name: {"ratio_to_cublas_median": statistics.median(r), "ratios": r,
                                   "sustained_ratio_to_cublas_median": statistics.median(sustained[name])}
                            for name, r in ratios.items()}
     print(f"{m}x{n}x{k} f16: cuBLAS {row['cublas_tflops']:.0f} TFLOP/s; {ROUNDS} rounds in turn, median ratio: "
           + ", ".join(f"{name} {statistics.median(r):.3f} ({row[name + '_tflops']:.0f} TFLOP/s)"
                       for name, r in ratios.items()))
-    print(f"{m}x{n}x{k} f16, sustained ({SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median ratio: "
-          + ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in sustained.items()))
     return row
 
 
@@ -589,11 +608,9 @@ def main() -> int:
         print(f"{m}x{n}x{k} bf16, {ROUNDS} rounds in turn with cuBLAS, median ratio: " +
               ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in ratios.items()))
         # the same, each launched back to back for seconds: the GPU at its power cap
-        sustained = sustained_ratios(mm, contenders)
+        sustained = sustained_ratios(mm, contenders, label=f"{m}x{n}x{k} bf16")
         for name, r in sustained.items():
             row["head_to_head"][name]["sustained_ratio_to_cublas_median"] = statistics.median(r)
-        print(f"{m}x{n}x{k} bf16, sustained ({SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median "
-              "ratio: " + ", ".join(f"{name} {statistics.median(r):.3f}" for name, r in sustained.items()))
         rows.append(row)
         print(f"{m}x{n}x{k} bf16: ours (mma.sync) {row.get('ours_tflops', 0):.0f} TFLOP/s "
               f"{row.get('config')} | cuBLAS {row['cublas_tflops']:.0f} | Triton "

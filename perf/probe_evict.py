@@ -7,7 +7,6 @@ at a low clock the kernel is bound by L2, where cuBLAS's reads of A cost a third
 
 Each launch is checked against torch first (bench_gemm.checked)."""
 import os
-import statistics
 import sys
 
 import torch
@@ -23,22 +22,12 @@ POLICIES = [("", ""), ("evict_last", ""), ("evict_last", "evict_first"), ("", "e
 
 def main(shapes):
     print(torch.cuda.get_device_name())
-    for m, n, k in shapes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        ref = a.float() @ b.float()
-        runs = {"cublas": lambda: torch.matmul(a, b)}
-        for pa, pb in POLICIES:
-            label = f"A {pa or 'none'} / B {pb or 'none'}"
-            run = bg.checked(label, lambda c, pa=pa, pb=pb: bg.hopper_run((64, 128, 64, 8, 4, 128, 2), a, b, c, (m, n, k),
-                                                                         matmul_hopper_ws, A_EVICT=pa, B_EVICT=pb),
-                             (m, n, k), ref, report_ok=False)
-            if run is not None:
-                runs[label] = run
-        bg.time_in_turn(runs, (m, n, k))
-        sustained = bg.sustained_ratios(runs["cublas"], {x: r for x, r in runs.items() if x != "cublas"})
-        print(f"{m}x{n}x{k} sustained ({bg.SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median ratio: "
-              + ", ".join(f"{x} {statistics.median(r):.3f}" for x, r in sustained.items()), flush=True)
+    for shape in shapes:
+        bg.against_cublas(shape, lambda a, b: {
+            f"A {pa or 'none'} / B {pb or 'none'}": (
+                lambda c, pa=pa, pb=pb: bg.hopper_run((64, 128, 64, 8, 4, 128, 2), a, b, c, shape, matmul_hopper_ws,
+                                                      A_EVICT=pa, B_EVICT=pb))
+            for pa, pb in POLICIES})
 
 
 if __name__ == "__main__":

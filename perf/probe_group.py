@@ -7,7 +7,6 @@ of DRAM against cuBLAS's 149 MB (perf/README.md, session 17): the order decides 
 
 Each launch is checked against torch first (bench_gemm.checked)."""
 import os
-import statistics
 import sys
 
 import torch
@@ -22,23 +21,11 @@ BASES = {"x1": (128, 256, 64, 4, 8, 1, 64, False), "x2 share B": (128, 256, 64, 
 
 def main(shapes):
     print(torch.cuda.get_device_name())
-    for m, n, k in shapes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        ref = a.float() @ b.float()
-        runs = {"cublas": lambda: torch.matmul(a, b)}
-        for base, cfg in BASES.items():
-            for g in GROUPS:
-                label = f"{base} GROUP_M {g}"
-                run = bg.checked(label, lambda c, cfg=cfg + (g,): bg.cluster_run(cfg, a, b, c, (m, n, k),
-                                                                                 bg.matmul_hopper_cluster_ws),
-                                 (m, n, k), ref, report_ok=False)
-                if run is not None:
-                    runs[label] = run
-        bg.time_in_turn(runs, (m, n, k))
-        sustained = bg.sustained_ratios(runs["cublas"], {x: r for x, r in runs.items() if x != "cublas"})
-        print(f"{m}x{n}x{k} sustained ({bg.SUSTAIN_S} s back to back, 2 rounds in turn with cuBLAS), median ratio: "
-              + ", ".join(f"{x} {statistics.median(r):.3f}" for x, r in sustained.items()), flush=True)
+    for shape in shapes:
+        bg.against_cublas(shape, lambda a, b: {
+            f"{base} GROUP_M {g}": (lambda c, cfg=cfg + (g,): bg.cluster_run(cfg, a, b, c, shape,
+                                                                              bg.matmul_hopper_cluster_ws))
+            for base, cfg in BASES.items() for g in GROUPS})
 
 
 if __name__ == "__main__":

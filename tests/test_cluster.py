@@ -167,17 +167,20 @@ def test_num_ctas_is_checked_where_the_kernel_is_launched():
     assert list(out[:4]) == [2] * 4
 
 
+@gt.jit
+def one_load(src, MASK: gl.constexpr = 0, EVICT: gl.constexpr = ""):
+    buf = gl.allocate_shared_memory(src.dtype, [16, 32], src.layout)
+    bar = mbarrier.allocate_mbarrier()
+    mbarrier.init(bar, count=1)
+    tma.async_load(src, [0, 0], bar, buf, multicast=MASK, eviction_policy=EVICT)
+
+
+def _one_block():
+    return TensorDescriptor.from_tensor(np.zeros((16, 32), np.float32), [16, 32], NV([16, 32], gl.float32))
+
+
 def test_multicast_needs_a_cluster():
-    src = np.zeros((16, 32), np.float32)
-    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
-
-    @gt.jit
-    def k(src, MASK: gl.constexpr):
-        buf = gl.allocate_shared_memory(src.dtype, [16, 32], src.layout)
-        bar = mbarrier.allocate_mbarrier()
-        mbarrier.init(bar, count=1)
-        tma.async_load(src, [0, 0], bar, buf, multicast=MASK)
-
+    d, k = _one_block(), one_load
     with pytest.raises(TraceError) as e:
         k.trace(d, MASK=0b10, target="sm_90a")
     assert "num_ctas=2" in str(e.value) and "test_cluster.py" in str(e.value)
@@ -189,21 +192,12 @@ def test_multicast_needs_a_cluster():
 
 
 def test_an_unknown_eviction_policy_is_an_error_at_the_line():
-    src = np.zeros((16, 32), np.float32)
-    d = TensorDescriptor.from_tensor(src, [16, 32], NV([16, 32], gl.float32))
-
-    @gt.jit
-    def k(src, EVICT: gl.constexpr):
-        buf = gl.allocate_shared_memory(src.dtype, [16, 32], src.layout)
-        bar = mbarrier.allocate_mbarrier()
-        mbarrier.init(bar, count=1)
-        tma.async_load(src, [0, 0], bar, buf, eviction_policy=EVICT)
-
+    d, k = _one_block(), one_load
     with pytest.raises(TraceError) as e:
         k.trace(d, EVICT="evict_later", target="sm_90a")
     msg = str(e.value)
     assert "eviction_policy='evict_later'" in msg and "'evict_last'" in msg
-    assert "test_cluster.py" in msg and "tma.async_load(src, [0, 0], bar, buf, eviction_policy=EVICT)" in msg
+    assert "test_cluster.py" in msg and "tma.async_load(src, [0, 0], bar, buf, multicast=MASK, eviction_policy=EVICT)" in msg
     assert 'eviction_policy": "evict_first"' not in k.trace(d, EVICT="", target="sm_90a").graph.text
     assert "evict_first" in k.trace(d, EVICT="evict_first", target="sm_90a").graph.text
 
