@@ -271,11 +271,12 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256
     ``swizzle``: A's and B's NVMMA swizzle in bytes, default the widest their blocks allow)."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
-    share_a = len(cfg) > 7 and cfg[7]
+    share_a = len(cfg) > 7 and cfg[7]   # False, True or k: a grid of n/k by k CTAs sharing both
+    cn = (n if share_a else 1) if isinstance(share_a, bool) else share_a
     m, nn, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
     gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
-    ablk, bblk = ([bm // n, bk], [bk, bn]) if share_a else ([bm, bk], [bk, bn // n])
+    ablk, bblk = [bm // cn, bk], [bk, bn // (n // cn)]
     if swizzle is not None:
         lay = lambda blk, dt: gl.NVMMASharedLayout(swizzle, dt.primitive_bitwidth)  # noqa: E731
     da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd), l2_promotion=promotion)
@@ -283,11 +284,13 @@ def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256
     lay = gl.NVMMASharedLayout.get_default_for
     dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
     group_m = cfg[8] if len(cfg) > 8 else 8
-    kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n, SHARE_A=bool(share_a), **constexprs)
+    kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n,
+              SHARE_A=share_a if isinstance(share_a, int) and not isinstance(share_a, bool) else bool(share_a),
+              **constexprs)
     from gluon_trace.nvidia import max_active_clusters
     ck = kernel.trace(da, db, dc, m, nn, k, target="sm_90a", **kw).compile("sm_90a")
     tm, tn = -(-m // bm), -(-nn // bn)  # output tiles along M and N; a cluster takes n of them along one
-    tiles = tm * -(-tn // n) if share_a else -(-tm // n) * tn
+    tiles = -(-tm // (n // cn)) * -(-tn // cn)
     clusters = min(max_active_clusters(ck, n), tiles)
     CLUSTERS_USED[cfg] = clusters
     return lambda: kernel[(clusters * n,)](da, db, dc, m, nn, k, backend="nvidia", **kw)
@@ -499,7 +502,7 @@ def main() -> int:
     opts = ap.parse_args()
     if opts.group_m or opts.only_configs:
         for lst in (CLUSTER, CLUSTER_WS):
-            full = [c[:6] + (c[6] if len(c) > 6 else c[1], bool(c[7]) if len(c) > 7 else False) for c in lst]
+            full = [c[:6] + (c[6] if len(c) > 6 else c[1], c[7] if len(c) > 7 else False) for c in lst]
             if opts.only_configs:
                 full = [c for c in full if c[3] == int(opts.only_configs)]
             lst[:] = [c + (int(g),) for c in full for g in (opts.group_m or "8").split(",")]

@@ -50,7 +50,7 @@ elif which in ("ws64", "ws64x128", "streamk"):  # the skinny shape's kernels: pe
 elif which == "cluster":  # a warp-specialized cluster config: CFG="BM,BN,BK,STAGES,warps,num_ctas,EPI_N[,share A 0/1[,GROUP_M]]"
     import bench_gemm
     cfg = tuple(int(x) for x in os.environ.get("CFG", "128,256,64,4,8,1,64").split(","))
-    cfg = cfg[:7] + tuple(bool(x) for x in cfg[7:8]) + cfg[8:9]
+    cfg = cfg[:7] + tuple(x if x > 1 else bool(x) for x in cfg[7:8]) + cfg[8:9]   # share A: 0, 1 or a grid's k
     run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
                                  int(os.environ.get("PROMOTION", "256")))
 elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster

@@ -37,6 +37,8 @@
 #             at 4096^3 and the skinny GEMM's ws 64x128: where the instructions cuBLAS does not issue go
 #   insts     after a change to the GEMMs' instruction count: probe_group at GROUP_M 8 and 16, the
 #             skinny GEMM's policies (probe_evict), ncu's instruction count at 4096^3
+#   grid      2x2 cluster grids sharing both operands beside pairs (perf/probe_grid.py), and
+#             Nsight Compute's L2 counters at its locked clock for the skinny one
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -236,6 +238,15 @@ stage_insts() {
       python3 perf/profile_gemm.py $1 $2 > "$LOGS/ncu-insts-$3.txt" 2>&1
     say "ncu $3: $(grep -E '^ +[a-z]' "$LOGS/ncu-insts-$3.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
   done
+}
+
+stage_grid() {
+  python3 perf/probe_grid.py > "$LOGS/probe-grid.log" 2>&1; grep -v "rel err" "$LOGS/probe-grid.log" | tee -a "$OUT/summary.txt"
+  local metrics=gpu__time_duration.sum,lrc__lts2lrc_sectors_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum
+  metrics+=,lts__t_sectors_srcunit_ltcfabric_lookup_hit.sum,smsp__inst_executed.sum
+  CFG=64,128,64,8,4,4,64,2 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+    python3 perf/profile_gemm.py cluster 128x8192x8192 > "$LOGS/ncu-grid.txt" 2>&1
+  say "ncu 2x2 grid skinny: $(grep -E '^ +[a-z]' "$LOGS/ncu-grid.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
 }
 
 stage_power() {

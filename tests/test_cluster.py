@@ -20,11 +20,13 @@ HERE = __file__
 
 def cluster_descs(a, b, c, bm, bn, bk, n, epi_n=None, share_a=False):
     """Descriptors for a cluster of ``n`` CTAs with [bm, bn] tiles: the shared operand's block
-    (B's, or with share_a A's) is 1/n of the tile's."""
+    (B's, or with share_a A's) is 1/n of the tile's; with share_a=k (an int, a grid of n/k by k
+    CTAs) A's is 1/k of its rows and B's k/n of its columns."""
     ta = gl.bfloat16 if a.dtype == BF16 else gl.float16
     tc = gl.float32
     epi_n = epi_n or bn
-    am, bn_ = (bm // n, bn) if share_a else (bm, bn // n)
+    cn = (n if share_a else 1) if isinstance(share_a, bool) else share_a
+    am, bn_ = bm // cn, bn // (n // cn)
     return (TensorDescriptor.from_tensor(a, [am, bk], NV([am, bk], ta)),
             TensorDescriptor.from_tensor(b, [bk, bn_], NV([bk, bn_], ta)),
             TensorDescriptor.from_tensor(c, [bm, epi_n], NV([bm, epi_n], tc)))
@@ -36,8 +38,8 @@ def run_gemm(rng, kernel, m, n, k, programs, bm=64, bn=64, bk=32, ctas=2, epi_n=
     a, b = operands(rng, m, n, k, BF16)
     a, b = padded(a), padded(b)
     c = padded(np.full((m, n), np.nan, np.float32))
-    if share_a:
-        constexprs["SHARE_A"] = True
+    if share_a is not False:
+        constexprs["SHARE_A"] = share_a
     kernel[(programs,)](*cluster_descs(a, b, c, bm, bn, bk, ctas, epi_n, share_a), m, n, k, num_ctas=ctas,
                         backend="interpreter", target="sm_90a", **constexprs)
     check(c, a, b)
@@ -265,6 +267,27 @@ def test_cluster_gemm_sharing_a(rng, ws, m, n, k, ctas, programs):
     run_gemm(rng, kernel, m, n, k, programs, ctas=ctas, share_a=True, STAGES=3, GROUP_M=2)
 
 
+@pytest.mark.parametrize("ws", [False, True], ids=["plain", "warp-specialized"])
+@pytest.mark.parametrize("m, n, k, programs", [(128, 256, 96, 4), (200, 330, 70, 8), (64, 128, 64, 4)])
+def test_cluster_gemm_in_a_grid_sharing_both(rng, ws, m, n, k, programs):
+    """SHARE_A=2 on 4 CTAs: a 2x2 grid of tiles, each A tile multicast along its grid row and
+    each B tile along its column (each CTA loads half of both); ragged edges and grids past
+    the last tile row or column load their parts for the peers with nothing of their own."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    kernel = matmul_hopper_cluster_ws if ws else matmul_hopper_cluster
+    run_gemm(rng, kernel, m, n, k, programs, ctas=4, share_a=2, STAGES=3, GROUP_M=2)
+
+
+def test_a_grid_that_does_not_divide_the_cluster_is_refused():
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    z = padded(np.zeros((128, 128), BF16))
+    with pytest.raises(TraceError) as e:
+        matmul_hopper_cluster_ws.trace(*cluster_descs(z, z, padded(np.zeros((128, 128), np.float32)), 64, 64, 32, 4,
+                                                      share_a=4), 128, 128, 128, STAGES=3, GROUP_M=2, SHARE_A=3,
+                                       num_ctas=4, target="sm_90a")
+    assert "a divisor of num_ctas" in str(e.value)
+
+
 def test_cluster_gemm_as_clusters_of_one(rng):
     """num_ctas=1: the same kernel with no peer (each CTA loads all of B, releases stay in the
     SM) -- the 4096^3 sweep's fastest launch of it on the H100 in session 8."""
@@ -307,7 +330,7 @@ def _run_with_release(rng, monkeypatch, release) -> str:
 def test_a_release_that_skips_the_peer_is_a_deadlock_naming_every_partition(rng, monkeypatch):
     """A consumer releasing a stage only in its own CTA: the peer's producer, which refills
     both CTAs' stage, waits forever; the report names the blocked partitions of both CTAs."""
-    msg = _run_with_release(rng, monkeypatch, lambda empty, it, STAGES: mbarrier.arrive(
+    msg = _run_with_release(rng, monkeypatch, lambda empty, it, STAGES, SHARE_A=False: mbarrier.arrive(
         empty.index(it % STAGES), cta=cluster.cta_rank()))
     assert "deadlock" in msg and "worker partition 1" in msg and "CTA 1" in msg and "CTA 0" in msg
     blocked = [line for line in msg.splitlines() if "matmul_hopper_cluster.py:" in line and "mbarrier.wait" in line]
@@ -318,7 +341,7 @@ def test_a_release_counted_twice_in_its_own_cta_is_a_race_on_the_peers_stage(rng
     """A consumer that fills its own CTA's empty barrier (both arrivals local) never waits for
     the peer: its producer's multicast then refills the peer's stage while the peer's wgmma may
     still read it -- a race the interpreter must report, not a wrong number."""
-    def release_twice_locally(empty, it, STAGES):
+    def release_twice_locally(empty, it, STAGES, SHARE_A=False):
         mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
         mbarrier.arrive(empty.index(it % STAGES), cta=cluster.cta_rank())
 

@@ -4,7 +4,9 @@ output tiles stacked along M that share one tile of B. Each CTA loads its own bl
 once per cluster instead of once per CTA (cuBLAS's sm_90 kernels do the same). With
 ``SHARE_A`` the cluster's tiles sit side by side along N and share A's tile instead (cuBLAS's
 1x2 clusters; measured on the H100 it beat neither the B-sharing pairs at 4096^3 nor, for a
-skinny M, the kernel without clusters: perf/README.md).
+skinny M, the kernel without clusters: perf/README.md). ``SHARE_A=k`` (an int) makes the
+cluster a grid of num_ctas/k tiles along M by k along N, sharing both: each A tile among the k
+CTAs of its row, each B tile among the num_ctas/k of its column (CUTLASS's 2x2 clusters).
 
 The ring: ``full[s]`` completes when stage s holds A and all of B (num_ctas TMA pieces land on
 it, from this CTA and its peers); ``empty[s]`` (count num_ctas) completes when every CTA's
@@ -21,21 +23,63 @@ from .matmul_hopper import (column_chunks, grouped_tile, output_buffers, ring_sl
                             wgmma_layout)
 
 
+def _grid(SHARE_A):
+    """(CTAs of a cluster along M, along N): they share B's tile along M, A's along N."""
+    n: gl.constexpr = gl.num_ctas()
+    share = getattr(SHARE_A, "value", SHARE_A)
+    if isinstance(share, bool) or share is None:
+        return (1, n) if share else (n, 1)
+    gl.static_assert(share >= 1 and n % share == 0, "SHARE_A=k: k CTAs along N, a divisor of num_ctas")
+    return n // share, share
+
+
+def _rank_at(rank, SHARE_A):
+    """(row, column) of CTA ``rank`` in the cluster's grid (M fastest)."""
+    cm, _ = _grid(SHARE_A)
+    return rank % cm, rank // cm
+
+
+def _load_shared(desc, at, dim, full, buf, rank, SHARE_A, along_m):
+    """This CTA's part of a tile that the CTAs of its grid column (``along_m``: B's tile, split
+    along dim 1 among them) or grid row (A's, along dim 0) share, multicast into all of them.
+    The part and its mask depend on the rank; a view's offsets are fixed at trace time, so
+    each rank's load is its own predicated instruction."""
+    cm, cn = _grid(SHARE_A)
+    parts = cm if along_m else cn
+    piece: gl.constexpr = desc.block_type.shape[dim]
+    for r in gl.static_range(cm * cn):
+        i, j = r % cm, r // cm
+        mask = sum(1 << (x + cm * j) for x in range(cm)) if along_m else sum(1 << (i + cm * y) for y in range(cn))
+        part = i if along_m else j
+        where = list(at)
+        where[dim] = where[dim] + part * piece
+        tma.async_load(desc, where, full, buf.slice(part * piece, piece, dim=dim),
+                       pred=rank == r, multicast=mask if parts > 1 else 0)
+
+
 def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both"):
     """Load ring step ``it`` (K step ``k``): this CTA's own operand block, and its part of the
     shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster. With
     ``empty`` a pair (shared, own) of barrier arrays the two are loaded apart (``part`` "own"
-    or "shared", each by its own warp): the own block waits only for this CTA's release."""
+    or "shared", each by its own warp): the own block waits only for this CTA's release. In a
+    grid of CTAs (SHARE_A=k) both operands are shared, each among its grid row or column."""
     n: gl.constexpr = gl.num_ctas()
+    cm, cn = _grid(SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
     a_at, b_at = [off_m, k * BK], [k * BK, off_n]
-    if SHARE_A:
+    s, phase = ring_slot(it, STAGES)
+    phase = phase ^ 1  # the first pass finds the ring empty: the phase before counts
+    if cm > 1 and cn > 1:
+        gl.static_assert(part == "both", "APART: one operand shared (SHARE_A True or False)")
+        mbarrier.wait(empty.index(s), phase)
+        mbarrier.expect(full.index(s), cn * a_desc.block_type.nbytes + cm * b_desc.block_type.nbytes)
+        _load_shared(a_desc, a_at, 0, full.index(s), a_bufs.index(s), rank, SHARE_A, False)
+        _load_shared(b_desc, b_at, 1, full.index(s), b_bufs.index(s), rank, SHARE_A, True)
+        return
+    if cn > 1:
         own, shared, dim = (b_desc, b_at, b_bufs), (a_desc, a_at, a_bufs), 0
     else:
         own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), 1
-    slice_: gl.constexpr = shared[0].block_type.shape[dim]
-    s, phase = ring_slot(it, STAGES)
-    phase = phase ^ 1  # the first pass finds the ring empty: the phase before counts
     shared_empty, own_empty = empty if isinstance(empty, tuple) else (empty, empty)
     if part != "shared":
         # a coupled refill writes into every CTA's stage s: wait until all of them released it
@@ -46,50 +90,50 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
     if part != "own":
         if part == "shared":
             mbarrier.wait(shared_empty.index(s), phase)
-        for r in gl.static_range(n):  # CTA r loads part r (a view's offsets are fixed at trace time)
-            at = list(shared[1])
-            at[dim] = at[dim] + r * slice_
-            tma.async_load(shared[0], at, full.index(s), shared[2].index(s).slice(r * slice_, slice_, dim=dim),
-                           pred=rank == r, multicast=n > 1)
+        _load_shared(shared[0], shared[1], dim, full.index(s), shared[2].index(s), rank, SHARE_A, cn == 1)
 
 
-def _release(empty, it, STAGES):
-    """Ring step ``it``'s wgmma has retired here: tell every CTA of the cluster (and, with the
-    loads apart, this CTA's own-block producer)."""
+def _release(empty, it, STAGES, SHARE_A=False):
+    """Ring step ``it``'s wgmma has retired here: tell every CTA that writes into this one's
+    stages -- its grid row and column, the whole cluster when one operand is shared -- (and,
+    with the loads apart, this CTA's own-block producer)."""
     n: gl.constexpr = gl.num_ctas()
+    cm, cn = _grid(SHARE_A)
     s, _ = ring_slot(it, STAGES)
     if isinstance(empty, tuple):
         mbarrier.arrive(empty[1].index(s))
         empty = empty[0]
+    if cm > 1 and cn > 1:
+        rm, rn = _rank_at(cluster.cta_rank(), SHARE_A)
+        for r in gl.static_range(n):
+            mbarrier.arrive(empty.index(s), cta=r, pred=(r % cm == rm) | (r // cm == rn))
+        return
     for r in gl.static_range(n):  # a cluster of one arrives locally (no mapa, no cluster scope)
         mbarrier.arrive(empty.index(s), cta=r if n > 1 else None)
 
 
 def _tile_shape(a_desc, b_desc, SHARE_A):
-    """(BM, BN): a CTA's output tile; the shared operand's block is 1/num_ctas of its part."""
-    n: gl.constexpr = gl.num_ctas()
-    return (a_desc.block_type.shape[0] * (n if SHARE_A else 1),
-            b_desc.block_type.shape[1] * (1 if SHARE_A else n))
+    """(BM, BN): a CTA's output tile; a shared operand's block is its part of the tile's."""
+    cm, cn = _grid(SHARE_A)
+    return a_desc.block_type.shape[0] * cn, b_desc.block_type.shape[1] * cm
 
 
 def _tiles(a_desc, b_desc, M, N, K, SHARE_A):
     """(cluster tiles along M, along N, K steps) that every partition walks alike: a
-    cluster's CTAs are stacked along M (sharing B), or with SHARE_A side by side along N."""
-    n: gl.constexpr = gl.num_ctas()
+    cluster's CTAs are stacked along M (sharing B), with SHARE_A side by side along N, with
+    SHARE_A=k a grid of both."""
+    cm, cn = _grid(SHARE_A)
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
-    if SHARE_A:
-        return gl.cdiv(M, BM), gl.cdiv(gl.cdiv(N, BN), n), k_tiles
-    return gl.cdiv(gl.cdiv(M, BM), n), gl.cdiv(N, BN), k_tiles
+    return gl.cdiv(gl.cdiv(M, BM), cm), gl.cdiv(gl.cdiv(N, BN), cn), k_tiles
 
 
 def _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A):
     """This CTA's output tile origin: past the last tile (an odd count) a CTA still loads its
     part of the shared operand for its peers; its own reads are zeros and its store is clipped."""
-    n: gl.constexpr = gl.num_ctas()
-    if SHARE_A:
-        return pid_m * BM, (pid_n * n + rank) * BN
-    return (pid_m * n + rank) * BM, pid_n * BN
+    cm, cn = _grid(SHARE_A)
+    rm, rn = _rank_at(rank, SHARE_A)
+    return (pid_m * cm + rm) * BM, (pid_n * cn + rn) * BN
 
 
 def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False):
@@ -97,7 +141,6 @@ def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False):
     for column blocks: one fills while the other's store drains), and the full/empty
     mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty).
     With ``APART`` empty is a pair: (every CTA's release, count num_ctas; this CTA's, count 1)."""
-    n: gl.constexpr = gl.num_ctas()
     BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
@@ -108,7 +151,7 @@ def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False):
     own = mbarrier.allocate_mbarrier(batch=STAGES) if APART else None
     for s in gl.static_range(STAGES):
         mbarrier.init(full.index(s), count=1)
-        mbarrier.init(empty.index(s), count=n)
+        mbarrier.init(empty.index(s), count=sum(_grid(SHARE_A)) - 1)   # this CTA's grid row and column
         if APART:
             mbarrier.init(own.index(s), count=1)
     cluster.barrier()
@@ -145,7 +188,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
             acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
             acc = warpgroup_mma_wait(1, deps=[acc])
             with gl.if_(k > 0):
-                _release(empty, cons - 1, STAGES)
+                _release(empty, cons - 1, STAGES, SHARE_A)
             cons += 1
             # refill the stage step k - 2 used: its release (sent a step ago) has reached the
             # peers by now; refilling step k - 1's would wait here every step for a release
@@ -155,7 +198,7 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
                          rank, STAGES, SHARE_A)
                 prod += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
-        _release(empty, cons - 1, STAGES)
+        _release(empty, cons - 1, STAGES, SHARE_A)
         store_tile(c_desc, c_bufs, acc, off_m, off_n)
     tma.store_wait(0)
     cluster.barrier()
@@ -222,14 +265,14 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
                             store_tile(c_desc, c_bufs, out, out_m, out_n)
             acc = warpgroup_mma_wait(1, deps=[acc])
             with gl.if_(k > 0):
-                _release(empty, it - 1, STAGES)
+                _release(empty, it - 1, STAGES, SHARE_A)
             it += 1
         for j, block in enumerate(blocks if SPREAD else []):  # K had fewer steps than the tile has blocks
             with gl.if_((k_tiles > 0) & (k_tiles <= j) & (tile > first)):
                 store_block(c_desc, c_bufs, j, block, out_m, out_n)
         acc = warpgroup_mma_wait(0, deps=[acc])
         with gl.if_(k_tiles > 0):
-            _release(empty, it - 1, STAGES)
+            _release(empty, it - 1, STAGES, SHARE_A)
         out = acc.to(c_desc.dtype)
         out_m, out_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
     with gl.if_(first < stop):

@@ -269,6 +269,34 @@ def test_cluster_gemm_of_four_ctas_sharing_a(kernel):
     assert sim.peer_copies > 0 and sim.peer_arrivals > 0
 
 
+@pytest.mark.parametrize("kernel", ["plain", "ws"])
+@pytest.mark.parametrize("m, n, k, programs", [(128, 128, 96, 4), (100, 190, 70, 8)])
+def test_cluster_gemm_in_a_2x2_grid(kernel, m, n, k, programs):
+    """SHARE_A=2 on clusters of 4: each CTA loads half of its A tile for its grid row and half
+    of its B tile for its column, and releases each stage to those three CTAs (its row and
+    column), not the fourth; against numpy and the interpreter, with races checked."""
+    g, text, smem, args, a, b = _gemm_case(kernel, m, n, k, programs, 2, ctas=4)
+    assert ".reqnctapercluster 4, 1, 1" in text
+    ref = interpret(g, (programs,), args())
+    out = args()
+    sim = simulate(text, (programs,), out, smem, "random")
+    _check_gemm(a, b, out[2].base, ref[2].base, 2e-5)
+    # each load multicasts into one peer; a stage's release goes to the CTA itself and two peers
+    assert sim.peer_copies > 0 and sim.peer_arrivals > 0
+
+
+def test_a_2x2_grid_releasing_to_its_row_only_is_a_race():
+    """Without the column's releases (count 2 where the grid needs 3), a CTA refills a stage its
+    column peer's wgmma may still read: the race detector says so."""
+    _, text, smem, args, _, _ = _gemm_case("ws", 128, 128, 160, 4, 2, ctas=4)
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], (\d+);", text)
+    assert "12" in inits   # 3 CTAs x 4 warps a stage
+    bad = re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[%r\d+\]), 12;", r"\1, 8;", text)
+    with pytest.raises(RuntimeError, match=r"shared-memory race: warp \d of CTA \d overwrites by a TMA load shared byte "
+                                           r"\d+ of CTA \d, which a wgmma .* read with nothing ordering"):
+        simulate(bad, (4,), args(), smem, "random", seed=0)
+
+
 def _empty_counts_one_cta(text):
     """The empty barriers initialised for one CTA's releases (a kernel that wrote count=1 where
     the cluster needs count=num_ctas): 4 warps' arrivals, not 8."""
