@@ -370,3 +370,94 @@ def check_reshaped_join(both, target, how, first, other, nc, store, c):
                           target, num_warps=1, FIRST=first, OTHER=other, NC=nc, HOW=how, STORE=store)
     assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (how, first, other, store, c)
     return text
+
+
+# -- a moving start in a stacked dim that a .reshape merges or splits -------------------------------
+
+@gt.jit
+def stacked_reshape(x_ptr, y_ptr, out_ptr, n, c, FIRST: gl.constexpr, OTHER: gl.constexpr, NC: gl.constexpr,
+                    HOW: gl.constexpr, MOVE: gl.constexpr, STORE: gl.constexpr):
+    """A swizzled [8, 2, 8, 32] f32 buffer holding x; FIRST and OTHER: (stack, row, column) starts of
+    [LEN, 2, 4, NC] views of it (LEN 1, 2, 4 for HOW "drop", "merge", "split"). MOVE "branch": OTHER
+    if c else FIRST, picked before a loop of n steps; "swap": a loop of n steps swaps the two views
+    (the view a carried value); "none": FIRST, no join (its start known at compile time). Step k reshapes its view: "drop" [1, 2, 4, NC] -> [2, 4, NC] (the
+    moving dim, of 1, merged into the next), "merge" [2, 2, 4, NC] -> [4, 4, NC], "split" [4, 2, 4,
+    NC] -> [2, 2, 2, 4, NC] then .index(1); and reads it into out[k] (STORE=0) or writes y[k]
+    through it (STORE=1; the buffer then read back into out)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1, 4], [1, 1, W // 8, 8], [1, 1, 1, 1], [3, 2, 1, 0])
+    S2: gl.constexpr = gl.SliceLayout(2, gl.SliceLayout(3, F))
+    s0 = gl.arange(0, 8, gl.SliceLayout(1, S2))[:, None, None, None]
+    s1 = gl.arange(0, 2, gl.SliceLayout(0, S2))[None, :, None, None]
+    rr = gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, F))))[None, None, :, None]
+    cc = gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, F))))[None, None, None, :]
+    rf = s0 * 512 + s1 * 256 + rr * 32 + cc
+    buf = gl.allocate_shared_memory(gl.float32, [8, 2, 8, 32], SW, gl.load(x_ptr + rf))
+    LEN: gl.constexpr = 1 if HOW == "drop" else 2 if HOW == "merge" else 4
+    v = buf.slice(FIRST[0], LEN, 0).slice(FIRST[1], 4, 2).slice(FIRST[2], NC, 3)
+    w = buf.slice(OTHER[0], LEN, 0).slice(OTHER[1], 4, 2).slice(OTHER[2], NC, 3)
+    if MOVE == "branch":
+        with gl.if_(c == 1):
+            v = buf.slice(OTHER[0], LEN, 0).slice(OTHER[1], 4, 2).slice(OTHER[2], NC, 3)
+    L3: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, W // 8, 8], [1, 1, 1], [2, 1, 0])
+    for k in gl.range(0, n):
+        if HOW == "split":
+            u = v.reshape([2, 2, 2, 4, NC]).index(1)
+            r = gl.arange(0, 2, gl.SliceLayout(1, S2))[:, None, None, None] * (8 * NC) + s1 * (4 * NC) + \
+                gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, F))))[None, None, :, None] * NC + \
+                gl.arange(0, NC, gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, F))))[None, None, None, :]
+            size: gl.constexpr = 16 * NC
+            if STORE:
+                u.store(gl.load(y_ptr + k * size + r))
+            else:
+                gl.store(out_ptr + k * size + r, u.load(F))
+        else:
+            A: gl.constexpr = 2 * LEN
+            u = v.reshape([A, 4, NC])
+            r = gl.arange(0, A, gl.SliceLayout(1, gl.SliceLayout(2, L3)))[:, None, None] * (4 * NC) + \
+                gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, L3)))[None, :, None] * NC + \
+                gl.arange(0, NC, gl.SliceLayout(0, gl.SliceLayout(1, L3)))[None, None, :]
+            size: gl.constexpr = A * 4 * NC
+            if STORE:
+                u.store(gl.load(y_ptr + k * size + r))
+            else:
+                gl.store(out_ptr + k * size + r, u.load(L3))
+        if MOVE == "swap":
+            v, w = w, v
+    if STORE:
+        gl.thread_barrier()
+        gl.store(out_ptr + rf, buf.load(F))
+
+
+# (FIRST, OTHER, NC): only the stacked start moving (rows from 1 in both: one table, one register),
+# the rows moving too, rows and columns too, the stacked start fixed while the rows move
+STACKED_STARTS = [((1, 1, 0), (4, 1, 0), 32), ((0, 1, 0), (1, 2, 0), 32), ((3, 3, 3), (0, 2, 5), 16),
+                  ((2, 1, 0), (2, 3, 0), 32)]
+STACKED_IDS = ["stack", "stack-rows", "stack-rows-cols", "rows"]
+
+
+def _stacked_sel(a, how, start, nc):
+    """The view step k of stacked_reshape reads or writes, of the [8, 2, 8, 32] array ``a`` (a numpy view)."""
+    s0, r0, k0 = start
+    n = {"drop": 1, "merge": 2, "split": 4}[how]
+    t = a[s0:s0 + n, :, r0:r0 + 4, k0:k0 + nc]
+    return t.reshape(2, 2, 2, 4, nc)[1] if how == "split" else t.reshape(2 * n, 4, nc)
+
+
+def check_stacked_reshape(both, target, how, move, first, other, nc, store, n=3, c=1):
+    """One stacked_reshape kernel on fresh inputs (no zeros) against numpy and the interpreter; its text."""
+    x = V._fresh(np.float32, (8, 2, 8, 32))
+    picks = [other if c else first] * n if move == "branch" else [first if k % 2 == 0 or move == "none" else other
+                                                                   for k in range(n)]
+    shape = _stacked_sel(x, how, first, nc).shape
+    y = V._fresh(np.float32, (n,) + shape)
+    if store:
+        exp = x.copy()
+        for k in range(n):
+            _stacked_sel(exp, how, picks[k], nc)[...] = y[k]
+    else:
+        exp = np.stack([_stacked_sel(x, how, picks[k], nc).copy() for k in range(n)])
+    ref, sim, text = both(stacked_reshape, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), n, c],
+                          target, num_warps=1, FIRST=first, OTHER=other, NC=nc, HOW=how, MOVE=move, STORE=store)
+    assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (how, move, first, other, store, c)
+    return text

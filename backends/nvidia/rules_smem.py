@@ -188,12 +188,15 @@ def _index(em, op):
     if s.xreg is not None:
         from .smem_join import index_xor
         index_xor(s, stride, n, op.loc)
-    i = _index_reg(em, i_v)
-    base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
-    align = min(s.align, _pow2_div(stride, 16))
     coff = None
     if s.coff is not None and s.coff[1][0] == 0 and s.xreg is None:  # (slot i: the base moved by i * stride)
         coff = (s.coff[0][0], s.coff[1][1:])
+    elif s.coff is not None:  # (from a stacked start: moved into the base first, smem_stacked.py)
+        from .smem_stacked import fold_plain
+        s, coff = fold_plain(em, s, s.rel[0], lambda c: (c[0][0], c[1][1:]) if c[1][0] == 0 else None)
+    i = _index_reg(em, i_v)
+    base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
+    align = min(s.align, _pow2_div(stride, 16))
     return [[Smem(base, s.const, s.rel[0], s.dtype, align, s.xreg, s.xmask, s.plin_at(0), coff=coff)]]
 
 
@@ -238,11 +241,14 @@ def _reshape(em, op):
     shape = tuple(op.attrs["shape"])
     if s.creg is not None:
         from .smem_swizzled import reshape_view
-        return [[reshape_view(s, shape, op.loc)]]
+        return [[reshape_view(em, s, shape, op.loc)]]
     coff = None
     if s.coff is not None:  # (the buffer's table and the start, reshaped alike where they can be)
         from .smem_swizzled import reshape_coff
         coff = reshape_coff(s.coff, tuple(s.rel.shape), shape)
+        if coff is None:  # (a stacked start it splits unevenly: moved into the base first, smem_stacked.py)
+            from .smem_stacked import fold_plain
+            s, coff = fold_plain(em, s, np.reshape(s.rel, shape), lambda c: reshape_coff(c, tuple(s.rel.shape), shape))
     return [[Smem(s.base, s.const, np.reshape(s.rel, shape), s.dtype, s.align, s.xreg, s.xmask,
                   s.plin_at(lambda a: np.reshape(a, shape)), s.sreg, s.salign, coff=coff)]]
 

@@ -477,14 +477,14 @@ def slice_view(em, s, idx: tuple):
 
 
 def index_view(em, s, i: str, loc):
-    """Slot i of the leading dim (not a run-time start's, from 0): the base moves by i * its
+    """Slot i of the leading dim (not a run-time start's): the base moves by (start + i) * its
     stride, where the buffer's table strides it evenly."""
     from gluon_trace.errors import CompileError
     from .rules_smem import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
-    if 0 in dict(s.cdim) or starts[0] or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
+    if 0 in dict(s.cdim) or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
         raise CompileError(".index() of this shared-memory view (chosen by a branch or carried by a loop among "
                            "slices of a swizzled buffer starting at different places inside the swizzle period) "
                            "is not addressable: it indexes the dim whose start is known only at run time, or one "
@@ -492,15 +492,41 @@ def index_view(em, s, i: str, loc):
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     from . import ptx
     align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align
+    if starts[0] and stride:   # (from a constant start there: a split stacked dim's, refused before)
+        base = em.ins("b32", f"add.u32 {{d}}, {base}, {starts[0] * stride};")
+        align = min(align, ptx.pow2_div(starts[0] * stride, 16))
     return Smem(base, 0, s.rel[0], s.dtype, align, coff=(root[0], starts[1:]), creg=s.creg,
                 cdim=tuple((d - 1, b) for d, b in s.cdim))
 
 
-def reshape_view(s, shape: tuple, loc):
+def reshape_view(em, s, shape: tuple, loc):
     """.reshape of a view with a run-time start: where each moving dim keeps its size (and its
     buffer dim's) through the reshape, the others regrouped as reshape_coff regroups a constant
-    start, the packed register is the reshaped view's as it is (its fields relabelled); else
-    refused, saying which dim."""
+    start, the packed register is the reshaped view's as it is (its fields relabelled); else the
+    stacked dims' starts moved into the base (smem_stacked.py) and tried again; else refused,
+    saying which dim."""
+    c, where, bad = _crossing(s, shape)
+    if bad:
+        from .smem_stacked import fold
+        f = fold(em, s)
+        if f is not None and f.creg is None:   # (no start left at run time: a plain view's reshape)
+            from .rules_smem import Smem
+            return Smem(f.base, 0, np.reshape(f.rel, shape), f.dtype, f.align,
+                        coff=reshape_coff(f.coff, tuple(f.rel.shape), shape))
+        if f is not None:
+            s = f
+            c, where, bad = _crossing(s, shape)
+    if bad:
+        refuse_runtime(".reshape()", loc, f" in dim {bad[0]}, which this reshape merges with another dim or "
+                       "splits (its start would move another dim's coordinate)")
+    from .rules_smem import Smem
+    return Smem(s.base, 0, np.reshape(s.rel, shape), s.dtype, s.align, coff=c, creg=s.creg,
+                cdim=tuple(sorted((where[d], b) for d, b in s.cdim)))
+
+
+def _crossing(s, shape: tuple) -> tuple:
+    """(the reshaped coff at the moving dims' starts 0, {old dim: new dim} of dims kept whole, the
+    moving dims the reshape to ``shape`` regroups) of a view with a run-time start."""
     root, starts = s.coff
     old = tuple(s.rel.shape)
     moving = dict(s.cdim)
@@ -516,12 +542,7 @@ def reshape_view(s, shape: tuple, loc):
             if k is None or k[1][where[d]] != 1 or any(a != b for e, (a, b) in enumerate(zip(k[1], c[1]))
                                                      if e != where[d]):
                 bad.append(d)
-    if bad:
-        refuse_runtime(".reshape()", loc, f" in dim {bad[0]}, which this reshape merges with another dim or "
-                       "splits (its start would move another dim's coordinate)")
-    from .rules_smem import Smem
-    return Smem(s.base, 0, np.reshape(s.rel, shape), s.dtype, s.align, coff=c, creg=s.creg,
-                cdim=tuple(sorted((where[d], b) for d, b in s.cdim)))
+    return c, where, bad
 
 
 def _dim_map(old: tuple, new: tuple) -> dict:

@@ -214,3 +214,20 @@ def test_reshapes_of_a_view_whose_start_moves(target, how, join):
     added: the swizzled dims stay, so the joined start serves the reshaped view; loaded and stored."""
     for store in (0, 1):
         S.check_reshaped_join(both, target, how, *join, store, 1)
+
+
+# -- a stacked dim whose start moves, merged or split by a .reshape ---------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["drop", "merge", "split"])
+@pytest.mark.parametrize("move", ["branch", "swap", "none"])
+@pytest.mark.parametrize("starts", S.STACKED_STARTS, ids=S.STACKED_IDS)
+def test_reshapes_merging_or_splitting_a_stacked_dim_whose_start_moves(target, how, move, starts):
+    """The NVIDIA backend refused these (its run-time start packed per dim); the AMD one runs
+    them: [LEN, 2, 4, NC] views of a swizzled [8, 2, 8, 32] buffer whose stacked start moves (with
+    the row and column starts or not, or only the rows), picked by a branch or swapped by a loop
+    (or not joined), the stacked dims regrouped ([1, 2] -> [2], [2, 2] -> [4], [4] -> [2, 2] and
+    indexed); loaded and stored."""
+    for store in (0, 1):
+        for c in ((0, 1) if move == "branch" else (1,)):
+            S.check_stacked_reshape(both, target, how, move, *starts, store, c=c)

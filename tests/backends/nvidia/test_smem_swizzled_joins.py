@@ -404,3 +404,31 @@ def test_reshapes_of_a_view_whose_start_moves(target, how, join, store):
     stacked dims of slices whose row (and column) start a branch picks, regrouped ([2, 2] -> [4]) or
     a 1 added; the moving dims keep their size, so the carried start serves the reshaped view."""
     S.check_reshaped_join(smem_runner.both, target, how, *join, store, 1)
+
+
+# -- a stacked dim whose start moves, merged or split by a .reshape ---------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("how", ["drop", "merge", "split"])
+@pytest.mark.parametrize("move", ["branch", "swap", "none"])
+@pytest.mark.parametrize("starts", S.STACKED_STARTS, ids=S.STACKED_IDS)
+@pytest.mark.parametrize("store", [0, 1])
+def test_reshapes_merging_or_splitting_a_stacked_dim_whose_start_moves(target, how, move, starts, store):
+    """Was refused ('.reshape() needs this shared-memory view's placement at compile time ... in
+    dim 0, which this reshape merges with another dim or splits'; a split of a stacked dim from an
+    uneven start, or a later .index of it: 'does not place elements XOR-linearly'): [LEN, 2, 4, NC]
+    views of a swizzled [8, 2, 8, 32] buffer whose stacked start moves (with the row and column
+    starts or not, or only the rows), picked by a branch or swapped by a loop (or not joined),
+    the stacked dims regrouped: the moving dim of 1 merged into the next, [2, 2] -> [4], [4] ->
+    [2, 2] and indexed; loaded and stored. The stacked start goes into the base."""
+    for c in ((0, 1) if move == "branch" else (1,)):
+        S.check_stacked_reshape(smem_runner.both, target, how, move, *starts, store, c=c)
+
+
+def test_a_moving_stacked_start_goes_into_the_base_once_per_reshape():
+    """The fold: one bfe of the stacked field, one mad into the base, one and.b32 keeping the row
+    field, at the reshape (once a step), not at each access."""
+    text = S.check_stacked_reshape(smem_runner.both, "sm_90", "merge", "swap", *S.STACKED_STARTS[1], 0)
+    head = text.index("$L_loop_1:")
+    body = text[head:text.index("bra.uni", head)]
+    assert body.count("mad.lo.u32") == 1 and body.count("and.b32") == 1, body
