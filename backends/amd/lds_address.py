@@ -451,8 +451,12 @@ class Access:
                             t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
                         ts = em.valu(add, em.v(), [Imm(s), t]) if s else t
                         continue
-                    if isinstance(t, Imm):
-                        x = Imm(x.bits ^ _scatter([(s + (t.bits ^ c), im)]))
+                    if isinstance(t, Imm):  # a constant dim after one with a register part: XOR it in
+                        k = _scatter([(s + (t.bits ^ c), im)])
+                        if isinstance(x, Imm):
+                            x = Imm(x.bits ^ k)
+                        elif k:
+                            x = em.valu("v_xor_b32", em.v(), [Imm(k), x])
                         continue
                     if c:
                         t = em.valu("v_xor_b32", em.v(), [Imm(c), t])

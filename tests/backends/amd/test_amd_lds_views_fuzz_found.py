@@ -11,7 +11,10 @@ interpreter, on fresh random inputs:
   (its seed 248): checked here too, AMD addresses them right;
 - a view a loop carries from an aligned start (elements 0..7) whose body yields one from inside
   the period (5..12): the join took the yield's run-time start for an XOR of nothing and carried
-  the address alone, so every step after the first used the first start (seed 3005, gfx1100).
+  the address alone, so every step after the first used the first start (seed 3005, gfx1100);
+- two column slots a loop swaps (run-time start in dim 1) of a buffer whose last dim has size 1:
+  the run-time-start address XORed that dim's constant into the register of dim 0 as an immediate
+  (AttributeError, seed 3366, gfx1100).
 """
 import os
 import sys
@@ -162,3 +165,35 @@ def test_a_loop_carried_view_leaving_an_aligned_start(target, lay, ab, store):
     ref, sim, _ = both(carried_from_an_aligned_start, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), n],
                        target, num_warps=1, LAY=lay, A=ab[0], B=ab[1], STORE=store)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp), (ab, store)
+
+
+@gt.jit
+def swapped_slots_then_a_size1_dim(x_ptr, out_ptr, n):
+    """An f32 [16, 4, 1] buffer holding x; a loop swaps its column slots .slice(0, 2, 1) and
+    .slice(1, 2, 1) (starts 0 and 1: a run-time start in dim 1) and reads the current one into
+    out[i] [16, 2, 1]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [W // 4, 4, 1], [1, 1, 1], [2, 1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1, 1], [16, 2, W // 32], [1, 1, 1], [2, 1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 4 + \
+        gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None]
+    buf = gl.allocate_shared_memory(gl.float32, [16, 4, 1], gl.SwizzledSharedLayout(1, 4, 1, [2, 1, 0]),
+                                    gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None] * 2 + \
+        gl.arange(0, 2, gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
+    c, d = buf.slice(0, 2, 1), buf.slice(1, 2, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 32 + ro, c.load(L))
+        c, d = d, c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_swapped_slots_then_a_size1_dim(target):
+    """Found by the views preset (seed 3366, gfx1100): dim 2 (size 1, no thread bits) after dim 0's
+    register part in the run-time-start address XORed an immediate into a register as an immediate
+    (AttributeError: 'Reg' object has no attribute 'bits')."""
+    x, n = np.random.default_rng().standard_normal(64).astype(np.float32), 3
+    exp = np.concatenate([x.reshape(16, 4)[:, s:s + 2].reshape(-1) for s in (0, 1, 0)])
+    ref, sim, _ = both(swapped_slots_then_a_size1_dim, lambda: [x.copy(), np.full(96, np.nan, np.float32), n],
+                       target, num_warps=1)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
