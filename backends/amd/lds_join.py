@@ -21,7 +21,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from .lds_address import _BIG, Lds, _fresh, _scatter, additive
+from .lds_address import _BIG, Lds, _fresh, _pow2_div, _scatter, additive
 from .mir import Imm
 
 _STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -242,7 +242,9 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
         i = next(k for k, r in enumerate(op.results) if r is v)
         arms = [b.yielded(i) for b in op.regions]
         views = [_static(em, a, env) if a is not None else None for a in arms]
-        if padded_join(views):   # (the form rule_if carries the arms in)
+        if None not in views and join(views) is not None:   # (the form rule_if carries the arms in:
+            form = _split                                    # a slot's origin in const, lds_join.carried)
+        elif padded_join(views):
             form = additive
         elif shift_join(views) is not None:
             form = shifted
@@ -376,8 +378,13 @@ def _static(em, v, env: dict):
     s = _static(em, op.operands[0], env)
     if s is None:
         return None
-    if op.name == "smem_index":  # (moves the address only)
-        return s.with_(lead=s.lead[1:])
+    if op.name == "smem_index":  # (moves the address only: as rule_index does, so as aligned)
+        stride, i = s.lead[0], em.vals.get(op.operands[1])
+        if isinstance(i, Imm):
+            k = i.bits if i.size == 1 else i.bits & 0xFFFFFFFF
+            return s.with_(const=s.const + (k - (1 << 32) if k >> 31 else k) * stride, lead=s.lead[1:])
+        # (a run-time slot, or one not emitted yet: a base register as aligned as the stride)
+        return s.with_(base=_STATIC, balign=min(s.balign, _pow2_div(stride)), lead=s.lead[1:])
     from .lds import RULES
     fake = _Views(em, {op.operands[0]: s}, op.loc)
     try:

@@ -14,7 +14,11 @@ interpreter, on fresh random inputs:
   the address alone, so every step after the first used the first start (seed 3005, gfx1100);
 - two column slots a loop swaps (run-time start in dim 1) of a buffer whose last dim has size 1:
   the run-time-start address XORed that dim's constant into the register of dim 0 as an immediate
-  (AttributeError, seed 3366, gfx1100).
+  (AttributeError, seed 3366, gfx1100);
+- loops over ring slots whose stride is less aligned than slot 0 (padded rows), and loops whose
+  body picks one of two column slices by a branch (joined with the slot's origin in the address):
+  the join's alignment was predicted from the first slot's, then the body refused ("less aligned
+  than its first value", seeds 3017, 3193, 3271 and 3357).
 """
 import os
 import sys
@@ -196,4 +200,67 @@ def test_swapped_slots_then_a_size1_dim(target):
     exp = np.concatenate([x.reshape(16, 4)[:, s:s + 2].reshape(-1) for s in (0, 1, 0)])
     ref, sim, _ = both(swapped_slots_then_a_size1_dim, lambda: [x.copy(), np.full(96, np.nan, np.float32), n],
                        target, num_warps=1)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def ring_of_padded_rows(x_ptr, out_ptr, n, SLOTS: gl.constexpr):
+    """An f16 [4, 8] buffer (rows padded every 4 elements: a slot's stride 20 bytes) holding x; a
+    loop reads slot i % SLOTS (buf.index, a run-time slot after the first) into out[i] [8]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([8], [W], [1], [0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [4, 8], gl.PaddedSharedLayout.with_identity_for([[4, 1]], [8], [0]),
+                                    gl.load(x_ptr + rf))
+    c = buf.index(0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 8 + gl.arange(0, 8, L), c.load(L))
+        c = buf.index((i + 1) % SLOTS)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("slots", [2, 3, 4])
+def test_a_ring_of_slots_less_aligned_than_the_first(target, slots):
+    """Found by the views preset (seeds 3017, 3193, 3271): the loop predicted a run-time slot's
+    address as aligned as slot 0's (16 bytes), the body's was the stride's (4), and was refused."""
+    x, n = np.random.default_rng().standard_normal(32).astype(np.float16), 5
+    exp = np.concatenate([x[(i % slots) * 8:(i % slots) * 8 + 8] for i in range(n)])
+    ref, sim, _ = both(ring_of_padded_rows, lambda: [x.copy(), np.full(8 * n, np.nan, np.float16), n], target,
+                       num_warps=1, SLOTS=slots)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def branch_between_columns(x_ptr, out_ptr, n, LAY: gl.constexpr, A: gl.constexpr, B: gl.constexpr):
+    """An f16 [32, 8] buffer in LAY holding x; a loop reads column A or B (a branch picks the next:
+    B on odd steps) of rows 15..30 into out[i] [16, 1]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [16, W // 16], [1, 1], [1, 0])
+    rf = gl.arange(0, 32, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [32, 8], LAY, gl.load(x_ptr + rf))
+    rows = buf.slice(15, 16, 0)
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    c = rows.slice(A, 1, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.load(L))
+        w = rows.slice(A, 1, 1)
+        with gl.if_((i + 1) % 2 == 1):
+            w = rows.slice(B, 1, 1)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([32, 8], gl.float16),
+                                 gl.SwizzledSharedLayout(1, 1, 1, [1, 0])], ids=["nvmma", "plain"])
+@pytest.mark.parametrize("ab", [(0, 3), (0, 6)])
+def test_a_branch_between_columns_in_a_loop(target, lay, ab):
+    """Found by the views preset (seed 3357): the branch carries column B's table with its origin
+    (the column) moved into the address, 2 or 4 bytes aligned; the loop predicted the arms as they
+    are (rows 15.. keep their origin in the table: 16 bytes) and refused its own body."""
+    x, n = np.random.default_rng().standard_normal(256).astype(np.float16), 5
+    exp = np.concatenate([x.reshape(32, 8)[15:31, ab[i % 2]] for i in range(n)])
+    ref, sim, _ = both(branch_between_columns, lambda: [x.copy(), np.full(16 * n, np.nan, np.float16), n], target,
+                       num_warps=1, LAY=lay, A=ab[0], B=ab[1])
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
