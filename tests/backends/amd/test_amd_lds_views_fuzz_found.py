@@ -18,7 +18,11 @@ interpreter, on fresh random inputs:
 - loops over ring slots whose stride is less aligned than slot 0 (padded rows), and loops whose
   body picks one of two column slices by a branch (joined with the slot's origin in the address):
   the join's alignment was predicted from the first slot's, then the body refused ("less aligned
-  than its first value", seeds 3017, 3193, 3271 and 3357).
+  than its first value", seeds 3017, 3193, 3271 and 3357);
+- a slice from inside a swizzle period of stacked buffers, read in a layout whose lanes mix a
+  stacked dim's coordinate bits (lane bases [2, 1, 0] and [2, 0, 0]): the stacked bytes were taken
+  as the sum of the bases', not their coordinates' XOR (refused, "not addressable as thread part +
+  register part", seed 3159).
 """
 import os
 import sys
@@ -263,4 +267,40 @@ def test_a_branch_between_columns_in_a_loop(target, lay, ab):
     exp = np.concatenate([x.reshape(32, 8)[15:31, ab[i % 2]] for i in range(n)])
     ref, sim, _ = both(branch_between_columns, lambda: [x.copy(), np.full(16 * n, np.nan, np.float16), n], target,
                        num_warps=1, LAY=lay, A=ab[0], B=ab[1])
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def stacked_columns(x_ptr, out_ptr, REGS: gl.constexpr, LAY: gl.constexpr, START: gl.constexpr):
+    """A u8 [4, 1, 64] buffer (4 stacked [1, 64] ones in LAY) holding x; columns START..START+7,
+    permuted to [4, 8, 1], read into out in a layout whose lanes 2 and 4 both set the stacked
+    coordinate's bit 1 (bases [2, 1, 0] and [2, 0, 0]; with REGS, [3, 0, 0] and a register)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 1, W], [1, 1, 1], [2, 1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 64 + \
+        gl.arange(0, 64, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.uint8, [4, 1, 64], LAY, gl.load(x_ptr + rf))
+    v = buf.slice(START, 8, 2).permute([0, 2, 1])
+    lanes: gl.constexpr = [[0, 2, 0], [1, 0, 0], [2, 1, 0]] + \
+        ([[0, 0, 0], [3, 0, 0]] if REGS else [[0, 6, 0], [2, 0, 0]]) + [[0, 0, 0]] * (W // 64)
+    L: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 4, 0]] if REGS else [], lane_bases=lanes,
+                                                 warp_bases=[], block_bases=[], shape=[4, 8, 1])
+    ro = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None] * 8 + \
+        gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
+    gl.store(out_ptr + ro, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([1, 64], gl.uint8),
+                                 gl.SwizzledSharedLayout(1, 1, 1, [1, 0])], ids=["nvmma", "plain"])
+@pytest.mark.parametrize("start", [0, 55])
+@pytest.mark.parametrize("regs", [0, 1])
+def test_a_slice_in_a_layout_mixing_stacked_coordinates(target, lay, start, regs):
+    """Found by the views preset (seed 3159, gfx1100): the stacked coordinate is the XOR of the
+    lanes' (lanes 2 and 4 both set its bit 1), not their sum; a slice from column 55 was refused.
+    Start 0 (an aligned slice, lowered before) checks the same layouts."""
+    x = np.random.default_rng().integers(0, 256, 256).astype(np.uint8)
+    exp = x.reshape(4, 64)[:, start:start + 8].reshape(-1)
+    ref, sim, _ = both(stacked_columns, lambda: [x.copy(), np.zeros(32, np.uint8)], target, num_warps=1,
+                       REGS=regs, LAY=lay, START=start)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
