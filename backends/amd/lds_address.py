@@ -161,6 +161,7 @@ class Access:
         self.carry = False   # (_split_shifted: the start's carries through register parts too)
         self.crun = None
         self.slead = None   # (_split_coords: stacked coordinates split as XORs)
+        self.corg = 0       # (_split_coords: the table origin's bits the thread register clears)
         if v.sdim is not None:   # (a run-time coordinate start: lds_join.coord_join)
             self._split_coords_run(v)
             return
@@ -321,16 +322,26 @@ class Access:
         (tc_d ^ lo_d))) + the stacked bytes; the other register bits, clear in every such sum,
         padded apart into the offset. Checked against the view's whole byte table."""
         em, lay = self.em, self.lay
-        if v.coff is None or v.xreg is not None or not v.lin.ndim:
+        if v.coff is None or not v.lin.ndim or (v.xreg is not None and (run is not None or v.pads)):
             return False
         # (``run``: (dim, the run-time starts S it adds): the bits each may reach, checked for each)
         sd, svals = run if run is not None else (None, (0,))
         starts, images = v.coff
         nl = len(v.lead)
         idx = np.indices(v.lin.shape)
-        if len(starts) != v.lin.ndim or not np.array_equal(
-                v.lin, _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])):
+        if len(starts) != v.lin.ndim:
             return False
+        full = _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])
+        if not np.array_equal(v.lin, full):
+            # a carried view (rows of a swizzled tile swapped by a loop, then sliced from inside the
+            # period): its table's origin, the bits k every entry has, moved into the address
+            # (control._canonical, or lds_join._split with a run-time XOR X). The thread register
+            # clears them again (lin is full ^ k; checked below), and X, which never has k's
+            # bits, applies to it as for an aligned view (addr)
+            k = int(np.asarray(v.lin ^ full).flat[0])
+            if run is not None or v.pads or not np.array_equal(v.lin ^ full, np.full_like(full, k)) or k & v.xmask:
+                return False
+            self.corg = k
         self.v, self.shift, self.clead = v, 0, None
         lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
         self.spairs = tid_pairs(em, lay, lb)
@@ -354,7 +365,7 @@ class Access:
         while True:
             reach = [(((1 << (s + c).bit_length()) - 1) & ~lw if s else c) | x
                      for s, c, lw, x in zip(reach_s, core, low, extra)]
-            timg = 0
+            timg = v.xmask if v.xreg is not None else 0   # (a register part under X's bits: the thread's)
             for m, im in zip(reach, images):
                 for j, b in enumerate(im):
                     timg |= b if m >> j & 1 else 0
@@ -421,7 +432,7 @@ class Access:
             pred = np.empty_like(b)
             for r, (lo, imm) in enumerate(self.regC):
                 t = _scatter([(s + S * (d == sd) + (tc ^ x), im)
-                              for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))])
+                              for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))]) ^ self.corg
                 tl = sum((st * (tc ^ x) for st, tc, x in zip(v.lead, lcs, lo[len(dims):])), tS)
                 pred[..., r] = v.es * pad(t, v.pads) + tl + imm
             if not np.array_equal(pred, b):
@@ -431,7 +442,8 @@ class Access:
     def _thread_reg_coords(self, lo: tuple):
         """es * pad(XOR_d B_d(start_d + (tc_d ^ lo_d))) + the stacked bytes (_split_coords)."""
         em, v = self.em, self.v
-        key = ("lds_thread_coords", self.cdims, self.spairs, lo, v.es, v.pads) + ((self.slead,) if self.slead else ())
+        key = ("lds_thread_coords", self.cdims, self.spairs, lo, v.es, v.pads) + \
+            ((self.slead, self.corg) if self.slead or self.corg else ())
         if key in em.memo:
             return em.memo[key]
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
@@ -453,6 +465,8 @@ class Access:
                 # (padded views keep a term a bit, as before fields: their AMDGCN stays as it was)
                 for u in _image_terms(em, t, im) if not v.pads else _bit_terms(em, t, im):
                     x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+            if self.corg:
+                x = Imm(x.bits ^ self.corg) if isinstance(x, Imm) else em.valu("v_xor_b32", em.v(), [Imm(self.corg), x])
             x = self._with_spairs(em, self._padded_bytes(x))
             if self.slead:
                 x = _plus_lead_coords(em, x, self.slead, v.lead, lo[len(self.cdims):])

@@ -22,7 +22,11 @@ interpreter, on fresh random inputs:
 - a slice from inside a swizzle period of stacked buffers, read in a layout whose lanes mix a
   stacked dim's coordinate bits (lane bases [2, 1, 0] and [2, 0, 0]): the stacked bytes were taken
   as the sum of the bases', not their coordinates' XOR (refused, "not addressable as thread part +
-  register part", seed 3159).
+  register part", seed 3159);
+- rows of a swizzled buffer a loop swaps (carried with the row's origin in the address, or a
+  run-time XOR), sliced from inside the period: the slice's coordinates did not match its table,
+  whose origin the join had moved (refused, "not addressable ...", seeds 3181 and 3251); likewise
+  a loop carrying a view joined with an XOR of nothing was predicted as aligned as its first.
 """
 import os
 import sys
@@ -258,11 +262,12 @@ def branch_between_columns(x_ptr, out_ptr, n, LAY: gl.constexpr, A: gl.constexpr
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([32, 8], gl.float16),
                                  gl.SwizzledSharedLayout(1, 1, 1, [1, 0])], ids=["nvmma", "plain"])
-@pytest.mark.parametrize("ab", [(0, 3), (0, 6)])
+@pytest.mark.parametrize("ab", [(0, 3), (0, 6), (2, 5)])
 def test_a_branch_between_columns_in_a_loop(target, lay, ab):
     """Found by the views preset (seed 3357): the branch carries column B's table with its origin
     (the column) moved into the address, 2 or 4 bytes aligned; the loop predicted the arms as they
-    are (rows 15.. keep their origin in the table: 16 bytes) and refused its own body."""
+    are (rows 15.. keep their origin in the table: 16 bytes) and refused its own body. From column
+    2 the loop itself joins with an XOR of nothing, and took the first's alignment (4 bytes)."""
     x, n = np.random.default_rng().standard_normal(256).astype(np.float16), 5
     exp = np.concatenate([x.reshape(32, 8)[15:31, ab[i % 2]] for i in range(n)])
     ref, sim, _ = both(branch_between_columns, lambda: [x.copy(), np.full(16 * n, np.nan, np.float16), n], target,
@@ -303,4 +308,36 @@ def test_a_slice_in_a_layout_mixing_stacked_coordinates(target, lay, start, regs
     exp = x.reshape(4, 64)[:, start:start + 8].reshape(-1)
     ref, sim, _ = both(stacked_columns, lambda: [x.copy(), np.zeros(32, np.uint8)], target, num_warps=1,
                        REGS=regs, LAY=lay, START=start)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def swapped_rows_sliced(x_ptr, out_ptr, n, LAY: gl.constexpr, START: gl.constexpr):
+    """An f32 [4, 32] buffer in LAY holding x; a loop swaps its rows 1 and 0 (.slice(1, 1, 0) and
+    .slice(0, 1, 0)) and reads columns START..START+15 of the current one into out[i]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [1, W], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 2], [1, W], [1, 1], [1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [4, 32], LAY, gl.load(x_ptr + rf))
+    ro = gl.arange(0, 1, gl.SliceLayout(1, L))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, L))[None, :]
+    c, d = buf.slice(1, 1, 0), buf.slice(0, 1, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.slice(START, 16, 1).load(L))
+        c, d = d, c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.SwizzledSharedLayout(2, 2, 2, [1, 0]), gl.SwizzledSharedLayout(1, 1, 2, [1, 0]),
+                                 gl.SwizzledSharedLayout(4, 1, 8, [1, 0])], ids=["same_phase", "xor1", "xor4"])
+@pytest.mark.parametrize("start", [15, 3, 0])
+def test_swapped_rows_sliced_inside_the_period(target, lay, start):
+    """Found by the views preset (seeds 3181 on gfx942, 3251 on gfx1100): rows 1 and 0 in one
+    swizzle phase are carried with row 1's origin in the address, in different phases with a
+    run-time XOR; a slice from column 15 or 3 was refused. Start 0 (lowered before) checks the same
+    loops."""
+    x, n = np.random.default_rng().standard_normal(128).astype(np.float32), 3
+    exp = np.concatenate([x.reshape(4, 32)[r, start:start + 16] for r in (1, 0, 1)])
+    ref, sim, _ = both(swapped_rows_sliced, lambda: [x.copy(), np.full(48, np.nan, np.float32), n], target,
+                       num_warps=1, LAY=lay, START=start)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
