@@ -15,7 +15,11 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
 - a loop carrying slots 1 and 3 of a swizzled buffer (its whole address in the register) whose
   body slices rows from inside the swizzle period: no slot starts at the constant the loop keeps
   (0), so the carried view had no buffer coordinates and the slice was refused ('does not place
-  elements XOR-linearly', seed 3117).
+  elements XOR-linearly', seed 3117);
+- a loop carrying a padded view at a run-time start, its body picking the next among four by
+  three branches: the first branch, between two starts of one table (elements 1.. and 2..), kept
+  the address alone, and the next, adding elements 3.., refused it ('placed differently', seed
+  3394).
 """
 import os
 import sys
@@ -275,4 +279,39 @@ def test_rows_inside_the_period_of_a_carried_slot(target, lay, r, perm):
     exp = np.concatenate([x.reshape(4, 8, 8)[s, r:r + 4, :].reshape(-1) for s in (1, 3, 1)])
     ref, sim, _ = both(slot_rows_inside_the_period, lambda: [x.copy(), np.full(96, np.nan, np.float32), n], target,
                        num_warps=1, LAY=lay, R=r, PERM=perm)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def four_way_padded_starts(x_ptr, out_ptr, n, PADS: gl.constexpr, K: gl.constexpr):
+    """An f16 [16] buffer padded by PADS holding x; a loop carries elements 1..K, reads them into
+    out[i] and picks the next view among elements 1.., 2.., 3.., 4.. by three branches."""
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float16, [16], gl.PaddedSharedLayout.with_identity_for(PADS, [16], [0]),
+                                    gl.load(x_ptr + gl.arange(0, 16, L)))
+    c = buf.slice(1, K, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * K + gl.arange(0, K, L), c.load(L))
+        w = buf.slice(1, K, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(2, K, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(3, K, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(4, K, 0)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("pads", [[[4, 1]], [[8, 2], [4, 1]], [[2, 1]]], ids=["every4", "every4and8", "every2"])
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_four_way_step_between_padded_starts(target, pads, k):
+    """Found by the views preset (seed 3394): elements 1..2 and 2..3 of a buffer padded every 4
+    have one table, so the first branch carried the address alone and the second, joining
+    elements 3..4 (across a pad), refused it; the branches an enclosing join carries at a
+    run-time start now carry it too. (Length 4 and padding every 2 were lowered before.)"""
+    x, n = np.random.default_rng().standard_normal(16).astype(np.float16), 6
+    exp = np.concatenate([x[1 + i % 4:1 + i % 4 + k] for i in range(n)])
+    ref, sim, _ = both(four_way_padded_starts, lambda: [x.copy(), np.full(n * k, np.nan, np.float16), n], target,
+                       num_warps=1, PADS=pads, K=k)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
