@@ -256,15 +256,15 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
 
 def loop_aligns(em, op, firsts: dict, xor: dict, add: set, sh: dict) -> dict:
     """{carried index: the least alignment its body's predicted yields have} for the views a ``for``
-    carries in the additive form, at a run-time start or joined with a run-time XOR of nothing
-    (columns 3.. then 12..: the carried address takes the weakest, not the first's)."""
+    carries in the additive form, at a run-time start or with a run-time XOR (columns 3.. then
+    12..: the carried address takes the weakest, not the first's)."""
     body = op.regions[0]
     args = body.args[1:]
     from .control import _align, _canonical
     env = {args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
            for j, f in firsts.items()}
     forms = {j: _split if j in xor else additive if j in add else shifted if j in sh else _canonical
-             for j in firsts if j not in xor or not xor[j][1]}   # (mask 0: one address, as carried splits it)
+             for j in firsts}   # (a run-time XOR's: its address as carried splits it)
     known = {args[j]: _align(form(firsts[j])) for j, form in forms.items()}
     while True:   # (a yield may be another carried view: the least over the loop's steps)
         new = dict(known)

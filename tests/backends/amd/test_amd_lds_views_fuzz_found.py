@@ -26,7 +26,10 @@ interpreter, on fresh random inputs:
 - rows of a swizzled buffer a loop swaps (carried with the row's origin in the address, or a
   run-time XOR), sliced from inside the period: the slice's coordinates did not match its table,
   whose origin the join had moved (refused, "not addressable ...", seeds 3181 and 3251); likewise
-  a loop carrying a view joined with an XOR of nothing was predicted as aligned as its first.
+  a loop carrying a view joined with an XOR of nothing was predicted as aligned as its first;
+- two f64 columns a loop swaps (a run-time XOR), the second less aligned than the first once the
+  join splits their tables: the loop kept the first's alignment and refused its body (seed 3477,
+  gfx942, from the campaign over seeds 3400..3599).
 """
 import os
 import sys
@@ -340,4 +343,32 @@ def test_swapped_rows_sliced_inside_the_period(target, lay, start):
     exp = np.concatenate([x.reshape(4, 32)[r, start:start + 16] for r in (1, 0, 1)])
     ref, sim, _ = both(swapped_rows_sliced, lambda: [x.copy(), np.full(48, np.nan, np.float32), n], target,
                        num_warps=1, LAY=lay, START=start)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def swapped_columns(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr):
+    """An f64 [16, 8] buffer (swizzled in pairs over rows in fours) holding x; a loop swaps its
+    columns A and B, reading the current one into out[i] [16, 1]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([2, 1], [16, W // 16], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float64, [16, 8], gl.SwizzledSharedLayout(2, 4, 4, [1, 0]), gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    c, d = buf.slice(A, 1, 1), buf.slice(B, 1, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.load(L))
+        c, d = d, c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ab", [(6, 5), (4, 5), (2, 3), (0, 1)])
+def test_swapped_columns_less_aligned_than_the_first(target, ab):
+    """Found by the views preset (seed 3477, gfx942): columns 6 and 5 (or 4 and 5, 2 and 3) carried
+    with a run-time XOR, the address 16 then 8 bytes aligned: the loop took the first's alignment
+    and refused its body. (Columns 0 and 1, lowered before, check the same loop.)"""
+    x, n = np.random.default_rng().standard_normal(128), 3
+    exp = np.concatenate([x.reshape(16, 8)[:, ab[i % 2]] for i in range(n)])
+    ref, sim, _ = both(swapped_columns, lambda: [x.copy(), np.full(48, np.nan), n], target, num_warps=1, A=ab[0], B=ab[1])
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
