@@ -102,6 +102,7 @@ def rule_for(em, op):
     for i, (h, v) in enumerate(zip(homes, inits)):
         if i in xor:
             x, aligns[i] = lds_join.carried(em, firsts[i], *xor[i], "this loop")
+            aligns[i] = min(aligns[i], pred.get(i, 16))
         elif i in sh:
             x, aligns[i] = lds_join.carried_shift(em, firsts[i], sh[i], "this loop")
             aligns[i] = min(aligns[i], pred.get(i, 16))

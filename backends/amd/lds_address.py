@@ -160,6 +160,8 @@ class Access:
         self.reach, self.rshift, self.all_bytes = None, None, None
         self.carry = False   # (_split_shifted: the start's carries through register parts too)
         self.crun = None
+        self.slead = None   # (_split_coords: stacked coordinates split as XORs)
+        self.corg = 0       # (_split_coords: the table origin's bits the thread register clears)
         if v.sdim is not None:   # (a run-time coordinate start: lds_join.coord_join)
             self._split_coords_run(v)
             return
@@ -322,7 +324,7 @@ class Access:
         (tc_d ^ lo_d))) + the stacked bytes; the other register bits, clear in every such sum,
         padded apart into the offset. Checked against the view's whole byte table."""
         em, lay = self.em, self.lay
-        if v.coff is None or v.xreg is not None or not v.lin.ndim:
+        if v.coff is None or not v.lin.ndim or (v.xreg is not None and (run is not None or v.pads)):
             return False
         # (``run``: (the moving dims' packing, the packed run-time starts S they add): the bits each
         # may reach, checked for each)
@@ -332,9 +334,19 @@ class Access:
         ats = [unpacked(sd, images, S) for S in svals]
         nl = len(v.lead)
         idx = np.indices(v.lin.shape)
-        if len(starts) != v.lin.ndim or not np.array_equal(
-                v.lin, _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])):
+        if len(starts) != v.lin.ndim:
             return False
+        full = _scatter([(idx[d] + s, images[d]) for d, s in enumerate(starts)])
+        if not np.array_equal(v.lin, full):
+            # a carried view (rows of a swizzled tile swapped by a loop, then sliced from inside the
+            # period): its table's origin, the bits k every entry has, moved into the address
+            # (control._canonical, or lds_join._split with a run-time XOR X). The thread register
+            # clears them again (lin is full ^ k; checked below), and X, which never has k's
+            # bits, applies to it as for an aligned view (addr)
+            k = int(np.asarray(v.lin ^ full).flat[0])
+            if run is not None or v.pads or not np.array_equal(v.lin ^ full, np.full_like(full, k)) or k & v.xmask:
+                return False
+            self.corg = k
         self.v, self.shift, self.clead = v, 0, None
         lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
         self.spairs = tid_pairs(em, lay, lb)
@@ -358,7 +370,7 @@ class Access:
         while True:
             reach = [(((1 << (s + c).bit_length()) - 1) & ~lw if s else c) | x
                      for s, c, lw, x in zip(reach_s, core, low, extra)]
-            timg = 0
+            timg = v.xmask if v.xreg is not None else 0   # (a register part under X's bits: the thread's)
             for m, im in zip(reach, images):
                 for j, b in enumerate(im):
                     timg |= b if m >> j & 1 else 0
@@ -375,12 +387,35 @@ class Access:
             nb = min(len(images[d]), reach[d].bit_length()) if v.pads else len(images[d])
             dims.append((pairs[d], s, core[d] | extra[d], images[d][:nb]))
         self.cdims = tuple(dims)
+        self.slead = None
+        if self._coords_fit(v, lay, nl, lb, dims, sd, svals):
+            return True
+        if not nl or run is not None:
+            return False
+        # a layout mixing a stacked dim's coordinate bits (lane bases [2, 1] and [2, 0] over it):
+        # the coordinate is the XOR of the bases', the bytes not their sum. As _coord_lead does for
+        # aligned views, stacked dim d's coordinate splits as tc_d ^ lo_d (in the thread register,
+        # times its stride) plus a register part outside tc_d's bits (the offset). Tried only where
+        # the additive split fails: every view it takes is lowered as before.
+        self.slead = tuple((p, possible_bits(p)) for p in
+                           (tid_pairs(em, lay, lambda b, d=d: int(b[d])) for d in range(nl)))
+        self.spairs = ()
+        return self._coords_fit(v, lay, nl, lb, dims, sd, svals)
+
+    def _coords_fit(self, v, lay, nl, lb, dims, sd, svals) -> bool:
+        """_split_coords' register parts (self.regC) for ``dims``, and whether they, with the
+        thread parts, reproduce the view's bytes (for each run-time start in ``svals``)."""
         self.regC = []
         for r in range(lay.num_regs):
-            cs = [reg_part(lay, lambda b, d=d: int(b[nl + d]), r) for d in range(len(starts))]
-            s = sum(lb(b) for j, b in enumerate(lay.reg_bases) if r >> j & 1)
+            cs = [reg_part(lay, lambda b, d=d: int(b[nl + d]), r) for d in range(len(dims))]
             lo = tuple(c & e for c, (_, _, e, _) in zip(cs, dims))
-            hi = _scatter([(c & ~e, images[d]) for d, (c, (_, _, e, _)) in enumerate(zip(cs, dims))])
+            hi = _scatter([(c & ~e, v.coff[1][d]) for d, (c, (_, _, e, _)) in enumerate(zip(cs, dims))])
+            if self.slead is None:
+                s = sum(lb(b) for j, b in enumerate(lay.reg_bases) if r >> j & 1)
+            else:   # (lo_d joins lo, after the swizzled dims'; the rest of the coordinate adds)
+                ls = [reg_part(lay, lambda b, d=d: int(b[d]), r) for d in range(nl)]
+                lo += tuple(c & m for c, (_, m) in zip(ls, self.slead))
+                s = sum(st * (c & ~m) for st, c, (_, m) in zip(v.lead, ls, self.slead))
             self.regC.append((lo, v.const + s + v.es * int(pad(np.int64(hi), v.pads))))
         W, Ln, R = self.bytes.shape
         tS = np.zeros((W, Ln), np.int64)
@@ -392,12 +427,21 @@ class Access:
             for bit, val in pairs:
                 tc ^= self._tid_bit(bit, W, Ln) * val
             tcs.append(tc)
+        from .lds_join import unpacked
+        ats = [unpacked(sd, v.coff[1], S) for S in svals]   # (each run-time start, per moving dim)
+        lcs = []   # (the stacked dims' coordinates' thread parts, where they split as coordinates)
+        for pairs, _ in self.slead or ():
+            tc = np.zeros((W, Ln), np.int64)
+            for bit, val in pairs:
+                tc ^= self._tid_bit(bit, W, Ln) * val
+            lcs.append(tc)
         for at, b in zip(ats, self.all_bytes or [self.bytes]):
             pred = np.empty_like(b)
             for r, (lo, imm) in enumerate(self.regC):
                 t = _scatter([(s + at.get(d, 0) + (tc ^ x), im)
-                              for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))])
-                pred[..., r] = v.es * pad(t, v.pads) + tS + imm
+                              for d, (tc, x, (_, s, _, im)) in enumerate(zip(tcs, lo, dims))]) ^ self.corg
+                tl = sum((st * (tc ^ x) for st, tc, x in zip(v.lead, lcs, lo[len(dims):])), tS)
+                pred[..., r] = v.es * pad(t, v.pads) + tl + imm
             if not np.array_equal(pred, b):
                 return False
         return True
@@ -405,7 +449,8 @@ class Access:
     def _thread_reg_coords(self, lo: tuple):
         """es * pad(XOR_d B_d(start_d + (tc_d ^ lo_d))) + the stacked bytes (_split_coords)."""
         em, v = self.em, self.v
-        key = ("lds_thread_coords", self.cdims, self.spairs, lo, v.es, v.pads)
+        key = ("lds_thread_coords", self.cdims, self.spairs, lo, v.es, v.pads) + \
+            ((self.slead, self.corg) if self.slead or self.corg else ())
         if key in em.memo:
             return em.memo[key]
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
@@ -427,7 +472,11 @@ class Access:
                 # (padded views keep a term a bit, as before fields: their AMDGCN stays as it was)
                 for u in _image_terms(em, t, im) if not v.pads else _bit_terms(em, t, im):
                     x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+            if self.corg:
+                x = Imm(x.bits ^ self.corg) if isinstance(x, Imm) else em.valu("v_xor_b32", em.v(), [Imm(self.corg), x])
             x = self._with_spairs(em, self._padded_bytes(x))
+            if self.slead:
+                x = _plus_lead_coords(em, x, self.slead, v.lead, lo[len(self.cdims):])
         em.memo[key] = x
         return x
 
@@ -693,21 +742,8 @@ class Access:
             em.memo[key] = Imm(v.es * int(pad(np.int64(self.shift + lo), v.pads))
                                + sum(s * x for s, x in zip(v.lead, los)))
             return em.memo[key]
-        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
         with em.hoisted():
-            x = self._lin_bytes(lo)
-            for (pairs, _), s, c in zip(self.clead, v.lead, los):
-                if not pairs:  # (then no register bit goes to the thread: c is 0)
-                    continue
-                t = thread_part(em, pairs)
-                if c:
-                    t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
-                if s & (s - 1) == 0:
-                    if s > 1:
-                        t = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(s)), t])
-                else:
-                    t = em.valu("v_mul_u32_u24", em.v(), [Imm(s), t])
-                x = t if isinstance(x, Imm) and x.bits == 0 else em.valu(add, em.v(), [x, t])
+            x = _plus_lead_coords(em, self._lin_bytes(lo), self.clead, v.lead, los)
             if isinstance(x, Imm):
                 x = em.to_v(x)
         em.memo[key] = x
@@ -742,6 +778,24 @@ class Access:
         elif isinstance(x, Imm):
             x = Imm(x.bits * v.es)
         return x
+
+
+def _plus_lead_coords(em, x, clead, lead, los):
+    """``x`` plus sum_d lead_d * (tc_d ^ lo_d), tc_d the thread part of stacked dim d's coordinate."""
+    add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+    for (pairs, _), s, c in zip(clead, lead, los):
+        if not pairs:  # (then no register bit goes to the thread: c is 0)
+            continue
+        t = thread_part(em, pairs)
+        if c:
+            t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+        if s & (s - 1) == 0:
+            if s > 1:
+                t = em.valu("v_lshlrev_b32", em.v(), [Imm(log2(s)), t])
+        else:
+            t = em.valu("v_mul_u32_u24", em.v(), [Imm(s), t])
+        x = t if isinstance(x, Imm) and x.bits == 0 else em.valu(add, em.v(), [x, t])
+    return x
 
 
 def _scatter(parts) -> np.ndarray | int:

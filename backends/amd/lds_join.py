@@ -21,7 +21,7 @@ import numpy as np
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
-from .lds_address import _BIG, Lds, _fresh, _scatter, additive
+from .lds_address import _BIG, Lds, _fresh, _pow2_div, _scatter, additive
 from .mir import Imm
 
 _STATIC = "static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -270,7 +270,9 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
         i = next(k for k, r in enumerate(op.results) if r is v)
         arms = [b.yielded(i) for b in op.regions]
         views = [_static(em, a, env) if a is not None else None for a in arms]
-        if padded_join(views):   # (the form rule_if carries the arms in)
+        if None not in views and join(views) is not None:   # (the form rule_if carries the arms in:
+            form = _split                                    # a slot's origin in const, lds_join.carried)
+        elif padded_join(views):
             form = additive
         elif shift_join(views) is not None:
             form = shifted
@@ -282,14 +284,15 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
 
 def loop_aligns(em, op, firsts: dict, xor: dict, add: set, sh: dict) -> dict:
     """{carried index: the least alignment its body's predicted yields have} for the views a ``for``
-    carries in the additive form or at a run-time start (columns 3.. then 12..: the carried address
-    takes the weakest, not the first's)."""
+    carries in the additive form, at a run-time start or with a run-time XOR (columns 3.. then
+    12..: the carried address takes the weakest, not the first's)."""
     body = op.regions[0]
     args = body.args[1:]
     from .control import _align, _canonical
     env = {args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
            for j, f in firsts.items()}
-    forms = {j: additive if j in add else shifted if j in sh else _canonical for j in firsts if j not in xor}
+    forms = {j: _split if j in xor else additive if j in add else shifted if j in sh else _canonical
+             for j in firsts}   # (a run-time XOR's: its address as carried splits it)
     known = {args[j]: _align(form(firsts[j])) for j, form in forms.items()}
     while True:   # (a yield may be another carried view: the least over the loop's steps)
         new = dict(known)
@@ -404,8 +407,13 @@ def _static(em, v, env: dict):
     s = _static(em, op.operands[0], env)
     if s is None:
         return None
-    if op.name == "smem_index":  # (moves the address only)
-        return s.with_(lead=s.lead[1:])
+    if op.name == "smem_index":  # (moves the address only: as rule_index does, so as aligned)
+        stride, i = s.lead[0], em.vals.get(op.operands[1])
+        if isinstance(i, Imm):
+            k = i.bits if i.size == 1 else i.bits & 0xFFFFFFFF
+            return s.with_(const=s.const + (k - (1 << 32) if k >> 31 else k) * stride, lead=s.lead[1:])
+        # (a run-time slot, or one not emitted yet: a base register as aligned as the stride)
+        return s.with_(base=_STATIC, balign=min(s.balign, _pow2_div(stride)), lead=s.lead[1:])
     from .lds import RULES
     fake = _Views(em, {op.operands[0]: s}, op.loc)
     try:

@@ -296,6 +296,9 @@ def _for(em, op):
     types = _carrier_types(carried)
     firsts = _first_views(carried, [em.vals[v] for v in carried])
     xor = smem_join.loop_specs(em, op, firsts)
+    for i, spec in xor.items():
+        if spec.sreg is not None:
+            smem_join.demand_padded(em, op.regions[0].yielded(i))
     kept = _loop_kept(em, op, firsts, xor)
     ns = [2 if i in xor else len(em.vals[v]) for i, v in enumerate(carried)]
     aligns = {i: smem_join.home_align(f, xor[i]) if i in xor else _home_align(f, kept[i])  # the body is emitted
@@ -360,6 +363,10 @@ def _if(em, op):
     _refuse_tensordesc(op.results, op.loc)
     types = _carrier_types(op.results)
     xor = smem_join.branch_specs(em, op)
+    for i, spec in xor.items():
+        if spec.sreg is not None:
+            for b in op.regions:
+                smem_join.demand_padded(em, b.yielded(i))
     arms = {i: [smem_join._static(em, a, {}) if a is not None else None
                 for a in (b.yielded(i) for b in op.regions)]
             for i, r in enumerate(op.results) if isinstance(r.type, MemDescType) and i not in xor}

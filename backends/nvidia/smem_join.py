@@ -246,9 +246,30 @@ def branch_specs(em, op) -> dict:
             out[i] = _spec(views[0], *j)
         else:
             p = smem_padded.join(views) or smem_swizzled.join(views)
+            if p is None and r in em.flags.get("padded_demand", ()):
+                from .rules_control import _joined_plin
+                if _joined_plin(views[0]) is None:   # (carried in one register, S would be lost)
+                    p = smem_padded.join(views, force=True)
             if p is not None:
                 out[i] = p
     return out
+
+
+def demand_padded(em, v) -> None:
+    """Mark the branches that make ``v`` (a view an enclosing join carries at a run-time start
+    S, smem_padded.py): a branch among padded views of one table (elements 1.. or 2.. of a
+    buffer padded every 4) carries S too, which one register holding the address would lose
+    (the enclosing join then refused its view with elements 3..)."""
+    marked = em.flags.setdefault("padded_demand", set())
+    todo = [v]
+    while todo:
+        v = todo.pop()
+        op = v.owner if v is not None else None
+        if op is None or op.name != "if" or v in marked:
+            continue
+        marked.add(v)
+        k = next(k for k, r in enumerate(op.results) if r is v)
+        todo += [b.yielded(k) for b in op.regions]
 
 
 def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:

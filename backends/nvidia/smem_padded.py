@@ -70,14 +70,15 @@ def _salign(s, f) -> int:
     return min(s.salign, step) if f[2] is None else _lowbit(f[2], step)
 
 
-def join(views: list):
+def join(views: list, force: bool = False):
     """The spec of a join of padded views whose tables differ but whose forms agree (the same
     M, rel and padding: only S and the base move), or None: views of one table (the join
-    carries one register, as before), or views this form does not cover."""
+    carries one register, as before, unless ``force``: an enclosing join needs S), or views this
+    form does not cover."""
     if any(v is None for v in views):
         return None
     first = views[0]
-    if all(v.sreg is None and v.xreg is None and _same(v.rel, first.rel) for v in views):
+    if not force and all(v.sreg is None and v.xreg is None and _same(v.rel, first.rel) for v in views):
         return None
     fs = [form(v) for v in views]
     if None in fs or any(v.dtype != first.dtype for v in views):

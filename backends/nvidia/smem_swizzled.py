@@ -234,6 +234,31 @@ def joined_coff(views, kept: int | None = None) -> tuple | None:
         for v in views:
             if v.coff is not None and v.const == kept:
                 return v.coff
+        return _coff_at(views, kept)
+    return None
+
+
+def _coff_at(views, kept: int) -> tuple | None:
+    """The ``coff`` of the view of the views' buffer table that starts at ``kept`` where none of them
+    does (a loop carrying rows 1.., 2.. and 3.. of a buffer strided evenly by rows keeps 0: the
+    whole address is in the register): the start, moved in a dim their starts differ in, at which
+    the table is kept + the joined table. None where there is none."""
+    if any(v.coff is None or v.rel.shape != views[0].rel.shape or not np.array_equal(v.rel, views[0].rel)
+           for v in views):
+        return None
+    root, st = views[0].coff
+    if root.ndim != views[0].rel.ndim or any(v.coff[0].shape != root.shape or not np.array_equal(v.coff[0], root)
+                                             for v in views[1:]):
+        return None
+    rel = views[0].rel
+    c = np.indices(rel.shape)
+    for e in range(root.ndim):
+        if len({v.coff[1][e] for v in views}) < 2:
+            continue
+        for x in range(root.shape[e] - rel.shape[e] + 1):
+            at = st[:e] + (x,) + st[e + 1:]
+            if np.array_equal(root[tuple(c[k] + at[k] for k in range(root.ndim))], kept + rel):
+                return root, at
     return None
 
 

@@ -10,7 +10,9 @@ random inputs with NaN-poisoned outputs:
 - plain loads and stores of row and column slices of padded buffers (several intervals and
   paddings, 32/16/8-bit elements, slot i of a stacked buffer too) from starts inside a padding
   period, and unaligned slices of a padded layout whose offset_bases interleave row and column
-  bits: was 'not addressable as thread part + register part'.
+  bits: was 'not addressable as thread part + register part';
+- columns 2..9 of a branch-picked half (splitting the swizzle's 16-byte chunks, with the run-time
+  XOR): was 'not addressable as thread part + register part' (a refusal test before).
 """
 import os
 import sys
@@ -18,7 +20,6 @@ import sys
 import numpy as np
 import pytest
 
-import gluon_trace as gt
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
@@ -63,17 +64,25 @@ def test_view_ops_of_a_loop_carried_column_half(target):
     C.check_loop_carried_column_half(both, target)
 
 
-def test_a_slice_splitting_the_swizzle_chunks_is_refused_at_its_line():
-    """Columns 2..9 of a half: not addressable as thread part + register part (the 16-byte
-    chunks split), with or without the XOR: refused at the user's line."""
-    from gluon_trace.backends.amd.compiler import lower
-    g = C.xor_view_op.trace(np.zeros((2, 32, 32), np.float32), np.zeros((32, 8), np.float32),
-                            np.zeros((32, 8), np.float32), 1, 0, OP="cols_unaligned", STORE=0, SHARED=C.SW,
-                            target="gfx942").graph
-    with pytest.raises(gt.CompileError) as e:
-        lower(g, "gfx942")
-    msg = str(e.value)
-    assert "w.load(L)" in C.refusal_line(msg, C.__file__) or "slice(2, 8" in C.refusal_line(msg, C.__file__), msg
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [0, 1])
+def test_a_slice_splitting_the_swizzle_chunks_of_a_branch_picked_half(target, c):
+    """Columns 2..9 of a half (the 16-byte chunks split) with the run-time XOR: refused before as
+    not addressable as thread part + register part; now split by buffer coordinates (the slice's
+    start added to the thread's column, then swizzled) with the XOR applied to the thread register
+    (views preset seeds 3181, 3251: tests/backends/amd/test_amd_lds_views_fuzz_found.py)."""
+    x, y = C.rand((2, 32, 32)), C.rand((32, 8))
+    half = (slice(None), slice(None), slice(16 * c, 16 * c + 16))
+    for i in (0, 1):
+        for store in (0, 1):
+            if store:
+                exp = x.copy()
+                exp[half][i][:, 2:10] = y
+            else:
+                exp = x[half][i][:, 2:10].copy()
+            ref, sim, _ = both(C.xor_view_op, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), c, i],
+                               target, OP="cols_unaligned", STORE=store, SHARED=C.SW)
+            assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (i, store)
 
 
 @pytest.mark.parametrize("c, d", [(0, 1), (1, 0), (1, 1)])

@@ -14,7 +14,22 @@ interpreter, on fresh random inputs:
   the address alone, so every step after the first used the first start (seed 3005, gfx1100);
 - two column slots a loop swaps (run-time start in dim 1) of a buffer whose last dim has size 1:
   the run-time-start address XORed that dim's constant into the register of dim 0 as an immediate
-  (AttributeError, seed 3366, gfx1100).
+  (AttributeError, seed 3366, gfx1100);
+- loops over ring slots whose stride is less aligned than slot 0 (padded rows), and loops whose
+  body picks one of two column slices by a branch (joined with the slot's origin in the address):
+  the join's alignment was predicted from the first slot's, then the body refused ("less aligned
+  than its first value", seeds 3017, 3193, 3271 and 3357);
+- a slice from inside a swizzle period of stacked buffers, read in a layout whose lanes mix a
+  stacked dim's coordinate bits (lane bases [2, 1, 0] and [2, 0, 0]): the stacked bytes were taken
+  as the sum of the bases', not their coordinates' XOR (refused, "not addressable as thread part +
+  register part", seed 3159);
+- rows of a swizzled buffer a loop swaps (carried with the row's origin in the address, or a
+  run-time XOR), sliced from inside the period: the slice's coordinates did not match its table,
+  whose origin the join had moved (refused, "not addressable ...", seeds 3181 and 3251); likewise
+  a loop carrying a view joined with an XOR of nothing was predicted as aligned as its first;
+- two f64 columns a loop swaps (a run-time XOR), the second less aligned than the first once the
+  join splits their tables: the loop kept the first's alignment and refused its body (seed 3477,
+  gfx942, from the campaign over seeds 3400..3599).
 """
 import os
 import sys
@@ -196,4 +211,164 @@ def test_swapped_slots_then_a_size1_dim(target):
     exp = np.concatenate([x.reshape(16, 4)[:, s:s + 2].reshape(-1) for s in (0, 1, 0)])
     ref, sim, _ = both(swapped_slots_then_a_size1_dim, lambda: [x.copy(), np.full(96, np.nan, np.float32), n],
                        target, num_warps=1)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def ring_of_padded_rows(x_ptr, out_ptr, n, SLOTS: gl.constexpr):
+    """An f16 [4, 8] buffer (rows padded every 4 elements: a slot's stride 20 bytes) holding x; a
+    loop reads slot i % SLOTS (buf.index, a run-time slot after the first) into out[i] [8]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([8], [W], [1], [0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [4, 8], gl.PaddedSharedLayout.with_identity_for([[4, 1]], [8], [0]),
+                                    gl.load(x_ptr + rf))
+    c = buf.index(0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 8 + gl.arange(0, 8, L), c.load(L))
+        c = buf.index((i + 1) % SLOTS)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("slots", [2, 3, 4])
+def test_a_ring_of_slots_less_aligned_than_the_first(target, slots):
+    """Found by the views preset (seeds 3017, 3193, 3271): the loop predicted a run-time slot's
+    address as aligned as slot 0's (16 bytes), the body's was the stride's (4), and was refused."""
+    x, n = np.random.default_rng().standard_normal(32).astype(np.float16), 5
+    exp = np.concatenate([x[(i % slots) * 8:(i % slots) * 8 + 8] for i in range(n)])
+    ref, sim, _ = both(ring_of_padded_rows, lambda: [x.copy(), np.full(8 * n, np.nan, np.float16), n], target,
+                       num_warps=1, SLOTS=slots)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def branch_between_columns(x_ptr, out_ptr, n, LAY: gl.constexpr, A: gl.constexpr, B: gl.constexpr):
+    """An f16 [32, 8] buffer in LAY holding x; a loop reads column A or B (a branch picks the next:
+    B on odd steps) of rows 15..30 into out[i] [16, 1]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [16, W // 16], [1, 1], [1, 0])
+    rf = gl.arange(0, 32, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [32, 8], LAY, gl.load(x_ptr + rf))
+    rows = buf.slice(15, 16, 0)
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    c = rows.slice(A, 1, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.load(L))
+        w = rows.slice(A, 1, 1)
+        with gl.if_((i + 1) % 2 == 1):
+            w = rows.slice(B, 1, 1)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([32, 8], gl.float16),
+                                 gl.SwizzledSharedLayout(1, 1, 1, [1, 0])], ids=["nvmma", "plain"])
+@pytest.mark.parametrize("ab", [(0, 3), (0, 6), (2, 5)])
+def test_a_branch_between_columns_in_a_loop(target, lay, ab):
+    """Found by the views preset (seed 3357): the branch carries column B's table with its origin
+    (the column) moved into the address, 2 or 4 bytes aligned; the loop predicted the arms as they
+    are (rows 15.. keep their origin in the table: 16 bytes) and refused its own body. From column
+    2 the loop itself joins with an XOR of nothing, and took the first's alignment (4 bytes)."""
+    x, n = np.random.default_rng().standard_normal(256).astype(np.float16), 5
+    exp = np.concatenate([x.reshape(32, 8)[15:31, ab[i % 2]] for i in range(n)])
+    ref, sim, _ = both(branch_between_columns, lambda: [x.copy(), np.full(16 * n, np.nan, np.float16), n], target,
+                       num_warps=1, LAY=lay, A=ab[0], B=ab[1])
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def stacked_columns(x_ptr, out_ptr, REGS: gl.constexpr, LAY: gl.constexpr, START: gl.constexpr):
+    """A u8 [4, 1, 64] buffer (4 stacked [1, 64] ones in LAY) holding x; columns START..START+7,
+    permuted to [4, 8, 1], read into out in a layout whose lanes 2 and 4 both set the stacked
+    coordinate's bit 1 (bases [2, 1, 0] and [2, 0, 0]; with REGS, [3, 0, 0] and a register)."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 1, W], [1, 1, 1], [2, 1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 64 + \
+        gl.arange(0, 64, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.uint8, [4, 1, 64], LAY, gl.load(x_ptr + rf))
+    v = buf.slice(START, 8, 2).permute([0, 2, 1])
+    lanes: gl.constexpr = [[0, 2, 0], [1, 0, 0], [2, 1, 0]] + \
+        ([[0, 0, 0], [3, 0, 0]] if REGS else [[0, 6, 0], [2, 0, 0]]) + [[0, 0, 0]] * (W // 64)
+    L: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 4, 0]] if REGS else [], lane_bases=lanes,
+                                                 warp_bases=[], block_bases=[], shape=[4, 8, 1])
+    ro = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None] * 8 + \
+        gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
+    gl.store(out_ptr + ro, v.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([1, 64], gl.uint8),
+                                 gl.SwizzledSharedLayout(1, 1, 1, [1, 0])], ids=["nvmma", "plain"])
+@pytest.mark.parametrize("start", [0, 55])
+@pytest.mark.parametrize("regs", [0, 1])
+def test_a_slice_in_a_layout_mixing_stacked_coordinates(target, lay, start, regs):
+    """Found by the views preset (seed 3159, gfx1100): the stacked coordinate is the XOR of the
+    lanes' (lanes 2 and 4 both set its bit 1), not their sum; a slice from column 55 was refused.
+    Start 0 (an aligned slice, lowered before) checks the same layouts."""
+    x = np.random.default_rng().integers(0, 256, 256).astype(np.uint8)
+    exp = x.reshape(4, 64)[:, start:start + 8].reshape(-1)
+    ref, sim, _ = both(stacked_columns, lambda: [x.copy(), np.zeros(32, np.uint8)], target, num_warps=1,
+                       REGS=regs, LAY=lay, START=start)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def swapped_rows_sliced(x_ptr, out_ptr, n, LAY: gl.constexpr, START: gl.constexpr):
+    """An f32 [4, 32] buffer in LAY holding x; a loop swaps its rows 1 and 0 (.slice(1, 1, 0) and
+    .slice(0, 1, 0)) and reads columns START..START+15 of the current one into out[i]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [1, W], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 2], [1, W], [1, 1], [1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [4, 32], LAY, gl.load(x_ptr + rf))
+    ro = gl.arange(0, 1, gl.SliceLayout(1, L))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, L))[None, :]
+    c, d = buf.slice(1, 1, 0), buf.slice(0, 1, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.slice(START, 16, 1).load(L))
+        c, d = d, c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.SwizzledSharedLayout(2, 2, 2, [1, 0]), gl.SwizzledSharedLayout(1, 1, 2, [1, 0]),
+                                 gl.SwizzledSharedLayout(4, 1, 8, [1, 0])], ids=["same_phase", "xor1", "xor4"])
+@pytest.mark.parametrize("start", [15, 3, 0])
+def test_swapped_rows_sliced_inside_the_period(target, lay, start):
+    """Found by the views preset (seeds 3181 on gfx942, 3251 on gfx1100): rows 1 and 0 in one
+    swizzle phase are carried with row 1's origin in the address, in different phases with a
+    run-time XOR; a slice from column 15 or 3 was refused. Start 0 (lowered before) checks the same
+    loops."""
+    x, n = np.random.default_rng().standard_normal(128).astype(np.float32), 3
+    exp = np.concatenate([x.reshape(4, 32)[r, start:start + 16] for r in (1, 0, 1)])
+    ref, sim, _ = both(swapped_rows_sliced, lambda: [x.copy(), np.full(48, np.nan, np.float32), n], target,
+                       num_warps=1, LAY=lay, START=start)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def swapped_columns(x_ptr, out_ptr, n, A: gl.constexpr, B: gl.constexpr):
+    """An f64 [16, 8] buffer (swizzled in pairs over rows in fours) holding x; a loop swaps its
+    columns A and B, reading the current one into out[i] [16, 1]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [W // 8, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([2, 1], [16, W // 16], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float64, [16, 8], gl.SwizzledSharedLayout(2, 4, 4, [1, 0]), gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    c, d = buf.slice(A, 1, 1), buf.slice(B, 1, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.load(L))
+        c, d = d, c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ab", [(6, 5), (4, 5), (2, 3), (0, 1)])
+def test_swapped_columns_less_aligned_than_the_first(target, ab):
+    """Found by the views preset (seed 3477, gfx942): columns 6 and 5 (or 4 and 5, 2 and 3) carried
+    with a run-time XOR, the address 16 then 8 bytes aligned: the loop took the first's alignment
+    and refused its body. (Columns 0 and 1, lowered before, check the same loop.)"""
+    x, n = np.random.default_rng().standard_normal(128), 3
+    exp = np.concatenate([x.reshape(16, 8)[:, ab[i % 2]] for i in range(n)])
+    ref, sim, _ = both(swapped_columns, lambda: [x.copy(), np.full(48, np.nan), n], target, num_warps=1, A=ab[0], B=ab[1])
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)

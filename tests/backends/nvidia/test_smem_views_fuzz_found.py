@@ -11,7 +11,15 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
 - a loop carrying a slice of a buffer whose table is XOR-linear, its body picking the next by a
   branch among slices less aligned than the one entering (elements 2.. then 3.. of f16): the
   branch's predicted join took its first arm's alignment, so the loop refused its own body
-  ('less aligned than its first value').
+  ('less aligned than its first value');
+- a loop carrying slots 1 and 3 of a swizzled buffer (its whole address in the register) whose
+  body slices rows from inside the swizzle period: no slot starts at the constant the loop keeps
+  (0), so the carried view had no buffer coordinates and the slice was refused ('does not place
+  elements XOR-linearly', seed 3117);
+- a loop carrying a padded view at a run-time start, its body picking the next among four by
+  three branches: the first branch, between two starts of one table (elements 1.. and 2..), kept
+  the address alone, and the next, adding elements 3.., refused it ('placed differently', seed
+  3394).
 """
 import os
 import sys
@@ -230,3 +238,80 @@ def test_a_loop_carried_slice_stepped_to_less_aligned_starts(target, dtype, a, s
                        target, num_warps=1, DT=DT, LAY=gl.SwizzledSharedLayout(1, 1, 1, [0]), A=a, STEP=step,
                        STORE=store)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp), (starts, store)
+
+
+@gt.jit
+def slot_rows_inside_the_period(x_ptr, out_ptr, n, LAY: gl.constexpr, R: gl.constexpr, PERM: gl.constexpr):
+    """An f32 [4, 8, 8] buffer in LAY holding x; a loop carries slot 1 (.slice(1, 1, 0)), its body
+    reading rows R..R+3 of it (through permutes with PERM) into out[i] and picking slot 1 or 3
+    next by a branch."""
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 4, 8], [1, 1, 1], [2, 1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 64 + \
+        gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None] * 8 + \
+        gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [4, 8, 8], LAY, gl.load(x_ptr + rf))
+    ro = gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None] * 8 + \
+        gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    c = buf.slice(1, 1, 0)
+    for i in gl.range(0, n):
+        if PERM:
+            v = c.permute([1, 0, 2]).slice(R, 4, 0).permute([1, 0, 2])
+        else:
+            v = c.slice(R, 4, 1)
+        gl.store(out_ptr + i * 32 + ro, v.load(F))
+        w = buf.slice(1, 1, 0)
+        with gl.if_((i + 1) % 2 == 1):
+            w = buf.slice(3, 1, 0)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.SwizzledSharedLayout(1, 1, 4, [2, 1, 0]), gl.SwizzledSharedLayout(2, 1, 2, [2, 1, 0])],
+                         ids=["phases4", "vec2"])
+@pytest.mark.parametrize("r", [3, 1, 0])
+@pytest.mark.parametrize("perm", [0, 1])
+def test_rows_inside_the_period_of_a_carried_slot(target, lay, r, perm):
+    """Found by the views preset (seed 3117, a permute of the carried view, then a slice): the loop
+    keeps constant 0 (slots apart by a linear stride: the address in the register), no slot starts
+    there, so the carried view lost its buffer coordinates; rows 3.. or 1.. were refused. Rows 0..
+    (aligned, lowered before) check the same loop."""
+    x, n = np.random.default_rng().standard_normal(256).astype(np.float32), 3
+    exp = np.concatenate([x.reshape(4, 8, 8)[s, r:r + 4, :].reshape(-1) for s in (1, 3, 1)])
+    ref, sim, _ = both(slot_rows_inside_the_period, lambda: [x.copy(), np.full(96, np.nan, np.float32), n], target,
+                       num_warps=1, LAY=lay, R=r, PERM=perm)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def four_way_padded_starts(x_ptr, out_ptr, n, PADS: gl.constexpr, K: gl.constexpr):
+    """An f16 [16] buffer padded by PADS holding x; a loop carries elements 1..K, reads them into
+    out[i] and picks the next view among elements 1.., 2.., 3.., 4.. by three branches."""
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float16, [16], gl.PaddedSharedLayout.with_identity_for(PADS, [16], [0]),
+                                    gl.load(x_ptr + gl.arange(0, 16, L)))
+    c = buf.slice(1, K, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * K + gl.arange(0, K, L), c.load(L))
+        w = buf.slice(1, K, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(2, K, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(3, K, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(4, K, 0)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("pads", [[[4, 1]], [[8, 2], [4, 1]], [[2, 1]]], ids=["every4", "every4and8", "every2"])
+@pytest.mark.parametrize("k", [2, 4])
+def test_a_four_way_step_between_padded_starts(target, pads, k):
+    """Found by the views preset (seed 3394): elements 1..2 and 2..3 of a buffer padded every 4
+    have one table, so the first branch carried the address alone and the second, joining
+    elements 3..4 (across a pad), refused it; the branches an enclosing join carries at a
+    run-time start now carry it too. (Length 4 and padding every 2 were lowered before.)"""
+    x, n = np.random.default_rng().standard_normal(16).astype(np.float16), 6
+    exp = np.concatenate([x[1 + i % 4:1 + i % 4 + k] for i in range(n)])
+    ref, sim, _ = both(four_way_padded_starts, lambda: [x.copy(), np.full(n * k, np.nan, np.float16), n], target,
+                       num_warps=1, PADS=pads, K=k)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
