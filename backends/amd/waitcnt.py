@@ -148,9 +148,16 @@ class WaitcntPass:
         seen: dict = {}
         work = [0]
         rounds = 0
+        # A block is stepped again only when its in-state changed, and merges only move each
+        # (unit, counter) entry down and each outstanding count up, within the counters' ranges:
+        # the lattice's height bounds the rounds. (A fixed 50 a block was too few for a loop
+        # picking its shared-memory view by three branches: 760 rounds for 15 blocks.)
+        units = {u for inst in code if isinstance(inst, Inst)
+                 for u in phys_units_of(inst.defs, phys_units_of(inst.uses, []))}
+        height = (len(units) + 1) * len(self.max) * (max(self.max.values()) + 2)
         while work:
             rounds += 1
-            if rounds > 50 * len(blocks) + 100:
+            if rounds > len(blocks) * height + 100:
                 raise RuntimeError("s_waitcnt dataflow did not converge")
             b = work.pop(0)
             st = ins[b].copy()
