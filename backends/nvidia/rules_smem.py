@@ -132,7 +132,7 @@ def _view_of(em, v, xor_ok: bool = False, start_ok: bool = False) -> Smem:
         from .smem_padded import refuse
         refuse("this operation", em.loc)
     if s.creg is not None and not (xor_ok or start_ok):
-        from .smem_swizzled import refuse_runtime
+        from .smem_swizzled_runtime import refuse_runtime
         refuse_runtime("this operation", em.loc)
     return s
 
@@ -174,7 +174,7 @@ def _index(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     i_v = op.operands[1]
     if s.creg is not None:
-        from .smem_swizzled import index_view
+        from .smem_swizzled_runtime import index_view
         return [[index_view(em, s, _index_reg(em, i_v), op.loc)]]
     if s.sreg is not None:
         from .smem_padded import index_view
@@ -220,7 +220,7 @@ def _slice(em, op):
         from .smem_padded import slice_view
         return [[slice_view(em, s, tuple(idx))]]
     if s.creg is not None:
-        from .smem_swizzled import slice_view
+        from .smem_swizzled_runtime import slice_view
         return [[slice_view(em, s, tuple(idx))]]
     return [[s.shifted(s.rel[tuple(idx)], tuple(idx))]]
 
@@ -240,7 +240,7 @@ def _reshape(em, op):
     s = _view_of(em, op.operands[0], xor_ok=True)
     shape = tuple(op.attrs["shape"])
     if s.creg is not None:
-        from .smem_swizzled import reshape_view
+        from .smem_swizzled_runtime import reshape_view
         return [[reshape_view(em, s, shape, op.loc)]]
     coff = None
     if s.coff is not None:  # (the buffer's table and the start, reshaped alike where they can be)
@@ -260,7 +260,7 @@ def _reinterpret(em, op):
     if t.dtype.is_bool:
         raise CompileError("int1 shared buffers are not supported on NVIDIA; use int8", op.loc)
     if s.creg is not None:
-        from .smem_swizzled import refuse_runtime
+        from .smem_swizzled_runtime import refuse_runtime
         refuse_runtime(".reinterpret()", op.loc)
     start = s.const + int(s.rel.min())
     es = _esize(t.dtype)
@@ -384,8 +384,8 @@ class Access:
     """Where each register of a tile in ``lin`` lives in the view ``s``, per thread."""
 
     def __init__(self, em, s: Smem, lin, what: str, lane_fn=None):
-        if s.creg is not None:  # (a swizzled slice's run-time start: smem_swizzled.py)
-            from .smem_swizzled import runtime_coords
+        if s.creg is not None:  # (a swizzled slice's run-time start: smem_swizzled_runtime.py)
+            from .smem_swizzled_runtime import runtime_coords
             self.em, self.s, self.lin, self.xor, self.shift = em, s, lin, 0, 0
             self.runtime, self.ct = False, None
             runtime_coords(self, what, lane_fn)

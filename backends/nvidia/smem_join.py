@@ -27,7 +27,7 @@ from gluon_trace.ir import MemDescType
 
 from . import ptx, smem_padded
 from .rules_smem import Smem, _linear_bits, _xor_affine
-from . import smem_swizzled
+from . import smem_swizzled_runtime
 from .smem_swizzled import joined_coff
 
 _STATIC = "%static"  # the run-time XOR of a view known only by its table (the decision below)
@@ -152,7 +152,7 @@ def _static(em, v, env: dict) -> Smem | None:
         p = smem_padded.join(views)
         if p is not None:
             return p
-        p = smem_swizzled.join(views)
+        p = smem_swizzled_runtime.join(views)
         if p is not None:
             return p
         same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
@@ -184,7 +184,7 @@ def _static(em, v, env: dict) -> Smem | None:
         return smem_padded.index_view(_Views, s, _STATIC, op.loc) if _Views.strided(s) else None
     if op.name == "smem_index" and s.creg is not None:
         try:
-            return smem_swizzled.index_view(_Views, s, _STATIC, op.loc)
+            return smem_swizzled_runtime.index_view(_Views, s, _STATIC, op.loc)
         except CompileError:
             return None
     if op.name == "smem_index":  # (moves the base only; the rule checks the stride)
@@ -245,7 +245,7 @@ def branch_specs(em, op) -> dict:
         if j is not None:
             out[i] = _spec(views[0], *j)
         else:
-            p = smem_padded.join(views) or smem_swizzled.join(views)
+            p = smem_padded.join(views) or smem_swizzled_runtime.join(views)
             if p is None and r in em.flags.get("padded_demand", ()):
                 from .rules_control import _joined_plin
                 if _joined_plin(views[0]) is None:   # (carried in one register, S would be lost)
@@ -303,7 +303,7 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
 
 def _loop_swizzled(em, op, firsts: dict, done: dict, outer: dict | None) -> dict:
     """{carried index: spec} for a ``for``'s carried swizzled slices that need a run-time start
-    (smem_swizzled.join: the body yields rows 2.. for rows 1..). Repeated until no carried view
+    (smem_swizzled_runtime.join: the body yields rows 2.. for rows 1..). Repeated until no carried view
     gains one (a view swapped with another carried one)."""
     body = op.regions[0]
     args = body.args[1:]
@@ -317,7 +317,7 @@ def _loop_swizzled(em, op, firsts: dict, done: dict, outer: dict | None) -> dict
                 continue
             v = body.yielded(i)
             y = _static(em, v, env) if v is not None else None
-            p = smem_swizzled.join([f, y] + ([specs[i]] if i in specs else [])) if y is not None else None
+            p = smem_swizzled_runtime.join([f, y] + ([specs[i]] if i in specs else [])) if y is not None else None
             if p is not None or i in specs:
                 new[i] = p or specs[i]
         if new.keys() == specs.keys():
@@ -356,7 +356,7 @@ def check(s: Smem, spec: Smem, loc, what: str) -> None:
     if spec.sreg is not None:
         return smem_padded.check(s, spec, loc, what)
     if spec.creg is not None:
-        return smem_swizzled.check(s, spec, loc, what)
+        return smem_swizzled_runtime.check(s, spec, loc, what)
     m = join_mask([spec, s])
     if m is None or m & ~spec.xmask:
         raise CompileError(f"{what} yields shared-memory views placed differently (another layout, a "
@@ -381,7 +381,7 @@ def carry(em, s: Smem, spec: Smem) -> list[str]:
     if spec.sreg is not None:
         return smem_padded.carry(em, s, spec)
     if spec.creg is not None:
-        return smem_swizzled.carry(em, s, spec)
+        return smem_swizzled_runtime.carry(em, s, spec)
     a, x, _ = _canon(s, spec.rel)
     start = em.ins("b32", f"add.u32 {{d}}, {s.base}, {a};") if a else s.base
     return [start, s.xreg if x is None else str(x)]
@@ -392,7 +392,7 @@ def view(regs: list[str], spec: Smem, align: int) -> Smem:
     if spec.sreg is not None:
         return smem_padded.view(regs, spec, align)
     if spec.creg is not None:
-        return smem_swizzled.view(regs, spec, align)
+        return smem_swizzled_runtime.view(regs, spec, align)
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, regs[1], spec.xmask)
 
 

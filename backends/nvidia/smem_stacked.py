@@ -1,14 +1,14 @@
 """A run-time start in a stacked dim, moved into the view's base for a .reshape that regroups it.
 
 A view a branch picks (a loop carries) among slices of a swizzled buffer starting at different
-places keeps each moving dim's start as a field of ``Smem.creg`` (smem_swizzled.py), which
+places keeps each moving dim's start as a field of ``Smem.creg`` (smem_swizzled_runtime.py), which
 serves a .reshape only where that dim survives it whole: merged with another dim, or split, its
 start would move the other dim's coordinate. A swizzled buffer's leading (stacked) dims are not
 swizzled, though: its table adds along them, root[.., j, ..] = root[.., 0, ..] + j * stride, so
 the view starting at S there is the view starting at 0 from base + S * stride. Such a start
 (moving: its field, one bfe and one mad; or a constant the regrouping cannot split: one add)
 goes into the base, the dim starts at 0, which every row-major regrouping keeps, and the rest
-reshapes as before. Only for reshapes refused before (smem_swizzled.reshape_view), so every
+reshapes as before. Only for reshapes refused before (smem_swizzled_runtime.reshape_view), so every
 kernel lowered before is lowered as before.
 """
 from __future__ import annotations
