@@ -44,6 +44,10 @@
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
 # back at most 8 files), with a one-line summary a stage in $OUT/summary.txt.
 set -uo pipefail
+# the tree's sources, fingerprinted for the header line (the device's copy of .git may name an
+# older HEAD than the working tree it was given): `bash perf/run_gpu.sh fingerprint` prints it here
+fingerprint() { git ls-files -co --exclude-standard -- gluon_trace backends perf tests | grep '\.py$' | sort | xargs cat | sha1sum | cut -c1-12; }
+if [ "${1:-}" = fingerprint ]; then fingerprint; exit 0; fi
 OUT=${OUT:-/tmp/gt-gpu}; mkdir -p "$OUT"
 LOGS=$(mktemp -d /tmp/gt-logs.XXXX)
 export PYTHONUNBUFFERED=1
@@ -55,7 +59,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$LOGS/install.l
   || { echo "editable install failed; using PYTHONPATH"; tail -3 "$LOGS/install.log"; }
 python3 -c "import gluon_trace.backends.nvidia" 2>/dev/null || {
   ln -sfn "$PWD/backends" "$PWD/gluon_trace/backends"; export PYTHONPATH=$PWD; }
-say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null)"
+say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(date -u +%FT%TZ) sources $(fingerprint)"
 
 stage_tests() {
   python3 -m gluon_trace 2>&1 | tail -1 > "$LOGS/main.txt"; say "main: $(cat "$LOGS/main.txt")"
