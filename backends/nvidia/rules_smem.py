@@ -48,7 +48,9 @@ class Smem:
     view made by slices (and run-time ``index``) of an unpadded buffer, (the buffer's table
     ``root`` with the indexed dims dropped, the view's start in each of its dims): element c
     at base + root[c + start]; Access needs it only for a view whose table is not XOR-linear
-    (a slice from inside a swizzle period: smem_swizzled.py). None elsewhere. ``joined``: the view
+    (a slice from inside a swizzle period: smem_swizzled.py); with ``xreg``, the table T of the
+    view X applies to and the start in it: element c at base + const + (T[c + start] ^ X), ``rel``
+    being T[c + start] (smem_join.slice_xor). None elsewhere. ``joined``: the view
     a branch or loop carries with one table for all its views (only the refusal's words use it).
     ``creg``: a view with ``coff`` chosen by a branch or carried by a loop among slices whose
     starts in some dims differ (inside a swizzle period): the register holding those starts,
@@ -189,7 +191,7 @@ def _index(em, op):
         from .smem_join import index_xor
         index_xor(s, stride, n, op.loc)
     coff = None
-    if s.coff is not None and s.coff[1][0] == 0 and s.xreg is None:  # (slot i: the base moved by i * stride)
+    if s.coff is not None and s.coff[1][0] == 0:  # (slot i: the base moved by i * stride)
         coff = (s.coff[0][0], s.coff[1][1:])
     elif s.coff is not None:  # (from a stacked start: moved into the base first, smem_stacked.py)
         from .smem_stacked import fold_plain
@@ -215,7 +217,7 @@ def _slice(em, op):
     idx[a["dim"]] = slice(a["start"], a["start"] + a["length"])
     if s.xreg is not None:
         from .smem_join import slice_xor
-        return [[slice_xor(em, s, s.rel[tuple(idx)], op.loc)]]
+        return [[slice_xor(em, s, s.rel[tuple(idx)], op.loc, tuple(idx))]]
     if s.sreg is not None:
         from .smem_padded import slice_view
         return [[slice_view(em, s, tuple(idx))]]
@@ -372,7 +374,7 @@ def _xor_affine(s: Smem) -> tuple[Smem, int]:
     128-byte-swizzled tile) places element c at L(c + start) = L(c) ^ L(start): XOR-linear up
     to a constant XOR, which no added offset can express. Else (s, 0)."""
     rel = s.rel
-    if not s.const or _linear_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes()) is not None:
+    if not s.const or s.xreg is not None or _linear_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes()) is not None:
         return s, 0
     lin = (rel + s.const) ^ s.const
     if _linear_bits(tuple(lin.shape), np.ascontiguousarray(lin).tobytes()) is None:
@@ -405,7 +407,7 @@ class Access:
             # tried only where offset_fn refuses: every view lowered before is lowered as before
             if lane_fn is None and self._padded_shift():
                 return
-            if lane_fn is None and s.coff is not None and s.xreg is None:
+            if lane_fn is None and s.coff is not None:
                 from .smem_swizzled import start_coords
                 if start_coords(self):
                     return

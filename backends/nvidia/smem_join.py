@@ -412,12 +412,15 @@ def index_xor(s: Smem, stride: int, n: int, loc) -> None:
                 f"with that XOR's (mask {s.xmask:#x}), so the slot moves with it", loc)
 
 
-def slice_xor(em, s: Smem, sub: np.ndarray, loc) -> Smem:
+def slice_xor(em, s: Smem, sub: np.ndarray, loc, idx: tuple | None = None) -> Smem:
     """``sub`` (a part of ``s.rel``) as a view with a run-time XOR. Its first offset k either XORs
     (the table is lin ^ k, lin XOR-linear: a slice inside the swizzle's period): k's bits that
     lin or X may have go into X (one xor.b32), the rest add to the start; or adds (sub - k
     XOR-linear: whole swizzle periods of rows) where X's bits all lie below k's lowest, which
-    adding k never carries into."""
+    adding k never carries into; or, neither (a start inside the period that splits the swizzle's
+    chunks), keeps its place in the view's XOR-linear table T (``coff``, _xor_coff): element c at
+    base + const + (T(c + start) ^ X), which Access takes from its start (smem_swizzled), X
+    applied to the thread's register where no bit of it meets the immediate's."""
     k = int(sub.flat[0]) if sub.size else 0
     lin = sub ^ k
     if _linear(lin):
@@ -425,6 +428,11 @@ def slice_xor(em, s: Smem, sub: np.ndarray, loc) -> Smem:
         kx, ka = k & m, k & ~m
     elif _linear(sub - k) and s.xmask < (k & -k):
         lin, kx, ka = sub - k, 0, k
+    elif idx is not None and (c := _xor_coff(s, idx)) is not None:
+        # a start inside the swizzle period: element c at base + const + (T(c + start) ^ X), T the
+        # view's XOR-linear table (or its buffer's, ``coff``); Access takes it from its start
+        # (smem_swizzled.start_coords), X applying to the thread register
+        return Smem(s.base, s.const, sub, s.dtype, s.align, s.xreg, s.xmask, coff=c)
     else:
         _refuse(".slice()", "is neither its table XOR a constant nor its table moved by whole swizzle "
                 "periods (a start inside the period that is not a multiple of the length?), so no one "
@@ -433,12 +441,25 @@ def slice_xor(em, s: Smem, sub: np.ndarray, loc) -> Smem:
     return Smem(s.base, s.const + ka, lin, s.dtype, s.align, x, s.xmask | kx)
 
 
+def _xor_coff(s: Smem, idx: tuple) -> tuple | None:
+    """``coff`` of the slice ``idx`` of a view with X: its table T (XOR-linear: a join's, or the
+    buffer's a slice from inside the period keeps) and the start in it. None where T is not."""
+    root, starts = s.coff if s.coff is not None else (s.rel, (0,) * s.rel.ndim)
+    if root.ndim != s.rel.ndim or len(idx) != root.ndim or \
+            _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes()) is None:
+        return None
+    return root, tuple(st + (i.start or 0) for st, i in zip(starts, idx))
+
+
 def reinterpret_start(em, s: Smem, es: int, loc) -> tuple[str, int]:
     """(base register, alignment) of a reinterpret of a view with X: it starts at the view's lowest
     offset, const + the least of rel ^ X, which is X itself unless the table holds offsets that
     XOR X's bits down (then refused: that map would be bit by bit)."""
     from gluon_trace.layouts import xor_coset_min
     bits = _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes())
+    if bits is None:   # (a slice from inside the swizzle period: _xor_coff)
+        _refuse(".reinterpret()", "starts inside a swizzle period (its table is not XOR-linear), where the "
+                "backend does not compute its lowest offset", loc)
     least = xor_coset_min(o for col in bits for o in col)
     moved = [1 << b for b in range(s.xmask.bit_length()) if s.xmask >> b & 1 and least(1 << b) != 1 << b]
     if moved:

@@ -36,11 +36,11 @@ def _image(bits, x: int) -> int:
     return functools.reduce(lambda v, j: v ^ bits[j] if x >> j & 1 else v, range(len(bits)), 0)
 
 
-def _taken_bits(B, lin, starts, runs=None):
+def _taken_bits(B, lin, starts, runs=None, xm=0):
     """(per dim, the bits the thread's coordinate can have; the register bits taken into the
     thread's part; whether that settled): every bit the start plus the thread's bits can reach
     (all of dim d's for each ``runs`` dim, whose start is known only at run time), then every
-    register bit whose offset meets those bits' offsets, until nothing is added. ``B[d]``: the
+    register bit whose offset meets those bits' offsets (or ``xm``, a run-time XOR's), until nothing is added. ``B[d]``: the
     offset of each coordinate bit of dim d. Shared by the constant-start and run-time-start paths."""
     runs = runs or ()
     nd = len(B)
@@ -49,7 +49,7 @@ def _taken_bits(B, lin, starts, runs=None):
     rbits = [functools.reduce(lambda v, b: v | int(b[d]), lin.reg_bases, 0) for d in range(nd)]
     lo = [0] * nd
     for _ in range(64):
-        ext, timg = [], 0
+        ext, timg = [], xm
         for d in range(nd):
             m, st = poss[d] | lo[d], starts[d]
             if d in runs:
@@ -87,7 +87,8 @@ def start_coords(acc) -> bool:
     if B is None:
         return False
     nd = root.ndim
-    poss, lo, done = _taken_bits(B, lin, starts)
+    xm = s.xmask if s.xreg is not None else 0
+    poss, lo, done = _taken_bits(B, lin, starts, xm=xm)
     if not done:
         return False
     es = _esize(s.dtype)
@@ -97,7 +98,8 @@ def start_coords(acc) -> bool:
            for r in range(lin.num_regs)]
     # the check: base + const + rel[c] == base + (thread value) + hi, every thread and register
     c = lin.coords()
-    want = s.const + s.rel[tuple(c[..., d] for d in range(nd))]
+    cst = 0 if s.xreg is not None else s.const   # (with X: base + const + (rel[c] ^ X))
+    want = cst + s.rel[tuple(c[..., d] for d in range(nd))]
     got = np.zeros(want.shape, np.int64)
     tv = np.zeros(want.shape, np.int64)
     for d in range(nd):
@@ -112,7 +114,7 @@ def start_coords(acc) -> bool:
             img ^= ((g >> j) & 1) * o
         tv ^= img
     hv = np.asarray(his, np.int64)
-    if np.any(tv & hv):
+    if np.any(tv & hv) or np.any(hv & xm):   # (X, on the thread's part, never meets the immediate's bits)
         return False
     got = tv + hv
     if not np.array_equal(got, want):
@@ -120,8 +122,8 @@ def start_coords(acc) -> bool:
     acc.swz = (tuple(poss), tuple(starts), B, lo)
     acc.keys = keys
     acc.es = es
-    acc.tlow = functools.reduce(lambda v, x: v | int(x), np.unique(tv).tolist(), 0)
-    acc.mixed = [(keys[r], his[r] - s.const) for r in range(lin.num_regs)]
+    acc.tlow = functools.reduce(lambda v, x: v | int(x), np.unique(tv).tolist(), xm)
+    acc.mixed = [(keys[r], his[r] - cst) for r in range(lin.num_regs)]
     acc.offs = [h for _, h in acc.mixed]
     acc.additive = False
     acc.xor, acc.tmask, acc.shift = 0, 0, 0
@@ -145,6 +147,13 @@ def swz_addr(acc, r: int) -> str:
             x, t = t, em.reg("b32")
             em.pro(f"xor.b32 {t}, {x}, {const};")
         em.thread_cache[ck] = t
+    if acc.s.xreg is not None:  # (the run-time XOR: on the thread's part, one xor per region)
+        xk = ("smem_xreg", t, acc.s.xreg)
+        x = em.memo_get(xk)
+        if x is None:
+            x = em.ins("b32", f"xor.b32 {{d}}, {t}, {acc.s.xreg};")
+            em.memo_put(xk, x)
+        t = x
     return acc._at(t, acc.mixed[r][1])
 
 

@@ -4,6 +4,8 @@ against the interpreter and numpy on fresh random inputs with NaN-poisoned outpu
 
 - index, slice, permute, reshape and reinterpret of a view with a run-time XOR (a column half
   of a swizzled buffer picked by a branch or swapped by a loop): was 'only .load() and .store()';
+  columns 2..9 of such a half (the 16-byte chunks split, a start inside the swizzle period):
+  was 'neither its table XOR a constant nor its table moved by whole swizzle periods';
 - a padded view joined by a branch or loop whose lowest start comes from a nested branch or
   loop: was 'made by code the backend does not follow ahead (a nested branch or loop)';
 - plain loads and stores of slices of padded buffers (AMD's refusal; NVIDIA ran most of them,
@@ -20,10 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import smem_view_cases as C  # noqa: E402
 
-from gluon_trace.errors import CompileError  # noqa: E402
-
 pytest.importorskip("gluon_trace.backends.nvidia")
-from gluon_trace.backends.nvidia.emitter import emit  # noqa: E402
 from smem_runner import both  # noqa: E402
 
 TARGETS = ["sm_90", "sm_80"]
@@ -61,17 +60,25 @@ def test_view_ops_of_a_loop_carried_column_half(target):
     C.check_loop_carried_column_half(both, target)
 
 
-def test_a_slice_splitting_the_swizzle_chunks_is_refused_at_its_line():
-    """Columns 2..9 of a half: neither the half's table XOR a constant nor moved by whole swizzle
-    periods (the 16-byte chunks split): refused at the user's line with the way around."""
-    g = C.xor_view_op.trace(np.zeros((2, 32, 32), np.float32), np.zeros((32, 8), np.float32),
-                            np.zeros((32, 8), np.float32), 1, 0, OP="cols_unaligned", STORE=0, SHARED=C.SW,
-                            target="sm_90").graph
-    with pytest.raises(CompileError, match=r"\.slice\(\) of this shared-memory view") as e:
-        emit(g, "sm_90")
-    msg = str(e.value)
-    assert "slice or index the buffer inside the branch" in msg, msg
-    assert "v.index(i).slice(2, 8, dim=1)" in C.refusal_line(msg, C.__file__), msg
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [0, 1])
+def test_a_slice_splitting_the_swizzle_chunks_of_a_branch_picked_half(target, c):
+    """Columns 2..9 of a half (the 16-byte chunks split) with the run-time XOR: neither the half's
+    table XOR a constant nor moved by whole swizzle periods, refused before; now addressed from
+    the slice's start (added to the thread's column, then swizzled) with the XOR applied to the
+    thread register (views preset seed 3633: tests/backends/nvidia/test_smem_views_fuzz_found.py)."""
+    x, y = C.rand((2, 32, 32)), C.rand((32, 8))
+    half = (slice(None), slice(None), slice(16 * c, 16 * c + 16))
+    for i in (0, 1):
+        for store in (0, 1):
+            if store:
+                exp = x.copy()
+                exp[half][i][:, 2:10] = y
+            else:
+                exp = x[half][i][:, 2:10].copy()
+            ref, sim, _ = both(C.xor_view_op, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), c, i],
+                               target, OP="cols_unaligned", STORE=store, SHARED=C.SW)
+            assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (i, store)
 
 
 @pytest.mark.parametrize("c, d", [(0, 1), (1, 0), (1, 1)])

@@ -19,7 +19,11 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
 - a loop carrying a padded view at a run-time start, its body picking the next among four by
   three branches: the first branch, between two starts of one table (elements 1.. and 2..), kept
   the address alone, and the next, adding elements 3.., refused it ('placed differently', seed
-  3394).
+  3394);
+- a loop carrying a column of a swizzled tile, its body picking column 0 or the next by a branch
+  (their offsets differ by an XOR known only at run time) and reading rows from inside the
+  swizzle period of it: refused ('neither its table XOR a constant nor its table moved by whole
+  swizzle periods', seed 3633).
 """
 import os
 import sys
@@ -314,4 +318,52 @@ def test_a_four_way_step_between_padded_starts(target, pads, k):
     exp = np.concatenate([x[1 + i % 4:1 + i % 4 + k] for i in range(n)])
     ref, sim, _ = both(four_way_padded_starts, lambda: [x.copy(), np.full(n * k, np.nan, np.float16), n], target,
                        num_warps=1, PADS=pads, K=k)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def xor_carried_rows_inside_the_period(x_ptr, out_ptr, n, C: gl.constexpr, W: gl.constexpr, LAY: gl.constexpr,
+                                       R: gl.constexpr, NEXT: gl.constexpr, L: gl.constexpr, VIA: gl.constexpr):
+    """An f16 [16, C] buffer in LAY holding x; a loop carries columns 0..W-1 (.slice(0, W, 1)),
+    its body reading rows R..R+3 of them (in L; VIA: through .reshape([1, 4, W]).index(0)) into
+    out[i] and picking columns 0.. or NEXT.. next by a branch."""
+    F: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * C + gl.arange(0, C, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [16, C], LAY, gl.load(x_ptr + rf))
+    ro = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * W + gl.arange(0, W, gl.SliceLayout(0, L))[None, :]
+    c = buf.slice(0, W, 1)
+    for i in gl.range(0, n):
+        v = c.slice(R, 4, 0)
+        if VIA:
+            v = v.reshape([1, 4, W]).index(0)
+        gl.store(out_ptr + i * 4 * W + ro, v.load(L))
+        w = buf.slice(0, W, 1)
+        with gl.if_((i + 1) % 2 == 1):
+            w = buf.slice(NEXT, W, 1)
+        c = w
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c, w, lay, nxt", [
+    (2, 1, gl.SwizzledSharedLayout(1, 1, 2, [1, 0]), 1),
+    (8, 2, gl.SwizzledSharedLayout(2, 1, 4, [1, 0]), 4),
+    (8, 2, gl.SwizzledSharedLayout(2, 2, 4, [1, 0]), 2),
+], ids=["phases2", "vec2phases4", "perphase2"])
+@pytest.mark.parametrize("r", [9, 1, 3, 0])
+@pytest.mark.parametrize("lay_l", ["lanes", "regs"])
+@pytest.mark.parametrize("via", [0, 1])
+def test_rows_inside_the_period_of_an_xor_carried_column(target, c, w, lay, nxt, r, lay_l, via):
+    """Found by the views preset (seed 3633): the loop joins the columns with a run-time XOR X;
+    rows from inside the swizzle period of that view are at swizzle(coordinate + start) ^ X, now
+    lowered from the view's start with X on the thread's register (register parts under X's
+    bits join it; a later .index keeps that start). Rows 0.. (aligned, lowered before) check the
+    same loop."""
+    L = gl.BlockedLayout([1, w], [4, 8], [1, 1], [1, 0]) if lay_l == "lanes" else \
+        gl.BlockedLayout([4, w], [1, 32], [1, 1], [1, 0])
+    x, n = np.random.default_rng().standard_normal(16 * c).astype(np.float16), 3
+    x[x == 0] = 1
+    exp = np.concatenate([x.reshape(16, c)[r:r + 4, s:s + w].reshape(-1) for s in (0, nxt, 0)])
+    ref, sim, _ = both(xor_carried_rows_inside_the_period,
+                       lambda: [x.copy(), np.full(n * 4 * w, np.nan, np.float16), n], target,
+                       num_warps=1, C=c, W=w, LAY=lay, R=r, NEXT=nxt, L=L, VIA=via)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
