@@ -640,14 +640,19 @@ class Access:
                 em.pro(f"xor.b32 {t}, {self.treg}, {lo};")
         else:
             t = self.treg
-        if self.s.xreg is not None:  # one xor per thread register in use, per region
-            key = ("smem_xreg", t, self.s.xreg)
-            x = em.memo_get(key)
-            if x is None:
-                x = em.ins("b32", f"xor.b32 {{d}}, {t}, {self.s.xreg};")
-                em.memo_put(key, x)
-            t = x
-        return self._at(t, hi)
+        return self._at(self.xored(t), hi)
+
+    def xored(self, t: str) -> str:
+        """Thread register ``t`` with the view's run-time XOR applied (a view joined among
+        placements an XOR apart): one xor per thread register in use, per region."""
+        if self.s.xreg is None:
+            return t
+        key = ("smem_xreg", t, self.s.xreg)
+        x = self.em.memo_get(key)
+        if x is None:
+            x = self.em.ins("b32", f"xor.b32 {{d}}, {t}, {self.s.xreg};")
+            self.em.memo_put(key, x)
+        return x
 
 
 # -- stores and loads -----------------------------------------------------------------------

@@ -147,14 +147,7 @@ def swz_addr(acc, r: int) -> str:
             x, t = t, em.reg("b32")
             em.pro(f"xor.b32 {t}, {x}, {const};")
         em.thread_cache[ck] = t
-    if acc.s.xreg is not None:  # (the run-time XOR: on the thread's part, one xor per region)
-        xk = ("smem_xreg", t, acc.s.xreg)
-        x = em.memo_get(xk)
-        if x is None:
-            x = em.ins("b32", f"xor.b32 {{d}}, {t}, {acc.s.xreg};")
-            em.memo_put(xk, x)
-        t = x
-    return acc._at(t, acc.mixed[r][1])
+    return acc._at(acc.xored(t), acc.mixed[r][1])   # (a run-time XOR: on the thread's part)
 
 
 def _prologue_terms(em, lin, poss, starts, B, key, skip=None) -> tuple[list, int]:
