@@ -257,6 +257,23 @@ def rand(shape, dtype=np.float32):
 # -- the checks both backends' tests run alike: ``both(kernel, make, target, ...)`` is the
 # backend's (interpreter's args, simulator's args, emitted text) of one trace on fresh args
 
+def check_unaligned_columns_of_a_half(both, target, c):
+    """Columns 2..9 of the branch-picked half ``c`` (the swizzle's 16-byte chunks split) with the
+    run-time XOR, read and written through, against numpy (the backends' fuzz-found fixes)."""
+    x, y = rand((2, 32, 32)), rand((32, 8))
+    half = (slice(None), slice(None), slice(16 * c, 16 * c + 16))
+    for i in (0, 1):
+        for store in (0, 1):
+            if store:
+                exp = x.copy()
+                exp[half][i][:, 2:10] = y
+            else:
+                exp = x[half][i][:, 2:10].copy()
+            ref, sim, _ = both(xor_view_op, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), c, i],
+                               target, OP="cols_unaligned", STORE=store, SHARED=SW)
+            assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (i, store)
+
+
 def check_loop_carried_column_half(both, target):
     x, n = rand((2, 32, 32)), 4
     exp = xor_view_in_loop_expected(x, n)

@@ -71,18 +71,7 @@ def test_a_slice_splitting_the_swizzle_chunks_of_a_branch_picked_half(target, c)
     not addressable as thread part + register part; now split by buffer coordinates (the slice's
     start added to the thread's column, then swizzled) with the XOR applied to the thread register
     (views preset seeds 3181, 3251: tests/backends/amd/test_amd_lds_views_fuzz_found.py)."""
-    x, y = C.rand((2, 32, 32)), C.rand((32, 8))
-    half = (slice(None), slice(None), slice(16 * c, 16 * c + 16))
-    for i in (0, 1):
-        for store in (0, 1):
-            if store:
-                exp = x.copy()
-                exp[half][i][:, 2:10] = y
-            else:
-                exp = x[half][i][:, 2:10].copy()
-            ref, sim, _ = both(C.xor_view_op, lambda: [x.copy(), y.copy(), np.full(exp.shape, np.nan, np.float32), c, i],
-                               target, OP="cols_unaligned", STORE=store, SHARED=C.SW)
-            assert np.array_equal(sim[2], exp) and np.array_equal(ref[2], exp), (i, store)
+    C.check_unaligned_columns_of_a_half(both, target, c)
 
 
 @pytest.mark.parametrize("c, d", [(0, 1), (1, 0), (1, 1)])
