@@ -285,7 +285,7 @@ def test_a_grid_that_does_not_divide_the_cluster_is_refused():
         matmul_hopper_cluster_ws.trace(*cluster_descs(z, z, padded(np.zeros((128, 128), np.float32)), 64, 64, 32, 4,
                                                       share_a=4), 128, 128, 128, STAGES=3, GROUP_M=2, SHARE_A=3,
                                        num_ctas=4, target="sm_90a")
-    assert "a divisor of num_ctas" in str(e.value)
+    assert "a divisor of num_ctas" in str(e.value) and "matmul_hopper_cluster.py:" in str(e.value)
 
 
 def test_cluster_gemm_as_clusters_of_one(rng):
