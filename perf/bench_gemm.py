@@ -25,6 +25,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
@@ -64,6 +65,11 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (128, 256, 32, 8, 8, 1, 64),  # the same bytes in 8 stages of BK=32: a release frees half as much, sooner
     (64, 128, 64, 8, 4, 1, 64), (64, 128, 64, 8, 4, 2, 64),  # the skinny shape's fastest (probe_skinny.py)
     (64, 128, 64, 8, 8, 1, 64), (64, 128, 64, 8, 8, 2, 64),  # two consumer warpgroups of 64x64 (cuBLAS's)
+]
+SWAP = [  # (BM_MAIN, BM_TAIL, BK, STAGES, CONSUMERS[, GROUP_M]): matmul_hopper_swap's tiles of
+    # BM_MAIN + BM_TAIL rows by CONSUMERS x 64 columns. 160x192 (cuBLAS's tile at 4000^3): 525 tiles,
+    # 3.98 waves on 132 SMs, where 128x256 makes 512 tiles of which the last wave fills 88%
+    (128, 32, 64, 3, 3), (128, 32, 64, 3, 3, 16), (128, 64, 64, 3, 3),
 ]
 STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
     # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
@@ -263,6 +269,21 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=2
                           num_ctas=num_ctas, **constexprs).compile("sm_90a")
         programs = min(max_active_clusters(ck, num_ctas), -(-programs // num_ctas)) * num_ctas
     return lambda: kernel[(programs,)](da, db, dc, m, n, k, **kw)
+
+
+def swap_run(cfg, a, b, c, shape):
+    """matmul_hopper_swap at ``cfg`` (SWAP's form), persistent over min(SMs, tiles) CTAs."""
+    bm_main, bm_tail, bk, stages, consumers = cfg[:5]
+    group_m = cfg[5] if len(cfg) > 5 else 8
+    m, n, k = shape
+    lay = gl.NVMMASharedLayout.get_default_for
+    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, lay(blk, gd))  # noqa: E731
+    descs = (d(a, [bm_main, bk]), d(a, [bm_tail, bk]), d(b, [bk, 64]), d(c, [bm_main, 64]), d(c, [bm_tail, 64]))
+    tiles = -(-m // (bm_main + bm_tail)) * -(-n // (64 * consumers))
+    programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
+    return lambda: matmul_hopper_swap[(programs,)](*descs, m, n, k, STAGES=stages, GROUP_M=group_m,
+                                                   CONSUMERS=consumers, num_warps=4, backend="nvidia")
 
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, swizzle=None, **constexprs):
@@ -487,8 +508,9 @@ def f16_row(m=8192, n=8192, k=8192):
     return row
 
 
-ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "streamk", "triton", "f16", "fp8")
-KERNELS = set(ALL_KERNELS)
+ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "swap", "streamk", "triton", "f16", "fp8")
+# the swapped kernel's odd tiles run 0.77-0.99x cuBLAS (perf/probe_swap.py): measured on request only
+KERNELS = set(ALL_KERNELS) - {"swap"}
 
 
 def main() -> int:
@@ -496,7 +518,7 @@ def main() -> int:
     global SHAPES, KERNELS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four; none: only the f16/fp8 rows)")
-    ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all)")
+    ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all but swap)")
     ap.add_argument("--group-m", help="the cluster kernels' GROUP_M values to sweep, e.g. 4,8,16 (default 8)")
     ap.add_argument("--only-configs", help="cluster configs whose STAGES is this (e.g. 4), to shorten a sweep")
     opts = ap.parse_args()
@@ -544,6 +566,8 @@ def main() -> int:
         best_cw = fastest("hopper-cluster-ws", CLUSTER_WS, shape, ref,
                           lambda cfg, c: cluster_run(cfg, a, b, c, shape, matmul_hopper_cluster_ws)) \
             if "clusterws" in KERNELS else None
+        best_sw = fastest("hopper-swap", SWAP, shape, ref, lambda cfg, c: swap_run(cfg, a, b, c, shape)) \
+            if "swap" in KERNELS else None
         best_sk = fastest("hopper-streamk", STREAMK, shape, ref, lambda cfg, c: streamk_run(cfg, a, b, c, shape)) \
             if "streamk" in KERNELS else None
         row = {"shape": [m, n, k], "cublas_tflops": flop / cublas / 1e9, "cublas_host_us": cublas_host,
@@ -576,6 +600,10 @@ def main() -> int:
                        cluster_ws_ratio_to_cublas=cublas / best_cw[0])
             print(f"{m}x{n}x{k} bf16: ours (clusters, warp-specialized) {row['cluster_ws_tflops']:.0f} TFLOP/s "
                   f"{best_cw[1]} | ratio to cuBLAS {row['cluster_ws_ratio_to_cublas']:.3f}")
+        if best_sw:
+            row.update(swap_tflops=flop / best_sw[0] / 1e9, swap_config=best_sw[1], swap_ratio_to_cublas=cublas / best_sw[0])
+            print(f"{m}x{n}x{k} bf16: ours (wgmma M along N, odd tiles) {row['swap_tflops']:.0f} TFLOP/s "
+                  f"{best_sw[1]} | ratio to cuBLAS {row['swap_ratio_to_cublas']:.3f}")
         if best_sk:
             row.update(streamk_tflops=flop / best_sk[0] / 1e9, streamk_config=best_sk[1],
                        streamk_ratio_to_cublas=cublas / best_sk[0])
@@ -595,6 +623,9 @@ def main() -> int:
         if best_cw:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["cluster-ws"] = cluster_run(best_cw[1], a, b, c, shape, matmul_hopper_cluster_ws)
+        if best_sw:
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            contenders["swap"] = swap_run(best_sw[1], a, b, c, shape)
         if best_sk:
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             contenders["stream-K"] = streamk_run(best_sk[1], a, b, c, shape)

@@ -8,7 +8,8 @@ The kernel is one of: hopper (TMA + mbarrier ring + wgmma, persistent; the defau
 warp-specialized one), clusterws (the cluster kernel, 4 stages), ws64 (the warp-specialized kernel at 128x64x64, 8 stages, 4
 warps; ws64x128 the same at 64x128; NUM_CTAS=2 launches either in co-located clusters of two), pairs / ones (the warp-specialized cluster kernel at that tile, in
 pairs sharing A, or clusters of one; pairsB: 64x128 tiles in pairs sharing B, cuBLAS's kernel in our orientation),
-cluster (cluster-ws at CFG, e.g. CFG=128,256,64,4,8,2,64: pairs sharing B),
+cluster (cluster-ws at CFG, e.g. CFG=128,256,64,4,8,2,64: pairs sharing B), swap (matmul_hopper_swap at
+CFG, default 128,32,64,3,3: 160x192 tiles),
 streamk (128x256x64, SPLIT from the environment, default 4), triton (Triton's tutorial matmul from perf/bench_gemm.py), each at the
 configuration perf/bench_gemm.py found fastest (128x256x64, 3 stages, 8 warps). PROMOTION=0/64/128
 sets the L2 promotion of ws64's, pairs' and ones' A and B tensor maps (default 256 bytes); A_EVICT /
@@ -53,6 +54,10 @@ elif which == "cluster":  # a warp-specialized cluster config: CFG="BM,BN,BK,STA
     cfg = cfg[:7] + tuple(x if x > 1 else bool(x) for x in cfg[7:8]) + cfg[8:9]   # share A: 0, 1 or a grid's k
     run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
                                  int(os.environ.get("PROMOTION", "256")))
+elif which == "swap":  # matmul_hopper_swap at CFG="BM_MAIN,BM_TAIL,BK,STAGES,CONSUMERS[,GROUP_M]"
+    import bench_gemm
+    cfg = tuple(int(x) for x in os.environ.get("CFG", "128,32,64,3,3").split(","))
+    run = bench_gemm.swap_run(cfg, a, b, c, (m, n, k))
 elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm
     cfg = {"pairs": (128, 64, 64, 8, 4, 2, 64, True), "ones": (128, 64, 64, 8, 4, 1, 64),

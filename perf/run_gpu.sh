@@ -39,6 +39,10 @@
 #             skinny GEMM's policies (probe_evict), ncu's instruction count at 4096^3
 #   grid      2x2 cluster grids sharing both operands beside pairs (perf/probe_grid.py), and
 #             Nsight Compute's L2 counters at its locked clock for the skinny one
+#   ncu4000   Nsight Compute's time, instructions, DRAM and L2 counters at its locked clock for cuBLAS
+#             and our cluster-ws (clusters of one) at 4000^3 beside 4096^3: what 4000^3 costs each
+#   swap      matmul_hopper_swap's tiles that are not powers of two (160x192, cuBLAS's at 4000^3) beside
+#             cluster-ws, in turn with cuBLAS (perf/probe_swap.py), and Nsight Compute at 4000^3
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -251,6 +255,29 @@ stage_grid() {
   CFG=64,128,64,8,4,4,64,2 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
     python3 perf/profile_gemm.py cluster 128x8192x8192 > "$LOGS/ncu-grid.txt" 2>&1
   say "ncu 2x2 grid skinny: $(grep -E '^ +[a-z]' "$LOGS/ncu-grid.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+}
+
+stage_ncu4000() {
+  local metrics=gpu__time_duration.sum,smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum
+  metrics+=,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_ltcfabric.sum
+  metrics+=,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,launch__grid_size
+  for size in 4000 4096; do
+    for which in cublas cluster; do
+      CFG=128,256,64,4,8,1,64 ncu -k regex:'matmul|nvjet|sm90' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+        python3 perf/profile_gemm.py $which $size > "$LOGS/ncu-4000-$which-$size.txt" 2>&1
+      say "ncu $which $size: $(grep -E '^ +[a-z]' "$LOGS/ncu-4000-$which-$size.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+      grep -E '^  [a-zA-Z_].*\(' "$LOGS/ncu-4000-$which-$size.txt" | head -1 | cut -c1-120 | tee -a "$OUT/summary.txt"
+    done
+  done
+}
+
+stage_swap() {
+  python3 perf/probe_swap.py > "$LOGS/probe-swap.log" 2>&1; grep -v "rel err" "$LOGS/probe-swap.log" | tee -a "$OUT/summary.txt"
+  local metrics=gpu__time_duration.sum,smsp__inst_executed.sum,dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum
+  metrics+=,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg
+  CFG=128,32,64,3,3 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+    python3 perf/profile_gemm.py swap 4000 > "$LOGS/ncu-swap-4000.txt" 2>&1
+  say "ncu swap 4000: $(grep -E '^ +[a-z]' "$LOGS/ncu-swap-4000.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
 }
 
 stage_power() {

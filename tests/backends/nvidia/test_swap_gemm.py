@@ -1,0 +1,106 @@
+"""matmul_hopper_swap: tiles that are not powers of two (160x192), wgmma's M along C's columns (an
+MN-major A operand read from B's stage), the accumulators stored transposed (stmatrix .trans),
+three consumer partitions sharing one ring. Its PTX on the race-checking simulator and its graph
+on the interpreter, on fresh random inputs with NaN-poisoned C, against numpy; on the GPU against
+torch."""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.errors import TraceError  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
+from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from test_kernels import BF16, check, operands, padded  # noqa: E402
+from test_ws_sim import NV, _fresh, interpret, simulate, trace  # noqa: E402
+
+
+def descs(a, b, c, bm_main, bm_tail, bk):
+    """A's main and tail blocks, B's 64-column block, C's main and tail blocks."""
+    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, NV(blk, gl.bfloat16))  # noqa: E731
+    return (d(a, [bm_main, bk]), d(a, [bm_tail, bk]), d(b, [bk, 64]), d(c, [bm_main, 64]), d(c, [bm_tail, 64]))
+
+
+CASES = [  # (M, N, K, BM_MAIN, BM_TAIL, BK, CONSUMERS, programs)
+    (200, 250, 130, 128, 32, 64, 3, 2),   # the 160x192 tile: ragged M, N and K, 3 tiles on 2 CTAs
+    (130, 300, 200, 64, 16, 32, 2, 3),    # 80x128 tiles: 2x3 tiles on 3 CTAs, the ring wraps inside a tile
+    (100, 64, 96, 32, 32, 32, 1, 1),      # one consumer, main and tail of one size
+]
+
+
+@pytest.mark.parametrize("order", ["pc", "random"])
+@pytest.mark.parametrize("m, n, k, bm_main, bm_tail, bk, consumers, programs", CASES)
+def test_swapped_gemm_on_the_simulator_and_interpreter(m, n, k, bm_main, bm_tail, bk, consumers, programs, order):
+    rng = np.random.default_rng()
+    a, b = (padded(x) for x in operands(rng, m, n, k, BF16))
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
+        return [*descs(_fresh(a), _fresh(b), c, bm_main, bm_tail, bk), m, n, k]
+    g, text, smem = trace(matmul_hopper_swap, args(), (programs,), STAGES=3, GROUP_M=2, CONSUMERS=consumers,
+                          num_warps=4)
+    c_ref = interpret(g, (programs,), args())[3].base[:, :n].astype(np.float32)
+    check(c_ref, a, b, 1e-2)
+    sim_args = args()
+    simulate(text, (programs,), sim_args, smem, order)
+    c_sim = sim_args[3].base[:, :n].astype(np.float32)
+    check(c_sim, a, b, 1e-2)
+    np.testing.assert_allclose(c_sim, c_ref, rtol=1e-2, atol=1e-2 * np.abs(c_ref).max())
+
+
+def test_the_160x192_tile_takes_m64n128_and_m64n32_and_stores_transposed():
+    """Each consumer's K step is an m64n128 and an m64n32 wgmma (C^T's main and tail rows), and
+    its accumulators reach the output buffers by stmatrix .trans, not element by element."""
+    z = padded(np.zeros((256, 256), BF16))
+    args = [*descs(z, z, padded(np.zeros((256, 256), BF16)), 128, 32, 64), 256, 256, 256]
+    _, text, _ = trace(matmul_hopper_swap, args, (2,), STAGES=3, GROUP_M=8, num_warps=4)
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", text)) == {"m64n128k16", "m64n32k16"}
+    assert "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in text
+    assert not re.search(r"st\.shared(\.v\d)?\.b16", text)
+
+
+def test_a_wrong_block_is_refused_at_the_kernel_line():
+    z = padded(np.zeros((256, 256), BF16))
+    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, NV(blk, gl.bfloat16))  # noqa: E731
+    bad = (d(z, [128, 64]), d(z, [32, 64]), d(z, [64, 128]), d(z, [128, 64]), d(z, [32, 64]))
+    with pytest.raises(TraceError, match=r"matmul_hopper_swap\.py:\d+.*B's block must be \[BK, 64\]"):
+        trace(matmul_hopper_swap, [*bad, 256, 256, 256], (1,), STAGES=3, GROUP_M=8, num_warps=4)
+    with pytest.raises(TraceError, match=r"matmul_hopper_swap\.py:\d+.*one warpgroup a consumer"):
+        trace(matmul_hopper_swap, [*descs(z, z, z, 128, 32, 64), 256, 256, 256], (1,), STAGES=3, GROUP_M=8,
+              num_warps=8)
+
+
+def _gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a machine with an NVIDIA GPU")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("needs a Hopper GPU (sm_90)")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1000, 1000, 1000), (4000, 520, 333), (160, 192, 64)])
+@pytest.mark.parametrize("bm_main, bm_tail, consumers", [(128, 32, 3), (128, 64, 3), (64, 64, 2)])
+def test_gpu_swapped_gemm_matches_torch(m, n, k, bm_main, bm_tail, consumers):
+    torch = _gpu()
+
+    def padded_t(rows, cols, fill=None):   # TMA needs 16-byte row strides
+        wide = -(-cols // 8) * 8
+        t = torch.randn(rows, wide, device="cuda") if fill is None else torch.full((rows, wide), fill, device="cuda")
+        return t.to(torch.bfloat16)[:, :cols]
+    a, b, c = padded_t(m, k), padded_t(k, n), padded_t(m, n, float("nan"))
+    tiles = -(-m // (bm_main + bm_tail)) * -(-n // (64 * consumers))
+    programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+    matmul_hopper_swap[(programs,)](*descs(a, b, c, bm_main, bm_tail, 64), m, n, k, STAGES=3, GROUP_M=8,
+                                    CONSUMERS=consumers, num_warps=4, backend="nvidia")
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
