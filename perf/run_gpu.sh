@@ -5,7 +5,7 @@
 #   tests     install, the main job, pytest -m gpu (streamk, warp-specialized and cluster included),
 #             compute-sanitizer memcheck on the main job
 #   sanitize  every tensor-core kernel under memcheck, racecheck and synccheck
-#   gemm      perf/bench_gemm.py (all kernels, the shapes) head to head with cuBLAS
+#   gemm      perf/bench_gemm.py (all kernels, the shapes; GEMM_ARGS: its options) head to head with cuBLAS
 #   dtypes    perf/bench_gemm.py's f16 and fp8 rows alone (timed alone and sustained, in turn with cuBLAS(Lt))
 #   streamk   perf/bench_gemm.py --kernels streamk,clusterws (the stream-K tail beside its base)
 #   attention perf/bench_attention.py against cuDNN and FlashAttention-2
@@ -86,7 +86,7 @@ stage_sanitize() {
 }
 
 stage_gemm() {
-  python3 perf/bench_gemm.py 2>&1 | grep -v "^  mma" > "$LOGS/gemm.log"; tail -25 "$LOGS/gemm.log" | tee -a "$OUT/summary.txt"
+  python3 perf/bench_gemm.py ${GEMM_ARGS:-} 2>&1 | grep -v "^  mma" > "$LOGS/gemm.log"; tail -25 "$LOGS/gemm.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_dtypes() {
