@@ -77,9 +77,9 @@ stage_tests() {
 }
 
 stage_sanitize() {
-  # every tensor-core kernel under the three tools (each result checked against torch)
+  # every tensor-core kernel (SANITIZE_KERNELS: some of them) under the three tools (each result checked against torch)
   for t in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $t --report-api-errors no --error-exitcode 9 python3 perf/sanitize_kernels.py \
+    compute-sanitizer --tool $t --report-api-errors no --error-exitcode 9 python3 perf/sanitize_kernels.py ${SANITIZE_KERNELS:-} \
       > "$LOGS/sanitize-$t.log" 2>&1
     say "$t rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize-$t.log" | tr '\n' ' ')"
   done

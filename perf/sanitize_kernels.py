@@ -6,7 +6,7 @@
 Each result is checked against torch too, so a run that the sanitizer passes but that
 computes garbage still fails (exit code 1). ``python perf/sanitize_kernels.py NAME ...`` runs
 only the kernels named (ampere, hopper, ws, pingpong, fp8, cluster, cluster_ws, cluster_ws_blocks,
-cluster_ws_apart, streamk,
+cluster_ws_apart, streamk, swap,
 attention, attention_pipelined, attention_ws)."""
 import sys
 
@@ -137,6 +137,21 @@ def streamk() -> int:
     return bad
 
 
+def swap() -> int:
+    """matmul_hopper_swap's 160x192 tiles (three consumer partitions, transposed stores) on 2 CTAs
+    over 3 x 2 tiles, ragged in M, N and K."""
+    from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap
+    m, n, k = 330, 370, 200
+    a = torch.randn(m, k + 8, device="cuda", dtype=torch.bfloat16)[:, :k]
+    b = torch.randn(k, n + 14, device="cuda", dtype=torch.bfloat16)[:, :n]
+    c = torch.full((m, n + 14), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, NV(blk, gl.bfloat16))  # noqa: E731
+    matmul_hopper_swap[(2,)](d(a, [128, 64]), d(a, [32, 64]), d(b, [64, 64]), d(c, [128, 64]), d(c, [32, 64]),
+                             m, n, k, STAGES=3, GROUP_M=2, CONSUMERS=3, num_warps=4)
+    torch.cuda.synchronize()
+    return _report("matmul_hopper_swap (160x192 tiles, 2 CTAs, 6 tiles)", c, a.double() @ b.double())
+
+
 def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
     bh, seq, bm = 4, 300, 64
     q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -171,7 +186,7 @@ def attention_ws() -> int:
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
            "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
-           "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
+           "swap": swap, "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 
 def main() -> int:
