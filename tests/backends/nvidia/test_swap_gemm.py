@@ -19,6 +19,7 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from test_kernels import BF16, check, operands, padded  # noqa: E402
+from test_warpspec import _gpu  # noqa: E402
 from test_ws_sim import NV, _fresh, interpret, simulate, trace  # noqa: E402
 
 
@@ -75,15 +76,6 @@ def test_a_wrong_block_is_refused_at_the_kernel_line():
     with pytest.raises(TraceError, match=r"matmul_hopper_swap\.py:\d+.*one warpgroup a consumer"):
         trace(matmul_hopper_swap, [*descs(z, z, z, 128, 32, 64), 256, 256, 256], (1,), STAGES=3, GROUP_M=8,
               num_warps=8)
-
-
-def _gpu():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("needs a machine with an NVIDIA GPU")
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("needs a Hopper GPU (sm_90)")
-    return torch
 
 
 @pytest.mark.gpu
