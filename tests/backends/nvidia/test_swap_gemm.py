@@ -19,7 +19,7 @@ from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
 from test_kernels import BF16, check, operands, padded  # noqa: E402
-from test_warpspec import _gpu  # noqa: E402
+from test_warpspec import _gpu, gpu_bf16  # noqa: E402
 from test_ws_sim import NV, _fresh, interpret, simulate, trace  # noqa: E402
 
 
@@ -83,12 +83,7 @@ def test_a_wrong_block_is_refused_at_the_kernel_line():
 @pytest.mark.parametrize("bm_main, bm_tail, consumers", [(128, 32, 3), (128, 64, 3), (64, 64, 2)])
 def test_gpu_swapped_gemm_matches_torch(m, n, k, bm_main, bm_tail, consumers):
     torch = _gpu()
-
-    def padded_t(rows, cols, fill=None):   # TMA needs 16-byte row strides
-        wide = -(-cols // 8) * 8
-        t = torch.randn(rows, wide, device="cuda") if fill is None else torch.full((rows, wide), fill, device="cuda")
-        return t.to(torch.bfloat16)[:, :cols]
-    a, b, c = padded_t(m, k), padded_t(k, n), padded_t(m, n, float("nan"))
+    a, b, c = gpu_bf16(m, k), gpu_bf16(k, n), gpu_bf16(m, n, float("nan"))
     tiles = -(-m // (bm_main + bm_tail)) * -(-n // (64 * consumers))
     programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
     matmul_hopper_swap[(programs,)](*descs(a, b, c, bm_main, bm_tail, 64), m, n, k, STAGES=3, GROUP_M=8,

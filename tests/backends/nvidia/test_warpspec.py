@@ -334,6 +334,15 @@ def _gpu():
     return torch
 
 
+def gpu_bf16(rows, cols, fill=None):
+    """A bf16 [rows, cols] CUDA tensor, random or ``fill``, in rows padded to 16 bytes (TMA's
+    stride rule)."""
+    import torch
+    wide = -(-cols // 8) * 8
+    t = torch.randn(rows, wide, device="cuda") if fill is None else torch.full((rows, wide), fill, device="cuda")
+    return t.to(torch.bfloat16)[:, :cols]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("worker_warps, num_warps", [(1, 4), (2, 4), (4, 8)])
 def test_gpu_handoff(worker_warps, num_warps):
@@ -378,12 +387,7 @@ def test_gpu_warp_specialize_in_a_loop_and_twice(worker_warps, num_warps, t):
 @pytest.mark.parametrize("ctas", [1, 2])      # 2: launched in clusters of two (co-located, no cluster code)
 def test_gpu_warp_specialized_gemm_matches_torch(m, n, k, kernel, bm, bn, bk, warps, stages, ctas):
     torch = _gpu()
-
-    def padded(rows, cols, fill=None):   # TMA needs 16-byte row strides
-        wide = -(-cols // 8) * 8
-        t = torch.randn(rows, wide, device="cuda") if fill is None else torch.full((rows, wide), fill, device="cuda")
-        return t.to(torch.bfloat16)[:, :cols]
-    a, b, c = padded(m, k), padded(k, n), padded(m, n, float("nan"))
+    a, b, c = gpu_bf16(m, k), gpu_bf16(k, n), gpu_bf16(m, n, float("nan"))
     da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.bfloat16))
     db = TensorDescriptor.from_tensor(b, [bk, bn], NV([bk, bn], gl.bfloat16))
     dc = TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.bfloat16))
