@@ -486,10 +486,10 @@ class Access:
         L, pads = np.asarray(s.plin[0], np.int64), s.plin[1]
         es = _esize(s.dtype)
         c0 = s.const + s.rel - es * _pad(L, pads)  # (a view of one slot of a stack: constant)
-        ct, clow, cregs, cvals = None, 0, [0] * lin.num_regs, ((), ())
+        ct, clow, cregs, ctab = None, 0, [0] * lin.num_regs, 0
         if np.any(c0 != c0.flat[0]):  # (slots of a stacked buffer: padding never touches them)
             from .smem_padded import stack_part
-            ct, clow, cregs, cvals = stack_part(em, c0 - c0.flat[0], lin)
+            ct, clow, cregs, ctab = stack_part(em, c0 - c0.flat[0], lin)
         step = max(1 << k for k, _ in pads)
         a = int(L.min()) // step * step
         shift = int(L.min()) - a
@@ -525,11 +525,11 @@ class Access:
                 break
             wide = nxt
         for ext in ([ext, wide] if wide != ext else [ext]):
-            if self._padded_shift_with(ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, cvals, a):
+            if self._padded_shift_with(ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, ctab, a):
                 return True
         return False
 
-    def _padded_shift_with(self, ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, cvals, a) -> bool:
+    def _padded_shift_with(self, ext, regs, kvals, kmask, shift, pads, es, c0, ct, clow, cregs, ctab, a) -> bool:
         """_padded_shift's offsets with the register bits ``ext`` summed per thread: True (and
         the access set up) where they match the view's table."""
         lin, s = self.lin, self.s
@@ -539,10 +539,7 @@ class Access:
         tvals = tuple(es * int(_pad(1 << j, pads)) if ext >> j & 1 else 0 for j in range(top))
         base0 = int(c0.flat[0]) + es * int(_pad(a, pads)) - s.const
         hi = [base0 + es * int(_pad(x & ~ext, pads)) + cregs[r] for r, x in enumerate(regs)]
-        got = sum(((y >> j) & 1) * v for j, v in enumerate(tvals)) + np.asarray(hi, np.int64) + s.const
-        if ct is not None:
-            from .smem_padded import _stack_values
-            got = got + _stack_values(lin, cvals)[..., None]
+        got = sum(((y >> j) & 1) * v for j, v in enumerate(tvals)) + np.asarray(hi, np.int64) + s.const + ctab
         c = lin.coords()
         want = s.const + s.rel[tuple(c[..., d] for d in range(c.shape[-1]))]
         if not np.array_equal(got, want):
@@ -563,6 +560,8 @@ class Access:
             for r0 in range(0, n, W):
                 lo0, hi0 = self.mixed[r0]
                 ok = ok and hi0 % span == 0 and all(self.mixed[r0 + i] == (lo0, hi0 + i * es) for i in range(W))
+                # (and one stacked-slots register: a run's registers differ in their immediates alone)
+                ok = ok and (self.ct is None or all(self.ct[r0 + i] == self.ct[r0] for i in range(W)))
             if not ok:
                 break
             V = W
@@ -585,7 +584,8 @@ class Access:
             return runtime_addr(self, r)
         em = self.em
         lo, hi = self.mixed[r]
-        key = ("smem_padsum", self.treg, lo, self.tvals, self.shift) + ((self.ct,) if self.ct else ())
+        ct = self.ct[r] if self.ct is not None else None   # (the stacked slots' part of the thread's address)
+        key = ("smem_padsum", self.treg, lo, self.tvals, self.shift) + ((ct,) if ct else ())
         t = em.thread_cache.get(key)
         if t is None:
             src = self.treg
@@ -596,9 +596,9 @@ class Access:
                 x, src = src, em.reg("b32")
                 em.pro(f"add.u32 {src}, {x}, {self.shift};")
             t = em.fold_terms("add.u32", em._bit_terms(src, self.tvals))
-            if self.ct:  # (the stacked slots' part of the thread's address)
+            if ct:
                 x, t = t, em.reg("b32")
-                em.pro(f"add.u32 {t}, {x}, {self.ct};")
+                em.pro(f"add.u32 {t}, {x}, {ct};")
             em.thread_cache[key] = t
         return self._at(t, hi)
 

@@ -23,7 +23,10 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
 - a loop carrying a column of a swizzled tile, its body picking column 0 or the next by a branch
   (their offsets differ by an XOR known only at run time) and reading rows from inside the
   swizzle period of it: refused ('neither its table XOR a constant nor its table moved by whole
-  swizzle periods', seed 3633).
+  swizzle periods', seed 3633);
+- a padded view at a run-time start whose rows are stacked slots, stored to from a layout whose
+  lane bases mix the rows' bits: the slots' bytes were summed over the bases ('internal: the
+  run-time padded address split disagrees', seed 543).
 """
 import os
 import sys
@@ -367,3 +370,103 @@ def test_rows_inside_the_period_of_an_xor_carried_column(target, c, w, lay, nxt,
                        lambda: [x.copy(), np.full(n * 4 * w, np.nan, np.float16), n], target,
                        num_warps=1, C=c, W=w, LAY=lay, R=r, NEXT=nxt, L=L, VIA=via)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def mixed_rows_of_carried_columns(x_ptr, y_ptr, out_ptr, n, L: gl.constexpr):
+    """An int32 [64, 4] buffer (64 stacked slots of 4 elements padded by 4 after every 2) holding
+    x; a loop carries columns 0..1, 1..2 or 2..3 of rows 6..37 (starts inside a padding period:
+    carried at a run-time start), its body storing y[i] (in L) into rows 4..19 of the first of
+    them, reading those back (in a plain layout, then in L) into out; after the loop, the whole
+    buffer into out."""
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [32, 1], [1, 1], [1, 0])
+    B: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, 1], [0, 1])
+    rf = gl.arange(0, 64, gl.SliceLayout(1, F))[:, None] * 4 + gl.arange(0, 4, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.int32, [64, 4], gl.PaddedSharedLayout.with_identity_for([[2, 4]], [4], [0]),
+                                    gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    rb = gl.arange(0, 16, gl.SliceLayout(1, B))[:, None] + gl.zeros([16, 1], gl.int32, B)
+    p = buf.slice(6, 32, 0)
+    c = p.slice(0, 2, 1)
+    for i in gl.range(0, n):
+        v = c.slice(4, 16, 0).slice(0, 1, 1)
+        v.store(gl.load(y_ptr + i * 16 + ro))
+        gl.store(out_ptr + i * 16 + rb, v.load(B))
+        gl.store(out_ptr + (n + i) * 16 + ro, v.load(L))
+        w = p.slice(0, 2, 1)
+        with gl.if_((i + 1) % 3 == 1):
+            w = p.slice(1, 2, 1)
+        with gl.if_((i + 1) % 3 == 2):
+            w = p.slice(2, 2, 1)
+        c = w
+    gl.store(out_ptr + 2 * n * 16 + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [
+    gl.DistributedLinearLayout(reg_bases=[], lane_bases=[[6, 0], [7, 0], [8, 0], [4, 0], [0, 0]], warp_bases=[],
+                               block_bases=[], shape=[16, 1]),
+    gl.DistributedLinearLayout(reg_bases=[[1, 0]], lane_bases=[[3, 0], [4, 0], [8, 0], [0, 0], [0, 0]],
+                               warp_bases=[], block_bases=[], shape=[16, 1]),
+    gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1]),
+], ids=["lanes_mixed", "regs_under_lanes", "plain"])
+def test_stacked_rows_of_a_padded_view_at_a_runtime_start_in_a_mixing_layout(target, lay):
+    """Found by the views preset (seed 543): the view's start is carried at run time (its columns
+    start inside a padding period) and its rows are stacked slots, addressed from a layout whose
+    lane bases mix the rows' bits (lanes [6] and [7]: lane 3 is row 1, not 13). The slots' bytes
+    were summed over the bases ('internal: the run-time padded address split disagrees'); now the
+    rows are split as the XOR of the thread's part and the register's (a register bit under the
+    lanes' bits: one thread register per distinct value). The plain layout (lowered before) checks
+    the same loop."""
+    rng = np.random.default_rng()
+    x, n = rng.integers(-2 ** 31, 2 ** 31, 256).astype(np.int32), 4
+    y = rng.integers(-2 ** 31, 2 ** 31, 16 * n).astype(np.int32)
+    buf = x.reshape(64, 4).copy()
+    got = []
+    for i in range(n):
+        buf[10:26, [0, 1, 2][i % 3]] = y[16 * i:16 * (i + 1)]
+        got.append(y[16 * i:16 * (i + 1)])
+    exp = np.concatenate(got + got + [buf.reshape(-1)])
+    ref, sim, _ = both(mixed_rows_of_carried_columns, lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n],
+                       target, num_warps=1, L=lay)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def mixed_rows_inside_the_period(x_ptr, y_ptr, out_ptr, L: gl.constexpr, C: gl.constexpr):
+    """An int32 [64, 8] buffer (64 stacked slots of 8 elements padded by 4 after every 4) holding
+    x; y stored (in L) into columns C..C+3 of rows 10..25, read back (in L) into out[:64], then
+    the whole buffer into out[64:]."""
+    F: gl.constexpr = gl.BlockedLayout([1, 8], [32, 1], [1, 1], [1, 0])
+    rf = gl.arange(0, 64, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.int32, [64, 8], gl.PaddedSharedLayout.with_identity_for([[4, 4]], [8], [0]),
+                                    gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] * 4 + gl.arange(0, 4, gl.SliceLayout(0, L))[None, :]
+    v = buf.slice(C, 4, 1).slice(10, 16, 0)
+    v.store(gl.load(y_ptr + ro))
+    gl.store(out_ptr + ro, v.load(L))
+    gl.store(out_ptr + 64 + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [
+    gl.DistributedLinearLayout(reg_bases=[[0, 2]], lane_bases=[[6, 0], [7, 0], [8, 0], [4, 0], [0, 1]],
+                               warp_bases=[], block_bases=[], shape=[16, 4]),
+    gl.DistributedLinearLayout(reg_bases=[[1, 0], [0, 2]], lane_bases=[[3, 0], [4, 0], [8, 0], [0, 1], [0, 0]],
+                               warp_bases=[], block_bases=[], shape=[16, 4]),
+], ids=["lanes_mixed", "regs_under_lanes"])
+@pytest.mark.parametrize("c", [1, 3, 0])
+def test_stacked_rows_of_a_padded_slice_inside_the_period_in_a_mixing_layout(target, lay, c):
+    """Seed 543's cause at a start known at compile time: columns 1..4 (3..6) start inside a
+    padding period (no sum over their bits: Access._padded_shift) and the rows are stacked slots
+    addressed from a layout mixing their bits, whose bytes were summed over the bases (refused:
+    'does not place elements XOR-linearly'). Columns 0.. (additive, lowered before) check the
+    same kernel."""
+    rng = np.random.default_rng()
+    x, y = rng.integers(-2 ** 31, 2 ** 31, 512).astype(np.int32), rng.integers(-2 ** 31, 2 ** 31, 64).astype(np.int32)
+    buf = x.reshape(64, 8).copy()
+    buf[10:26, c:c + 4] = y.reshape(16, 4)
+    exp = np.concatenate([y, buf.reshape(-1)])
+    ref, sim, _ = both(mixed_rows_inside_the_period, lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32)],
+                       target, num_warps=1, L=lay, C=c)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
