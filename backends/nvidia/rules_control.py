@@ -188,7 +188,7 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], plin=_joined_plin(f), joined=True,
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], plin=_kept_plin(f), joined=True,
                              coff=(coffs or {}).get(i))])
         else:
             out.append(r)
@@ -196,13 +196,26 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
 
 
 def _joined_plin(f):
-    """``plin`` a carried view keeps: a padded view from inside a padding period, its starts whole
-    padding periods apart (rows 25.. and 41.. padded every 16), keeps the first's linear indices,
-    which Access._padded_shift splits the one table by (checked against it); None where the table
-    is XOR-linear or additive (carried as before)."""
+    """``f.plin`` where a join of views of ``f``'s table needs it to address them: a padded view
+    from inside a padding period (rows 25.. and 41.. padded every 16), whose one table
+    Access._padded_shift splits by them; None where the table is XOR-linear or additive (a branch
+    an enclosing join carries at a run-time start then carries the start too:
+    smem_join.branch_specs)."""
     from .rules_smem import _additive_bits
     if f.plin is None or f.sreg is not None or f.xreg is not None or _linear(f) or \
             _additive_bits(tuple(f.rel.shape), np.ascontiguousarray(f.rel).tobytes()) is not None:
+        return None
+    return f.plin
+
+
+def _kept_plin(f):
+    """``plin`` the view a join carries in one register keeps: its first view's linear indices,
+    which describe the one table every view it receives has (_check_same_view), wherever they
+    start (rows 25.. and 41.. padded every 16; columns 0 and 1 of rows padded every 16, the
+    same table a byte apart). Access splits a view of it by them only where its table has no
+    other split (a slice from inside a padding period: Access._padded_shift, checked against the
+    table), so every view lowered before is lowered as before; None for no padded view."""
+    if f.plin is None or f.sreg is not None or f.xreg is not None:
         return None
     return f.plin
 

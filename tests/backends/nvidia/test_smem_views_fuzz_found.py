@@ -24,6 +24,9 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
   (their offsets differ by an XOR known only at run time) and reading rows from inside the
   swizzle period of it: refused ('neither its table XOR a constant nor its table moved by whole
   swizzle periods', seed 3633);
+- a loop carrying a column of a padded buffer (both columns one table: one register) and reading
+  rows from inside a padding period of it: the carried view had dropped the buffer's linear
+  indices, so those rows had no split (refused: 'does not place elements XOR-linearly', seed 426);
 - a padded view at a run-time start whose rows are stacked slots, stored to from a layout whose
   lane bases mix the rows' bits: the slots' bytes were summed over the bases ('internal: the
   run-time padded address split disagrees', seed 543).
@@ -369,6 +372,50 @@ def test_rows_inside_the_period_of_an_xor_carried_column(target, c, w, lay, nxt,
     ref, sim, _ = both(xor_carried_rows_inside_the_period,
                        lambda: [x.copy(), np.full(n * 4 * w, np.nan, np.float16), n], target,
                        num_warps=1, C=c, W=w, LAY=lay, R=r, NEXT=nxt, L=L, VIA=via)
+    assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
+
+
+@gt.jit
+def carried_column_rows_inside_the_period(x_ptr, out_ptr, n, DT: gl.constexpr, PADS: gl.constexpr, R: gl.constexpr,
+                                          L: gl.constexpr):
+    """A [64, 2] buffer (row-major, padded by PADS) holding x; a loop carries column 0 or 1 (one
+    table: the intervals are even, so both columns cross the same pads), reading rows R..R+15 of
+    it (in L) into out[i] and picking the other column next by a branch; after the loop, rows
+    R.. of the column it ends on into out[n]."""
+    F: gl.constexpr = gl.BlockedLayout([1, 2], [32, 1], [1, 1], [1, 0])
+    rf = gl.arange(0, 64, gl.SliceLayout(1, F))[:, None] * 2 + gl.arange(0, 2, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(DT, [64, 2], gl.PaddedSharedLayout.with_identity_for(PADS, [64, 2], [1, 0]),
+                                    gl.load(x_ptr + rf))
+    ro = gl.arange(0, 16, gl.SliceLayout(1, L))[:, None] + gl.zeros([16, 1], gl.int32, L)
+    c = buf.slice(0, 1, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.slice(R, 16, 0).load(L))
+        w = buf.slice(0, 1, 1)
+        with gl.if_((i + 1) % 2 == 1):
+            w = buf.slice(1, 1, 1)
+        c = w
+    gl.store(out_ptr + n * 16 + ro, c.slice(R, 16, 0).load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+@pytest.mark.parametrize("pads", [[[16, 1]], [[8, 2]], [[32, 4], [4, 1]]], ids=["every16", "every8", "every4and32"])
+@pytest.mark.parametrize("r", [37, 5, 32])
+@pytest.mark.parametrize("lay", ["lanes", "regs"])
+def test_rows_inside_the_period_of_a_carried_padded_column(target, dtype, pads, r, lay):
+    """Found by the views preset (seed 426): the loop carries the column in one register (both
+    columns have one table), but the carried view dropped the buffer's linear indices, so rows
+    from inside a padding period of it (37.., 5..) had no split and were refused ('does not
+    place elements XOR-linearly (or, padded, additively)'). Rows 32.. (whole periods, lowered
+    before) check the same loop."""
+    L = gl.BlockedLayout([1, 1], [16, 2], [1, 1], [1, 0]) if lay == "lanes" else \
+        gl.BlockedLayout([4, 1], [4, 8], [1, 1], [0, 1])
+    rng = np.random.default_rng()
+    x = rng.integers(1, 250, 128).astype(dtype) if dtype == np.uint8 else rng.standard_normal(128).astype(dtype)
+    n = 3
+    exp = np.concatenate([x.reshape(64, 2)[r:r + 16, i % 2] for i in range(n + 1)])
+    ref, sim, _ = both(carried_column_rows_inside_the_period, lambda: [x.copy(), np.zeros(16 * (n + 1), dtype), n],
+                       target, num_warps=1, DT=gl.uint8 if dtype == np.uint8 else gl.float32, PADS=pads, R=r, L=L)
     assert np.array_equal(ref[1], exp) and np.array_equal(sim[1], exp)
 
 
