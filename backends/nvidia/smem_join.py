@@ -147,8 +147,10 @@ def _static(em, v, env: dict) -> Smem | None:
         if None in views:
             return None
         j = _join(views)
-        if j is not None:
-            return _spec(views[0], *j)
+        if j is not None:   # (the join's registers: as aligned as its weakest arm's)
+            spec = _spec(views[0], *j)
+            spec.align = min(home_align(a, spec) for a in views)
+            return spec
         p = smem_padded.join(views)
         if p is not None:
             return p
@@ -373,6 +375,17 @@ def home_align(s: Smem, spec: Smem) -> int:
         return s.align
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
+
+
+def xor_home_align(s: Smem, spec: Smem) -> int | None:
+    """home_align of a view a loop's body yields (predicted), joined as ``spec`` with a run-time
+    XOR; None for other specs or a view the join will refuse (it says why where it is emitted)."""
+    if spec.sreg is not None or spec.creg is not None:
+        return None
+    m = join_mask([spec, s])
+    if m is None or m & ~spec.xmask:
+        return None
+    return home_align(s, spec)
 
 
 def carry(em, s: Smem, spec: Smem) -> list[str]:

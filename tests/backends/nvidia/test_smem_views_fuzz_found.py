@@ -29,7 +29,10 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
   indices, so those rows had no split (refused: 'does not place elements XOR-linearly', seed 426);
 - a padded view at a run-time start whose rows are stacked slots, stored to from a layout whose
   lane bases mix the rows' bits: the slots' bytes were summed over the bases ('internal: the
-  run-time padded address split disagrees', seed 543).
+  run-time padded address split disagrees', seed 543);
+- a loop carrying rows of a tile swizzled per row (a run-time XOR), its body picking rows less
+  aligned than the one entering by branches: the loop and the predicted branch joins kept the
+  first view's alignment (refused: 'less aligned than its first value', seeds 5078, 6329).
 """
 import os
 import sys
@@ -516,4 +519,60 @@ def test_stacked_rows_of_a_padded_slice_inside_the_period_in_a_mixing_layout(tar
     exp = np.concatenate([y, buf.reshape(-1)])
     ref, sim, _ = both(mixed_rows_inside_the_period, lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32)],
                        target, num_warps=1, L=lay, C=c)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def xor_rows_stepped_by_branches(x_ptr, y_ptr, out_ptr, n, DT: gl.constexpr, STEP: gl.constexpr, STORE: gl.constexpr):
+    """A [16, 2] buffer of DT swizzled per row (SwizzledSharedLayout(1, 1, 2): odd rows' columns
+    swapped) holding x; a loop carries row 0, reads it into out[i] (STORE=0) or writes y[i]
+    through it (STORE=1; the buffer read back after the loop), and picks the next among rows 0,
+    STEP, 2 * STEP, 3 * STEP by three branches."""
+    F: gl.constexpr = gl.BlockedLayout([1, 2], [16, 2], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
+    rf = gl.arange(0, 16, gl.SliceLayout(1, F))[:, None] * 2 + gl.arange(0, 2, gl.SliceLayout(0, F))[None, :]
+    ro = gl.arange(0, 1, gl.SliceLayout(1, L))[:, None] * 2 + gl.arange(0, 2, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(DT, [16, 2], gl.SwizzledSharedLayout(1, 1, 2, [1, 0]), gl.load(x_ptr + rf))
+    c = buf.slice(0, 1, 0)
+    for i in gl.range(0, n):
+        if STORE:
+            c.store(gl.load(y_ptr + i * 2 + ro))
+        else:
+            gl.store(out_ptr + i * 2 + ro, c.load(L))
+        w = buf.slice(0, 1, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(STEP, 1, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(2 * STEP, 1, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(3 * STEP, 1, 0)
+        c = w
+    if STORE:
+        gl.store(out_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("step", [1, 3, 4])
+@pytest.mark.parametrize("store", [0, 1])
+def test_xor_carried_rows_stepped_to_less_aligned_starts(target, dtype, step, store):
+    """Found by the views preset (seeds 5078, 6329): the loop carries the rows with a run-time
+    XOR (odd rows' columns swapped), its body picking rows whose start address is less aligned
+    than row 0's (row 2 of f16: 8 bytes). The loop took the alignment of the view entering it
+    alone, and the predicted branch join its first arm's, so it refused its own body ('less
+    aligned than its first value'); now both are the weakest of the views they receive. Rows
+    0, 4, 8, 12 of f16 (step 4: 16-byte aligned, lowered before) check the same loop."""
+    rng = np.random.default_rng()
+    x, y, n = rng.standard_normal(32).astype(dtype), rng.standard_normal(16).astype(dtype), 6
+    buf = x.reshape(16, 2).copy()
+    got = []
+    for i in range(n):
+        k = (i % 4) * step
+        got.append(buf[k].copy())
+        if store:
+            buf[k] = y[2 * i:2 * i + 2]
+    exp = buf.reshape(-1) if store else np.concatenate(got)
+    ref, sim, _ = both(xor_rows_stepped_by_branches,
+                       lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, dtype), n], target, num_warps=1,
+                       DT=gl.float16 if dtype == np.float16 else gl.float32, STEP=step, STORE=store)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
