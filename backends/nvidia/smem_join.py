@@ -3,16 +3,16 @@
 A view chosen by a branch or carried by a loop is carried as registers (rules_control). Where
 the joined views share one offset table, one b32 register (the start address) does. The column
 halves of a 128-byte-swizzled tile do not: element c of the right half sits at the left half's
-offset of c XOR 64 bytes (a slice from inside the swizzle's period, rules_smem._xor_affine), and
+offset of c XOR 64 bytes (a slice from inside the swizzle's period, smem_access._xor_affine), and
 no added offset expresses that. Such views are the same XOR-linear table ``lin`` up to a constant
 XOR X that differs between the joined values, so the join carries X as a second b32 register:
 element c at start + (lin[c] ^ X). Loads and stores fold X into the thread's part of the address
-(one xor.b32 per thread register: rules_smem.Access). Views of such a view keep that form (the
+(one xor.b32 per thread register: smem_access.Access). Views of such a view keep that form (the
 view ops below): an index or a slice of whole swizzle periods moves the start, a slice inside
 the period XORs a constant into X, a permute or reshape re-indexes the table (X is in offset
 space: it stays), a reinterpret starts at the lowest offset, start + the least of lin ^ X (no
 XOR left). Every other use needs the view's placement at compile time and refuses it
-(rules_smem._view_of).
+(smem_view._view_of).
 
 Whether a join needs X is decided before its code is emitted, from the views' tables, which are
 compile-time: the loop body is emitted once, for the carried view it will receive. Joins whose
@@ -26,7 +26,8 @@ from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
 from . import ptx, smem_padded
-from .rules_smem import Smem, _linear_bits, _xor_affine
+from .smem_access import _linear_bits, _xor_affine
+from .smem_view import Smem
 from . import smem_swizzled_runtime
 from .smem_swizzled import joined_coff
 
@@ -227,7 +228,7 @@ def _static_alloc(em, op) -> Smem | None:
     if t.dtype.is_bool or op not in em.smem_plan.offsets:
         return None
     from gluon_trace.ops_memory import element_offsets
-    from .rules_smem import _esize
+    from .smem_view import _esize
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
     return Smem(_STATIC, 0, np.asarray(offs, np.int64) * _esize(t.dtype), t.dtype,
                 ptx.pow2_div(em.smem_plan.offsets[op], 16) if em.smem_plan.offsets[op] else 16)

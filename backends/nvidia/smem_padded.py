@@ -87,7 +87,7 @@ def join(views: list, force: bool = False):
     if not all(_same(f[1], rel) and _same(f[3], lin) and f[4] == pads for f in fs):
         return None
     salign = min(_salign(v, f) for v, f in zip(views, fs))
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(_STATIC, 0, rel, first.dtype, 16, plin=(lin, pads), sreg=_STATIC, salign=salign)
 
 
@@ -121,7 +121,7 @@ def carry(em, s, spec) -> list[str]:
 
 
 def view(regs: list[str], spec, align: int):
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, plin=spec.plin, sreg=regs[1], salign=spec.salign)
 
 
@@ -130,7 +130,7 @@ def view(regs: list[str], spec, align: int):
 def _moved(em, s, rel, lin, by: int, base: str, align: int):
     """``s`` re-indexed to (rel, lin), S moved by ``by`` elements and the base to ``base``; both
     normalised (rel's origin into the constant, lin's least into S)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     m0 = int(lin.min())
     o = int(rel.flat[0])
     by += m0
@@ -224,7 +224,7 @@ def _mixed_stack(em, rel: np.ndarray, lin):
     F(K ^ lo) + F(hi), F the sum over packed bits of their bytes: the first made in the
     prologue per distinct lo, the second the immediate. None where the table does not add over
     its coordinate bits."""
-    from .rules_smem import _additive_bits
+    from .smem_access import _additive_bits
     bits = _additive_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes())
     if bits is None:
         return None
@@ -287,7 +287,7 @@ def runtime_access(acc, em, s, lin, what: str) -> None:
     K's) pad apart (the immediate, padded); the rest, mid, are XORed into K and padded with S
     at run time, once per distinct mid in a region."""
     lm, pads = s.plin
-    from .rules_smem import _linear_bits
+    from .smem_access import _linear_bits
     g = _linear_bits(tuple(lm.shape), np.ascontiguousarray(lm).tobytes())
     if g is None:
         raise CompileError(f"{what}: this padded shared-memory view (chosen by a branch or carried by a loop, "

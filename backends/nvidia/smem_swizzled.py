@@ -1,7 +1,7 @@
 """Views of swizzled (and NVMMA) shared buffers that start inside a swizzle period.
 
 Rows 1..8 of a 128-byte-swizzled f32 tile have phases 1..7, 0: not rows 0..7's XOR a constant,
-so the view's table is no XOR-linear map of its coordinate bits (rules_smem.offset_fn refuses
+so the view's table is no XOR-linear map of its coordinate bits (smem_access.offset_fn refuses
 it: 'does not place elements XOR-linearly'), though the buffer's is. Element c of such a view
 lives at base + B(c + start) (``Smem.coff``), B = XOR_d B_d, B_d the buffer's (XOR-linear) map
 of dim d's coordinate bits. Each coordinate c_d = T_d ^ R_d(r), the thread's part and the
@@ -23,7 +23,8 @@ import numpy as np
 
 from gluon_trace.shared_layouts import bit_fields
 
-from .rules_smem import _esize, _linear_bits
+from .smem_access import _linear_bits
+from .smem_view import _esize
 
 
 def _reg_coord(lin, r: int, d: int) -> int:

@@ -8,7 +8,8 @@ import functools
 
 import numpy as np
 
-from .rules_smem import _esize, _linear_bits
+from .smem_access import _linear_bits
+from .smem_view import _esize
 from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, reshape_coff
 
 # -- a start known only at run time: slices a branch picks (a loop carries) among ----------------
@@ -72,7 +73,7 @@ def join(views: list):
     if not dims:
         return None
     starts = tuple(0 if e in dims else fs[0][1][e] for e in range(root.ndim))
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(_STATIC, 0, first.rel, first.dtype, 16, coff=(root, starts), creg=_STATIC,
                 cdim=_packing(root.shape, dims))
 
@@ -111,7 +112,7 @@ def carry(em, s, spec) -> list[str]:
 
 
 def view(regs: list[str], spec, align: int):
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, coff=spec.coff, creg=regs[1], cdim=spec.cdim)
 
 
@@ -128,7 +129,7 @@ def refuse_runtime(what: str, loc, why: str = ""):
 def slice_view(em, s, idx: tuple):
     """A slice of a view with a run-time start: the moving dims' fields moved (one add), the
     others' starts (constants) moved."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     root, starts = s.coff
     moving = dict(s.cdim)
     by = sum((idx[d].start or 0) << b for d, b in s.cdim)
@@ -141,7 +142,7 @@ def index_view(em, s, i: str, loc):
     """Slot i of the leading dim (not a run-time start's): the base moves by (start + i) * its
     stride, where the buffer's table strides it evenly."""
     from gluon_trace.errors import CompileError
-    from .rules_smem import Smem
+    from .smem_view import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
@@ -171,7 +172,7 @@ def reshape_view(em, s, shape: tuple, loc):
         from .smem_stacked import fold
         f = fold(em, s)
         if f is not None and f.creg is None:   # (no start left at run time: a plain view's reshape)
-            from .rules_smem import Smem
+            from .smem_view import Smem
             return Smem(f.base, 0, np.reshape(f.rel, shape), f.dtype, f.align,
                         coff=reshape_coff(f.coff, tuple(f.rel.shape), shape))
         if f is not None:
@@ -180,7 +181,7 @@ def reshape_view(em, s, shape: tuple, loc):
     if bad:
         refuse_runtime(".reshape()", loc, f" in dim {bad[0]}, which this reshape merges with another dim or "
                        "splits (its start would move another dim's coordinate)")
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(s.base, 0, np.reshape(s.rel, shape), s.dtype, s.align, coff=c, creg=s.creg,
                 cdim=tuple(sorted((where[d], b) for d, b in s.cdim)))
 
