@@ -152,11 +152,9 @@ def _static(em, v, env: dict) -> Smem | None:
             spec = _spec(views[0], *j)
             spec.align = min(home_align(a, spec) for a in views)
             return spec
-        p = smem_padded.join(views)
-        if p is not None:
-            return p
-        p = smem_swizzled_runtime.join(views)
-        if p is not None:
+        p = smem_padded.join(views) or smem_swizzled_runtime.join(views)
+        if p is not None:   # (the join's registers: as aligned as its weakest arm's)
+            p.align = min(home_align(a, p) for a in views)
             return p
         same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
@@ -378,13 +376,14 @@ def home_align(s: Smem, spec: Smem) -> int:
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 
 
-def xor_home_align(s: Smem, spec: Smem) -> int | None:
-    """home_align of a view a loop's body yields (predicted), joined as ``spec`` with a run-time
-    XOR; None for other specs or a view the join will refuse (it says why where it is emitted)."""
-    if spec.sreg is not None or spec.creg is not None:
-        return None
-    m = join_mask([spec, s])
-    if m is None or m & ~spec.xmask:
+def yield_home_align(s: Smem, spec: Smem) -> int | None:
+    """home_align of a view a loop's body yields (predicted), joined as ``spec``; None for a view
+    the join will refuse (it says why where it is emitted). A prediction is never more aligned
+    than the view the code makes (joins take their weakest arm's), so lowering by it only meets
+    loops their own check refused before."""
+    try:
+        check(s, spec, None, "")
+    except CompileError:
         return None
     return home_align(s, spec)
 

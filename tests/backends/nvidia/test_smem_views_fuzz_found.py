@@ -32,7 +32,8 @@ the PTX simulator with the race detector against the interpreter, on fresh rando
   run-time padded address split disagrees', seed 543);
 - a loop carrying rows of a tile swizzled per row (a run-time XOR), its body picking rows less
   aligned than the one entering by branches: the loop and the predicted branch joins kept the
-  first view's alignment (refused: 'less aligned than its first value', seeds 5078, 6329).
+  first view's alignment (refused: 'less aligned than its first value', seeds 5078, 6329), and
+  likewise columns of a swizzled tile carried at a run-time start (seed 22692).
 """
 import os
 import sys
@@ -575,4 +576,59 @@ def test_xor_carried_rows_stepped_to_less_aligned_starts(target, dtype, step, st
     ref, sim, _ = both(xor_rows_stepped_by_branches,
                        lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, dtype), n], target, num_warps=1,
                        DT=gl.float16 if dtype == np.float16 else gl.float32, STEP=step, STORE=store)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def swizzled_columns_stepped_by_branches(x_ptr, y_ptr, out_ptr, n, A: gl.constexpr, STORE: gl.constexpr):
+    """An int32 [4, 32] buffer swizzled in chunks of 4 columns (SwizzledSharedLayout(4, 1, 8))
+    holding x; a loop carries columns A, A+1, reads them into out[i] (STORE=0) or writes y[i]
+    through them (STORE=1; the buffer read back after the loop), and picks the next among columns
+    A.., A+1.., A+2.., A+3.. by three branches."""
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    ro = gl.arange(0, 4, gl.SliceLayout(1, L))[:, None] * 2 + gl.arange(0, 2, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.int32, [4, 32], gl.SwizzledSharedLayout(4, 1, 8, [1, 0]), gl.load(x_ptr + rf))
+    c = buf.slice(A, 2, 1)
+    for i in gl.range(0, n):
+        if STORE:
+            c.store(gl.load(y_ptr + i * 8 + ro))
+        else:
+            gl.store(out_ptr + i * 8 + ro, c.load(L))
+        w = buf.slice(A, 2, 1)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(A + 1, 2, 1)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(A + 2, 2, 1)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(A + 3, 2, 1)
+        c = w
+    if STORE:
+        gl.store(out_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("a", [17, 1, 16])
+@pytest.mark.parametrize("store", [0, 1])
+def test_swizzled_columns_at_a_runtime_start_stepped_to_less_aligned_starts(target, a, store):
+    """Found by the views preset (seed 22692): columns 17.. and 18.. share one table (one
+    register, 4-byte aligned), 19.. crosses a swizzle chunk (a run-time start: the branches carry
+    the columns' start), and the loop kept the alignment of the view entering it (16 bytes) while
+    the branches' join, and so its body, was 4-byte aligned: refused ('less aligned than its
+    first value'). Columns 16.. run the same loop from a 16-byte aligned start."""
+    rng = np.random.default_rng()
+    x, n = rng.integers(-2 ** 31, 2 ** 31, 128).astype(np.int32), 6
+    y = rng.integers(-2 ** 31, 2 ** 31, 8 * n).astype(np.int32)
+    buf = x.reshape(4, 32).copy()
+    got = []
+    for i in range(n):
+        k = a + i % 4
+        got.append(buf[:, k:k + 2].reshape(-1).copy())
+        if store:
+            buf[:, k:k + 2] = y[8 * i:8 * i + 8].reshape(4, 2)
+    exp = buf.reshape(-1) if store else np.concatenate(got)
+    ref, sim, _ = both(swizzled_columns_stepped_by_branches,
+                       lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n], target, num_warps=1, A=a,
+                       STORE=store)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
