@@ -63,7 +63,13 @@ def _index(em, op):
         coff = (s.coff[0][0], s.coff[1][1:])
     elif s.coff is not None:  # (from a stacked start: moved into the base first, smem_stacked.py)
         from .smem_stacked import fold_plain
+        s0 = s.coff[1][0]
         s, coff = fold_plain(em, s, s.rel[0], lambda c: (c[0][0], c[1][1:]) if c[1][0] == 0 else None)
+        if coff is None and s.coff is not None and s.xreg is None:
+            # (a table fold_plain leaves as it was: slot i of the view is slot s0 + i of the buffer,
+            # the base moved by i * stride; its table is the buffer's slot s0's, XOR-linear but
+            # for the slot's offset: an affine coff, which only the splits refused otherwise read)
+            coff = (s.coff[0][s0], s.coff[1][1:])
     i = _index_reg(em, i_v)
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     align = min(s.align, _pow2_div(stride, 16))

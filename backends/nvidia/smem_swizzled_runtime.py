@@ -10,7 +10,7 @@ import numpy as np
 
 from .smem_access import _linear_bits
 from .smem_view import _esize
-from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, reshape_coff
+from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, affine, reshape_coff
 
 # -- a start known only at run time: slices a branch picks (a loop carries) among ----------------
 # Rows 1..4 and rows 2..5 of a swizzled tile have no common table (neither XOR-linear, nor one the
@@ -60,7 +60,8 @@ def join(views: list):
     root = fs[0][0]
     if any(f[0].shape != root.shape or not np.array_equal(f[0], root) for f in fs) or root.ndim != first.rel.ndim:
         return None
-    if _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes()) is None:
+    lin0 = affine(root)[0]
+    if _linear_bits(tuple(lin0.shape), np.ascontiguousarray(lin0).tobytes()) is None:
         return None
     for v, (_, st, cd) in zip(views, fs):   # (each start where its view is: base + const + rel)
         if cd is None:
@@ -242,7 +243,8 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     root, starts = s.coff
     moving = [d for d, _ in s.cdim]
     nd = root.ndim
-    B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
+    lin0, k = affine(root)
+    B = _linear_bits(tuple(lin0.shape), np.ascontiguousarray(lin0).tobytes())
     if lane_fn is not None or B is None or nd != s.rel.ndim or nd != lin.ndim or not s.rel.size:
         raise CompileError(f"{what}: internal: a swizzled view with a run-time start reached an access the "
                            "backend does not address this way; please report this kernel", em.loc)
@@ -271,7 +273,7 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
             for j, o in enumerate(B[e]):
                 img ^= ((g >> j) & 1) * o
             tv ^= img
-        if not ok or np.any(tv & hv) or not np.array_equal(tv + hv, want):
+        if not ok or np.any(tv & hv) or not np.array_equal(tv + hv + k, want):
             at = ", ".join(f"{x} of dim {d}" for d, x in zip(moving, S))
             raise CompileError(f"{what}: this shared-memory view was chosen by a branch (or carried by a loop) "
                                "among slices of a swizzled buffer starting at different places inside the swizzle "
@@ -283,7 +285,7 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     acc.keys = keys
     acc.es = _esize(s.dtype)
     acc.tlow = tlow
-    acc.mixed = [(keys[r], his[r] - s.const) for r in range(lin.num_regs)]
+    acc.mixed = [(keys[r], his[r] + k - s.const) for r in range(lin.num_regs)]
     acc.offs = [h for _, h in acc.mixed]
     acc.additive = False
     acc.xor, acc.tmask, acc.shift = 0, 0, 0

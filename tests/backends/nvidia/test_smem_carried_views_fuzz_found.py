@@ -13,7 +13,13 @@ test_smem_views_fuzz_found.py):
 - a loop carrying rows of a tile swizzled per row (a run-time XOR), its body picking rows less
   aligned than the one entering by branches: the loop and the predicted branch joins kept the
   first view's alignment (refused: 'less aligned than its first value', seeds 5078, 6329), and
-  likewise columns of a swizzled tile carried at a run-time start (seed 22692).
+  likewise columns of a swizzled tile carried at a run-time start (seed 22692);
+- rows from inside the swizzle period of views whose buffer coordinates (Smem.coff) were lost to a
+  constant offset: a slot indexed from a stacked start (.slice(1, 1, 0).index(0), its table
+  XOR-linear), branched among at differing starts (refused: 'placed differently', seeds 8753,
+  21097), and a loop carrying its view's whole address in the register (row 1 of a swizzled
+  tile: no view of the buffer starts at the constant it keeps; refused: 'does not place elements
+  XOR-linearly', seeds 10078, 31565).
 """
 import os
 import sys
@@ -283,4 +289,116 @@ def test_swizzled_columns_at_a_runtime_start_stepped_to_less_aligned_starts(targ
     ref, sim, _ = both(swizzled_columns_stepped_by_branches,
                        lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n], target, num_warps=1, A=a,
                        STORE=store)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def slot_rows_at_runtime_starts(x_ptr, y_ptr, out_ptr, n, S0: gl.constexpr, A: gl.constexpr, STEP: gl.constexpr,
+                                STORE: gl.constexpr):
+    """An int32 [2, 32, 2] buffer (NVMMA, transposed: rows within a swizzle period of 16 bytes)
+    holding x; p = slot S0 (.slice(S0, 1, 0).index(0)); a loop carries rows A..A+7 of p, reads them
+    into out[i] (STORE=0) or writes y[i] through them (STORE=1; the buffer read back after the
+    loop), and picks the next among rows A.., A+STEP.., A+2*STEP.. by two branches."""
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 2], [1, 32, 1], [1, 1, 1], [2, 1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [8, 4], [1, 1], [1, 0])
+    rf = gl.arange(0, 2, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 64 + \
+        gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None] * 2 + \
+        gl.arange(0, 2, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    ro = gl.arange(0, 8, gl.SliceLayout(1, L))[:, None] * 2 + gl.arange(0, 2, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.int32, [2, 32, 2],
+                                    gl.NVMMASharedLayout.get_default_for([32, 2], gl.int32, transposed=True),
+                                    gl.load(x_ptr + rf))
+    p = buf.slice(S0, 1, 0).index(0)
+    c = p.slice(A, 8, 0)
+    for i in gl.range(0, n):
+        if STORE:
+            c.store(gl.load(y_ptr + i * 16 + ro))
+        else:
+            gl.store(out_ptr + i * 16 + ro, c.load(L))
+        w = p.slice(A, 8, 0)
+        with gl.if_((i + 1) % 3 == 1):
+            w = p.slice(A + STEP, 8, 0)
+        with gl.if_((i + 1) % 3 == 2):
+            w = p.slice(A + 2 * STEP, 8, 0)
+        c = w
+    if STORE:
+        gl.store(out_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("s0", [1, 0])
+@pytest.mark.parametrize("a, step", [(14, 5), (3, 1), (0, 8)])
+@pytest.mark.parametrize("store", [0, 1])
+def test_rows_at_runtime_starts_of_a_slot_indexed_from_a_stacked_start(target, s0, a, step, store):
+    """Found by the views preset (seeds 8753, 21097): .slice(1, 1, 0).index(0) of an NVMMA
+    buffer has an XOR-linear table, so the index kept no buffer coordinates (coff), and a branch
+    (loop) among its rows from inside the swizzle period, at starts that differ, was refused
+    ('placed differently'). Slot 1's table is the buffer's plus the slot's offset: the index now
+    keeps it (an affine coff). Slot 0 and rows 0, 8, 16 (lowered before) check the same loop."""
+    rng = np.random.default_rng()
+    x, n = rng.integers(-2 ** 31, 2 ** 31, 128).astype(np.int32), 5
+    y = rng.integers(-2 ** 31, 2 ** 31, 16 * n).astype(np.int32)
+    buf = x.reshape(2, 32, 2).copy()
+    got = []
+    for i in range(n):
+        k = a + (i % 3) * step
+        got.append(buf[s0, k:k + 8].reshape(-1).copy())
+        if store:
+            buf[s0, k:k + 8] = y[16 * i:16 * i + 16].reshape(8, 2)
+    exp = buf.reshape(-1) if store else np.concatenate(got)
+    ref, sim, _ = both(slot_rows_at_runtime_starts, lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n],
+                       target, num_warps=1, S0=s0, A=a, STEP=step, STORE=store)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def rows_inside_the_period_of_a_carried_row(x_ptr, y_ptr, out_ptr, n, R: gl.constexpr, S: gl.constexpr):
+    """An int32 [4, 32] buffer (SwizzledSharedLayout(2, 2, 2, [0, 1])) holding x; a loop carries
+    columns 4..19 of row R (.slice(R, 1, 0).slice(4, 16, 1)), reads columns S..S+7 of them into
+    out[i], writes y[i] there, and picks the next among columns 4.., 8.., 12.., 16.. by three
+    branches; the buffer read back after the loop."""
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [1, 1], [1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, F))[:, None] * 32 + gl.arange(0, 32, gl.SliceLayout(0, F))[None, :]
+    ro = gl.arange(0, 1, gl.SliceLayout(1, L))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.int32, [4, 32], gl.SwizzledSharedLayout(2, 2, 2, [0, 1]), gl.load(x_ptr + rf))
+    p = buf.slice(R, 1, 0)
+    c = p.slice(4, 16, 1)
+    for i in gl.range(0, n):
+        v = c.slice(S, 8, 1)
+        gl.store(out_ptr + i * 8 + ro, v.load(L))
+        v.store(gl.load(y_ptr + i * 8 + ro))
+        w = p.slice(4, 16, 1)
+        with gl.if_((i + 1) % 4 == 1):
+            w = p.slice(8, 16, 1)
+        with gl.if_((i + 1) % 4 == 2):
+            w = p.slice(12, 16, 1)
+        with gl.if_((i + 1) % 4 == 3):
+            w = p.slice(16, 16, 1)
+        c = w
+    gl.store(out_ptr + n * 8 + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("r", [1, 3, 0])
+@pytest.mark.parametrize("s", [7, 3, 0])
+def test_columns_inside_the_period_of_a_loop_carried_row(target, r, s):
+    """Found by the views preset (seeds 31565, 10078): the loop carries one table (whole swizzle
+    periods apart) in its register whole (it keeps constant 0), and no view of the buffer starts
+    at 0 with that table (row 1: no column slice of row 0 is it), so the carried view had no
+    buffer coordinates and columns 7.. (3..) of it, inside the swizzle period, were refused
+    ('does not place elements XOR-linearly'). Its coff now moves with the register (an affine
+    root). Rows 0 and 3 and columns 0.. (lowered before) check the same loop."""
+    rng = np.random.default_rng()
+    x, n = rng.integers(-2 ** 31, 2 ** 31, 128).astype(np.int32), 6
+    y = rng.integers(-2 ** 31, 2 ** 31, 8 * n).astype(np.int32)
+    buf = x.reshape(4, 32).copy()
+    got = []
+    for i in range(n):
+        k = 4 + 4 * (i % 4) + s
+        got.append(buf[r, k:k + 8].copy())
+        buf[r, k:k + 8] = y[8 * i:8 * i + 8]
+    exp = np.concatenate(got + [buf.reshape(-1)])
+    ref, sim, _ = both(rows_inside_the_period_of_a_carried_row,
+                       lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n], target, num_warps=1, R=r, S=s)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
