@@ -98,11 +98,11 @@ def _const_value(v):
 
 
 # -- shared-memory views carried by a loop or chosen by a branch ---------------------------------
-# A view is a base register, a constant and a compile-time table of byte offsets (rules_smem.Smem);
+# A view is a base register, a constant and a compile-time table of byte offsets (smem_view.Smem);
 # what a loop or branch may change is where the view starts (a ring slot, buffers swapped, a row
 # half), so it is carried as one b32 register: base + const. A table that is not XOR-linear (a
 # padded layout's, or a slice from inside a swizzle's period: XOR-linear only with its constant,
-# rules_smem._xor_affine) keeps a constant: the lowest start among the views the join receives
+# smem_access._xor_affine) keeps a constant: the lowest start among the views the join receives
 # that are known before its code is emitted (the arms of a branch, what a loop's body yields), and
 # the register carries base + (const - that), never below the base.
 # Views whose tables differ by a constant XOR (the column halves of a swizzled tile) are carried
@@ -123,7 +123,7 @@ def _refuse_tensordesc(vals, loc) -> None:
 
 
 def _linear(s) -> bool:
-    from .rules_smem import _linear_bits
+    from .smem_access import _linear_bits
     return _linear_bits(tuple(s.rel.shape), np.ascontiguousarray(s.rel).tobytes()) is not None
 
 
@@ -181,14 +181,14 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
               coffs: dict | None = None) -> list[list]:
     """Carried registers back as the Smem views the other rules read (``coffs``: {index: where
     the joined view starts in its swizzled buffer}, smem_swizzled.joined_coff)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     out = []
     for i, (v, r) in enumerate(zip(vals, regs)):
         if i in xor:
             out.append([smem_join.view(r, xor[i], aligns[i])])
         elif i in firsts:
             f = firsts[i]
-            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], plin=_joined_plin(f), joined=True,
+            out.append([Smem(r[0], kept[i], f.rel, f.dtype, aligns[i], plin=_kept_plin(f), joined=True,
                              coff=(coffs or {}).get(i))])
         else:
             out.append(r)
@@ -196,13 +196,26 @@ def _as_views(vals, regs: list[list[str]], firsts: dict, aligns: dict, xor: dict
 
 
 def _joined_plin(f):
-    """``plin`` a carried view keeps: a padded view from inside a padding period, its starts whole
-    padding periods apart (rows 25.. and 41.. padded every 16), keeps the first's linear indices,
-    which Access._padded_shift splits the one table by (checked against it); None where the table
-    is XOR-linear or additive (carried as before)."""
-    from .rules_smem import _additive_bits
+    """``f.plin`` where a join of views of ``f``'s table needs it to address them: a padded view
+    from inside a padding period (rows 25.. and 41.. padded every 16), whose one table
+    Access._padded_shift splits by them; None where the table is XOR-linear or additive (a branch
+    an enclosing join carries at a run-time start then carries the start too:
+    smem_join.branch_specs)."""
+    from .smem_access import _additive_bits
     if f.plin is None or f.sreg is not None or f.xreg is not None or _linear(f) or \
             _additive_bits(tuple(f.rel.shape), np.ascontiguousarray(f.rel).tobytes()) is not None:
+        return None
+    return f.plin
+
+
+def _kept_plin(f):
+    """``plin`` the view a join carries in one register keeps: its first view's linear indices,
+    which describe the one table every view it receives has (_check_same_view), wherever they
+    start (rows 25.. and 41.. padded every 16; columns 0 and 1 of rows padded every 16, the
+    same table a byte apart). Access splits a view of it by them only where its table has no
+    other split (a slice from inside a padding period: Access._padded_shift, checked against the
+    table), so every view lowered before is lowered as before; None for no padded view."""
+    if f.plin is None or f.sreg is not None or f.xreg is not None:
         return None
     return f.plin
 
@@ -217,7 +230,7 @@ def _loop_kept(em, op, firsts: dict, xor: dict, outer: dict | None = None) -> di
     start at least at their kept constants; views made by branches and loops nested in the body
     as those joins will make them: smem_join._static), repeated until none lowers. ``outer``:
     the predicted views of the code around (a loop nested in a body not emitted yet)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     body = op.regions[0]
     args = body.args[1:]
     kept = {i: _kept_const(f) for i, f in firsts.items() if i not in xor}
@@ -240,7 +253,7 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
     """``aligns`` lowered to the alignment of what the body yields (predicted: smem_join._static),
     repeated until none lowers: the body is emitted once, for every view it will receive (columns
     3.. on entry, then 12..: 4-byte aligned from the second step on)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     body = op.regions[0]
     args = body.args[1:]
     while True:
@@ -249,8 +262,11 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
         new = dict(aligns)
         for i in firsts:
             v = body.yielded(i)
-            y = smem_join._static(em, v, env) if i not in xor and v is not None else None
-            if y is not None and y.xreg is None and y.sreg is None and y.creg is None and y.const >= kept[i]:
+            y = smem_join._static(em, v, env) if v is not None else None
+            if i in xor:   # (carried with a run-time XOR or start: where the body's view starts, as that join carries it)
+                a = smem_join.yield_home_align(y, xor[i]) if y is not None else None
+                new[i] = min(new[i], a or new[i])
+            elif y is not None and y.xreg is None and y.sreg is None and y.creg is None and y.const >= kept[i]:
                 new[i] = min(new[i], _home_align(y, kept[i]))
         if new == aligns:
             return aligns
@@ -262,7 +278,7 @@ def _loop_coffs(em, op, firsts: dict, xor: dict, kept: dict) -> dict:
     on entry and in what the body yields, predicted by smem_join._static, or the one starting at
     the kept constant), repeated until none changes. Access checks a coff against the carried
     view's table before it uses it."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     from .smem_swizzled import joined_coff
     body = op.regions[0]
     args = body.args[1:]

@@ -47,7 +47,7 @@ from gluon_trace.errors import CompileError
 
 from . import ptx
 from .emitter import rule
-from .rules_smem import Smem, _barrier_if_needed, _view_of
+from .smem_view import Smem, _barrier_if_needed, _view_of
 from .tma import box_of
 
 

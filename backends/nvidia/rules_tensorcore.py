@@ -1,16 +1,18 @@
 """Shared memory, async copies, TMA, mbarriers, MMA and warp specialization on NVIDIA.
 
-Lowered: shared buffers and views, smem load/store, thread_barrier, cp.async with its groups
-(rules_smem.py), mma_v2 (rules_mma.py), dot_fma (rules_fma.py), mbarriers, fence_async_shared, TMA and wgmma
-(rules_hopper.py, descriptors in wgmma.py), warp specialization (warpspec.py). The rest (the
-AMD-only MMAs) stays an explicit entry that refuses at compile time, naming the user's line.
+Lowered: shared buffers and views (rules_smem_views.py), smem load/store (rules_smem.py),
+thread_barrier and cp.async with its groups (rules_async_copy.py), mma_v2 (rules_mma.py), dot_fma
+(rules_fma.py), mbarriers, fence_async_shared, TMA and wgmma (rules_hopper.py, descriptors in
+wgmma.py), warp specialization (warpspec.py). The rest (the AMD-only MMAs) stays an explicit
+entry that refuses at compile time, naming the user's line.
 """
 from __future__ import annotations
 
 from gluon_trace.backend import Unsupported
 from gluon_trace.ops_memory import MEMORY_OPS
 
-from . import rules_fma, rules_hopper, rules_mma, rules_smem, warpspec  # noqa: F401  (they register their rules)
+from . import (rules_async_copy, rules_fma, rules_hopper, rules_mma, rules_smem, rules_smem_views,  # noqa: F401
+               warpspec)  # (they register their rules)
 from .emitter import RULES
 
 _WHY = ("warp specialization runs in the interpreter; the NVIDIA backend does not lower it "

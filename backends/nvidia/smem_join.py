@@ -3,16 +3,16 @@
 A view chosen by a branch or carried by a loop is carried as registers (rules_control). Where
 the joined views share one offset table, one b32 register (the start address) does. The column
 halves of a 128-byte-swizzled tile do not: element c of the right half sits at the left half's
-offset of c XOR 64 bytes (a slice from inside the swizzle's period, rules_smem._xor_affine), and
+offset of c XOR 64 bytes (a slice from inside the swizzle's period, smem_access._xor_affine), and
 no added offset expresses that. Such views are the same XOR-linear table ``lin`` up to a constant
 XOR X that differs between the joined values, so the join carries X as a second b32 register:
 element c at start + (lin[c] ^ X). Loads and stores fold X into the thread's part of the address
-(one xor.b32 per thread register: rules_smem.Access). Views of such a view keep that form (the
+(one xor.b32 per thread register: smem_access.Access). Views of such a view keep that form (the
 view ops below): an index or a slice of whole swizzle periods moves the start, a slice inside
 the period XORs a constant into X, a permute or reshape re-indexes the table (X is in offset
 space: it stays), a reinterpret starts at the lowest offset, start + the least of lin ^ X (no
 XOR left). Every other use needs the view's placement at compile time and refuses it
-(rules_smem._view_of).
+(smem_view._view_of).
 
 Whether a join needs X is decided before its code is emitted, from the views' tables, which are
 compile-time: the loop body is emitted once, for the carried view it will receive. Joins whose
@@ -26,7 +26,8 @@ from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
 from . import ptx, smem_padded
-from .rules_smem import Smem, _linear_bits, _xor_affine
+from .smem_access import _linear_bits, _xor_affine
+from .smem_view import Smem
 from . import smem_swizzled_runtime
 from .smem_swizzled import joined_coff
 
@@ -147,13 +148,13 @@ def _static(em, v, env: dict) -> Smem | None:
         if None in views:
             return None
         j = _join(views)
-        if j is not None:
-            return _spec(views[0], *j)
-        p = smem_padded.join(views)
-        if p is not None:
-            return p
-        p = smem_swizzled_runtime.join(views)
-        if p is not None:
+        if j is not None:   # (the join's registers: as aligned as its weakest arm's)
+            spec = _spec(views[0], *j)
+            spec.align = min(home_align(a, spec) for a in views)
+            return spec
+        p = smem_padded.join(views) or smem_swizzled_runtime.join(views)
+        if p is not None:   # (the join's registers: as aligned as its weakest arm's)
+            p.align = min(home_align(a, p) for a in views)
             return p
         same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
                    for s in views)
@@ -225,7 +226,7 @@ def _static_alloc(em, op) -> Smem | None:
     if t.dtype.is_bool or op not in em.smem_plan.offsets:
         return None
     from gluon_trace.ops_memory import element_offsets
-    from .rules_smem import _esize
+    from .smem_view import _esize
     offs, _ = element_offsets(t.layout, tuple(t.shape), t.dtype.bits)
     return Smem(_STATIC, 0, np.asarray(offs, np.int64) * _esize(t.dtype), t.dtype,
                 ptx.pow2_div(em.smem_plan.offsets[op], 16) if em.smem_plan.offsets[op] else 16)
@@ -373,6 +374,18 @@ def home_align(s: Smem, spec: Smem) -> int:
         return s.align
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
+
+
+def yield_home_align(s: Smem, spec: Smem) -> int | None:
+    """home_align of a view a loop's body yields (predicted), joined as ``spec``; None for a view
+    the join will refuse (it says why where it is emitted). A prediction is never more aligned
+    than the view the code makes (joins take their weakest arm's), so lowering by it only meets
+    loops their own check refused before."""
+    try:
+        check(s, spec, None, "")
+    except CompileError:
+        return None
+    return home_align(s, spec)
 
 
 def carry(em, s: Smem, spec: Smem) -> list[str]:

@@ -87,7 +87,7 @@ def join(views: list, force: bool = False):
     if not all(_same(f[1], rel) and _same(f[3], lin) and f[4] == pads for f in fs):
         return None
     salign = min(_salign(v, f) for v, f in zip(views, fs))
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(_STATIC, 0, rel, first.dtype, 16, plin=(lin, pads), sreg=_STATIC, salign=salign)
 
 
@@ -121,7 +121,7 @@ def carry(em, s, spec) -> list[str]:
 
 
 def view(regs: list[str], spec, align: int):
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, plin=spec.plin, sreg=regs[1], salign=spec.salign)
 
 
@@ -130,7 +130,7 @@ def view(regs: list[str], spec, align: int):
 def _moved(em, s, rel, lin, by: int, base: str, align: int):
     """``s`` re-indexed to (rel, lin), S moved by ``by`` elements and the base to ``base``; both
     normalised (rel's origin into the constant, lin's least into S)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     m0 = int(lin.min())
     o = int(rel.flat[0])
     by += m0
@@ -192,30 +192,90 @@ def refuse(what: str, loc):
 # -- addressing ---------------------------------------------------------------------------------
 
 def stack_part(em, rel: np.ndarray, lin):
-    """(thread register or None, OR of its terms, per-register offsets) of ``rel``, the bytes of
-    a padded view padding never touches (the slots of a stacked buffer: a sum over their
-    coordinate bits): the lane's and warp's summed once in the prologue, each register's an
-    immediate. The callers check the result against the view's table."""
+    """(per register: the thread register or None; OR of their terms; per register: the
+    immediate; (warps, lanes, registers): the thread registers' values, or 0) of ``rel``, the
+    bytes of a padded view padding never touches (the slots of a stacked buffer: a sum over
+    their coordinate bits). Where the lane and warp bases set disjoint coordinate bits, one
+    register sums the lane's and warp's parts once in the prologue and each register's part is
+    an immediate. Where they mix them (lane bases [6] and [7]: lane 3 is slot 1, not 13), the
+    coordinate is the XOR of the bases' and the bytes are not their sum: _mixed_stack. The
+    callers check the result against the view's table."""
+    n = lin.num_regs
     if not rel.any():
-        return None, 0, [0] * lin.num_regs, ((), ())
+        return [None] * n, 0, [0] * n, 0
     c = lin.coords()
-    regs = [int(rel[tuple(c[0, 0, r])]) for r in range(lin.num_regs)]
+    regs = [int(rel[tuple(c[0, 0, r])]) for r in range(n)]
     lanes = tuple(int(rel[tuple(int(x) for x in b)]) for b in lin.lane_bases)
     warps = tuple(int(rel[tuple(int(x) for x in b)]) for b in lin.warp_bases)
+    table = _stack_values(lin, (lanes, warps))[..., None]
+    if not np.array_equal(table + np.asarray(regs, np.int64), rel[tuple(c[..., d] for d in range(c.shape[-1]))]):
+        mixed = _mixed_stack(em, rel, lin)
+        if mixed is not None:
+            return mixed
     reg, low = em.thread_sum(lanes, warps)
-    return reg, low, regs, (lanes, warps)
+    return [reg] * n, low, regs, table
 
 
-def _stack_values(lin, lanes_warps: tuple) -> np.ndarray:
-    """(warps, lanes) of the sum over each thread's lane and warp bits of the given values."""
+def _mixed_stack(em, rel: np.ndarray, lin):
+    """stack_part of a table that adds over the coordinate bits, from a layout whose bases mix
+    them. The thread's coordinate bits, packed dim after dim into one word, are XOR-linear in
+    its lane and warp: one register K; register r's packed coordinate splits into the bits K
+    can have (lo, XORed into K) and the rest (hi, disjoint from K ^ lo), so its bytes are
+    F(K ^ lo) + F(hi), F the sum over packed bits of their bytes: the first made in the
+    prologue per distinct lo, the second the immediate. None where the table does not add over
+    its coordinate bits."""
+    from .smem_access import _additive_bits
+    bits = _additive_bits(tuple(rel.shape), np.ascontiguousarray(rel).tobytes())
+    if bits is None:
+        return None
+    shifts = np.cumsum([0] + [len(col) for col in bits[:-1]])
+    vals = tuple(o for col in bits for o in col)  # packed bit -> its bytes
+
+    def pack(b):
+        return functools.reduce(lambda a, d: a | int(b[d]) << int(shifts[d]), range(len(bits)), 0)
+
+    def F(k):
+        return sum(o for p, o in enumerate(vals) if k >> p & 1)
+    lanes, warps = tuple(pack(b) for b in lin.lane_bases), tuple(pack(b) for b in lin.warp_bases)
+    k, kmask = em.thread_xor(lanes, warps)
+    tvals = tuple(o if kmask >> p & 1 else 0 for p, o in enumerate(vals))
+    low = functools.reduce(lambda a, o: a | o, tvals, 0)
+    kv = _thread_values(lin, (lanes, warps), np.bitwise_xor)
+    cts, imms, table = [], [], []
+    for r in range(lin.num_regs):
+        x = functools.reduce(lambda a, i: a ^ pack(lin.reg_bases[i]) if r >> i & 1 else a,
+                             range(len(lin.reg_bases)), 0)
+        lo = x & kmask
+        key = ("smem_stackmix", k, lo, tvals)
+        t = em.thread_cache.get(key)
+        if t is None:
+            src = k
+            if lo:
+                src = em.reg("b32")
+                em.pro(f"xor.b32 {src}, {k}, {lo};")
+            t = em.thread_cache[key] = em.fold_terms("add.u32", em._bit_terms(src, tvals))
+        cts.append(t)
+        imms.append(F(x & ~kmask))
+        table.append(np.vectorize(F, otypes=[np.int64])(kv ^ lo))
+    return cts, low, imms, np.stack(table, -1)
+
+
+def _thread_values(lin, lanes_warps: tuple, op) -> np.ndarray:
+    """(warps, lanes): ``op`` (np.add, np.bitwise_xor) folded over each thread's set lane and
+    warp bits of the given values."""
     lanes, warps = lanes_warps
     cw, ln = lin.coords().shape[:2]
     out = np.zeros((cw, ln), np.int64)
     for vals, axis in ((lanes, 1), (warps, 0)):
         idx = np.arange((cw, ln)[axis]).reshape((-1, 1) if axis == 0 else (1, -1))
         for i, v in enumerate(vals):
-            out = out + ((idx >> i) & 1) * v
+            out = op(out, ((idx >> i) & 1) * v)
     return out
+
+
+def _stack_values(lin, lanes_warps: tuple) -> np.ndarray:
+    """(warps, lanes) of the sum over each thread's lane and warp bits of the given values."""
+    return _thread_values(lin, lanes_warps, np.add)
 
 
 def runtime_access(acc, em, s, lin, what: str) -> None:
@@ -227,7 +287,7 @@ def runtime_access(acc, em, s, lin, what: str) -> None:
     K's) pad apart (the immediate, padded); the rest, mid, are XORed into K and padded with S
     at run time, once per distinct mid in a region."""
     lm, pads = s.plin
-    from .rules_smem import _linear_bits
+    from .smem_access import _linear_bits
     g = _linear_bits(tuple(lm.shape), np.ascontiguousarray(lm).tobytes())
     if g is None:
         raise CompileError(f"{what}: this padded shared-memory view (chosen by a branch or carried by a loop, "
@@ -241,7 +301,7 @@ def runtime_access(acc, em, s, lin, what: str) -> None:
     es = _esize(s)
     lanes, warps = tuple(m(b) for b in lin.lane_bases), tuple(m(b) for b in lin.warp_bases)
     k, kmask = em.thread_xor(lanes, warps)
-    ct, clow, cregs, cvals = stack_part(em, s.rel, lin)
+    cts, clow, cregs, ctab = stack_part(em, s.rel, lin)
     step, least = _step(pads), 1 << min(k for k, _ in pads)
     low = min(s.salign, (kmask & -kmask) or step, least) - 1
     high = ~(step - 1) & ~kmask
@@ -250,15 +310,15 @@ def runtime_access(acc, em, s, lin, what: str) -> None:
     acc.mixed = [(x & ~low & ~high, es * (x & low) + es * int(_pad(x & high, pads)) + cregs[r])
                  for r, x in enumerate(regs)]
     acc.offs = [hi for _, hi in acc.mixed]
-    acc.es, acc.treg, acc.tmask, acc.ct, acc.runtime = es, k, kmask, ct, True
+    acc.es, acc.treg, acc.tmask, acc.ct, acc.runtime = es, k, kmask, cts, True
     # the address register's alignment: S + (K ^ mid) is a multiple of low + 1; its padding a
     # multiple of each pair's padding
     unit = es * min([low + 1] + [p & -p for _, p in pads])
     acc.tlow = unit | clow   # (the bits it may have: none below unit)
-    _verify(acc, s, lin, lanes, warps, cvals, step)
+    _verify(acc, s, lin, lanes, warps, ctab, step)
 
 
-def _verify(acc, s, lin, lanes, warps, cvals, step) -> None:
+def _verify(acc, s, lin, lanes, warps, ctab, step) -> None:
     """The split against the view's definition for every thread and register, for several
     starts S (multiples of its alignment, inside and across padding periods)."""
     pads, es = s.plin[1], acc.es
@@ -271,11 +331,10 @@ def _verify(acc, s, lin, lanes, warps, cvals, step) -> None:
     c = lin.coords()
     at = tuple(c[..., d] for d in range(c.shape[-1]))
     rel, lm = s.rel[at], s.plin[0][at]
-    ct = _stack_values(lin, cvals) if cvals[0] or cvals[1] else 0
     mid = np.asarray([x for x, _ in acc.mixed], np.int64)
     imm = np.asarray(acc.offs, np.int64)
     for start in sorted({0, s.salign, step - s.salign, step + s.salign, 3 * step - s.salign}):
-        got = es * _pad(start + (kv[..., None] ^ mid), pads) + (ct[..., None] if cvals[0] or cvals[1] else 0) + imm
+        got = es * _pad(start + (kv[..., None] ^ mid), pads) + ctab + imm
         want = rel + es * _pad(start + lm, pads)
         if not np.array_equal(got, want):
             raise CompileError("internal: the run-time padded address split disagrees with the view's table "
@@ -288,7 +347,8 @@ def runtime_addr(acc, r: int) -> str:
     em, s = acc.em, acc.s
     mid, hi = acc.mixed[r]
     pads = s.plin[1]
-    key = ("smem_padrt", s.sreg, acc.treg, mid, pads, acc.es, acc.ct)
+    ct = acc.ct[r]
+    key = ("smem_padrt", s.sreg, acc.treg, mid, pads, acc.es, ct)
     t = em.memo_get(key)
     if t is None:
         kx = acc.treg
@@ -303,7 +363,7 @@ def runtime_addr(acc, r: int) -> str:
         for k, p in pads:
             q = em.ins("b32", f"shr.u32 {{d}}, {y}, {k};")
             t = em.ins("b32", f"mad.lo.u32 {{d}}, {q}, {acc.es * p}, {t};")
-        if acc.ct is not None:
-            t = em.ins("b32", f"add.u32 {{d}}, {t}, {acc.ct};")
+        if ct is not None:
+            t = em.ins("b32", f"add.u32 {{d}}, {t}, {ct};")
         em.memo_put(key, t)
     return acc._at(t, hi)

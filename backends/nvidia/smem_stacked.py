@@ -32,7 +32,7 @@ def fold(em, s):
     """``s`` (a view with ``creg``) with the start of every stacked dim where it moves or is not
     0 moved into its base; None where no dim is so. A view whose moving dims all went is a plain
     one (its table from the buffer's, as start_coords addresses it)."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     root, starts = s.coff
     moving = dict(s.cdim)
     dims = [d for d in range(root.ndim) if (d in moving or starts[d]) and stride(root, d) is not None]
@@ -68,7 +68,8 @@ def fold_plain(em, s, rel: np.ndarray, fit) -> tuple:
     starts moved into the base (one add), and ``fit`` (the op's coff of a coff) of that, where it
     is one (a stacked start the reshape splits unevenly, [4] from 1 as [2, 2]; a split one a later
     .index takes); else (``s``, None), as before."""
-    from .rules_smem import Smem, _linear_bits, _xor_affine
+    from .smem_access import _linear_bits, _xor_affine
+    from .smem_view import Smem
     if s.xreg is not None or s.sreg is not None or s.plin is not None or not rel.size:
         return s, None
     root, starts = s.coff

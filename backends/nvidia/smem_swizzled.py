@@ -1,7 +1,7 @@
 """Views of swizzled (and NVMMA) shared buffers that start inside a swizzle period.
 
 Rows 1..8 of a 128-byte-swizzled f32 tile have phases 1..7, 0: not rows 0..7's XOR a constant,
-so the view's table is no XOR-linear map of its coordinate bits (rules_smem.offset_fn refuses
+so the view's table is no XOR-linear map of its coordinate bits (smem_access.offset_fn refuses
 it: 'does not place elements XOR-linearly'), though the buffer's is. Element c of such a view
 lives at base + B(c + start) (``Smem.coff``), B = XOR_d B_d, B_d the buffer's (XOR-linear) map
 of dim d's coordinate bits. Each coordinate c_d = T_d ^ R_d(r), the thread's part and the
@@ -23,7 +23,16 @@ import numpy as np
 
 from gluon_trace.shared_layouts import bit_fields
 
-from .rules_smem import _esize, _linear_bits
+from .smem_access import _linear_bits
+from .smem_view import _esize
+
+
+def affine(root: np.ndarray) -> tuple[np.ndarray, int]:
+    """(the XOR-linear table, k) of a ``coff`` root that is one plus a constant k: the buffer's
+    table (k 0), or a slot's of it (an index from a stacked start) or one a join moved (the
+    carried register holding part of the address)."""
+    k = int(root.flat[0]) if root.size else 0
+    return (root - k if k else root), k
 
 
 def _reg_coord(lin, r: int, d: int) -> int:
@@ -83,6 +92,9 @@ def start_coords(acc) -> bool:
     root, starts = s.coff
     if root.ndim != s.rel.ndim or root.ndim != lin.ndim or not s.rel.size:
         return False
+    root, k = affine(root)
+    if k and s.xreg is not None:
+        return False
     B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
     if B is None:
         return False
@@ -116,14 +128,14 @@ def start_coords(acc) -> bool:
     hv = np.asarray(his, np.int64)
     if np.any(tv & hv) or np.any(hv & xm):   # (X, on the thread's part, never meets the immediate's bits)
         return False
-    got = tv + hv
+    got = tv + hv + k
     if not np.array_equal(got, want):
         return False
     acc.swz = (tuple(poss), tuple(starts), B, lo)
     acc.keys = keys
     acc.es = es
     acc.tlow = functools.reduce(lambda v, x: v | int(x), np.unique(tv).tolist(), xm)
-    acc.mixed = [(keys[r], his[r] - cst) for r in range(lin.num_regs)]
+    acc.mixed = [(keys[r], his[r] + k - cst) for r in range(lin.num_regs)]
     acc.offs = [h for _, h in acc.mixed]
     acc.additive = False
     acc.xor, acc.tmask, acc.shift = 0, 0, 0
@@ -236,7 +248,11 @@ def joined_coff(views, kept: int | None = None) -> tuple | None:
         for v in views:
             if v.coff is not None and v.const == kept:
                 return v.coff
-        return _coff_at(views, kept)
+        c = _coff_at(views, kept)
+        if c is None:   # (no view of the buffer starts at kept: the coff moved with the register, affine)
+            v = next((v for v in views if v.coff is not None), None)
+            c = None if v is None else (v.coff[0] - (v.const - kept), v.coff[1])
+        return c
     return None
 
 

@@ -8,8 +8,9 @@ import functools
 
 import numpy as np
 
-from .rules_smem import _esize, _linear_bits
-from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, reshape_coff
+from .smem_access import _linear_bits
+from .smem_view import _esize
+from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, affine, reshape_coff
 
 # -- a start known only at run time: slices a branch picks (a loop carries) among ----------------
 # Rows 1..4 and rows 2..5 of a swizzled tile have no common table (neither XOR-linear, nor one the
@@ -59,7 +60,8 @@ def join(views: list):
     root = fs[0][0]
     if any(f[0].shape != root.shape or not np.array_equal(f[0], root) for f in fs) or root.ndim != first.rel.ndim:
         return None
-    if _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes()) is None:
+    lin0 = affine(root)[0]
+    if _linear_bits(tuple(lin0.shape), np.ascontiguousarray(lin0).tobytes()) is None:
         return None
     for v, (_, st, cd) in zip(views, fs):   # (each start where its view is: base + const + rel)
         if cd is None:
@@ -72,7 +74,7 @@ def join(views: list):
     if not dims:
         return None
     starts = tuple(0 if e in dims else fs[0][1][e] for e in range(root.ndim))
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(_STATIC, 0, first.rel, first.dtype, 16, coff=(root, starts), creg=_STATIC,
                 cdim=_packing(root.shape, dims))
 
@@ -111,7 +113,7 @@ def carry(em, s, spec) -> list[str]:
 
 
 def view(regs: list[str], spec, align: int):
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(regs[0], 0, spec.rel, spec.dtype, align, coff=spec.coff, creg=regs[1], cdim=spec.cdim)
 
 
@@ -128,7 +130,7 @@ def refuse_runtime(what: str, loc, why: str = ""):
 def slice_view(em, s, idx: tuple):
     """A slice of a view with a run-time start: the moving dims' fields moved (one add), the
     others' starts (constants) moved."""
-    from .rules_smem import Smem
+    from .smem_view import Smem
     root, starts = s.coff
     moving = dict(s.cdim)
     by = sum((idx[d].start or 0) << b for d, b in s.cdim)
@@ -141,7 +143,7 @@ def index_view(em, s, i: str, loc):
     """Slot i of the leading dim (not a run-time start's): the base moves by (start + i) * its
     stride, where the buffer's table strides it evenly."""
     from gluon_trace.errors import CompileError
-    from .rules_smem import Smem
+    from .smem_view import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
@@ -171,7 +173,7 @@ def reshape_view(em, s, shape: tuple, loc):
         from .smem_stacked import fold
         f = fold(em, s)
         if f is not None and f.creg is None:   # (no start left at run time: a plain view's reshape)
-            from .rules_smem import Smem
+            from .smem_view import Smem
             return Smem(f.base, 0, np.reshape(f.rel, shape), f.dtype, f.align,
                         coff=reshape_coff(f.coff, tuple(f.rel.shape), shape))
         if f is not None:
@@ -180,7 +182,7 @@ def reshape_view(em, s, shape: tuple, loc):
     if bad:
         refuse_runtime(".reshape()", loc, f" in dim {bad[0]}, which this reshape merges with another dim or "
                        "splits (its start would move another dim's coordinate)")
-    from .rules_smem import Smem
+    from .smem_view import Smem
     return Smem(s.base, 0, np.reshape(s.rel, shape), s.dtype, s.align, coff=c, creg=s.creg,
                 cdim=tuple(sorted((where[d], b) for d, b in s.cdim)))
 
@@ -241,7 +243,8 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     root, starts = s.coff
     moving = [d for d, _ in s.cdim]
     nd = root.ndim
-    B = _linear_bits(tuple(root.shape), np.ascontiguousarray(root).tobytes())
+    lin0, k = affine(root)
+    B = _linear_bits(tuple(lin0.shape), np.ascontiguousarray(lin0).tobytes())
     if lane_fn is not None or B is None or nd != s.rel.ndim or nd != lin.ndim or not s.rel.size:
         raise CompileError(f"{what}: internal: a swizzled view with a run-time start reached an access the "
                            "backend does not address this way; please report this kernel", em.loc)
@@ -270,7 +273,7 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
             for j, o in enumerate(B[e]):
                 img ^= ((g >> j) & 1) * o
             tv ^= img
-        if not ok or np.any(tv & hv) or not np.array_equal(tv + hv, want):
+        if not ok or np.any(tv & hv) or not np.array_equal(tv + hv + k, want):
             at = ", ".join(f"{x} of dim {d}" for d, x in zip(moving, S))
             raise CompileError(f"{what}: this shared-memory view was chosen by a branch (or carried by a loop) "
                                "among slices of a swizzled buffer starting at different places inside the swizzle "
@@ -282,7 +285,7 @@ def runtime_coords(acc, what: str, lane_fn=None) -> None:
     acc.keys = keys
     acc.es = _esize(s.dtype)
     acc.tlow = tlow
-    acc.mixed = [(keys[r], his[r] - s.const) for r in range(lin.num_regs)]
+    acc.mixed = [(keys[r], his[r] + k - s.const) for r in range(lin.num_regs)]
     acc.offs = [h for _, h in acc.mixed]
     acc.additive = False
     acc.xor, acc.tmask, acc.shift = 0, 0, 0

@@ -1,4 +1,4 @@
-"""async_copy.mbarrier_arrive on NVIDIA (backends/nvidia/rules_smem.py): cp.async copies waited
+"""async_copy.mbarrier_arrive on NVIDIA (backends/nvidia/rules_async_copy.py): cp.async copies waited
 for through an mbarrier instead of wait_group.
 
 CPU: a two-slot ring (copies of a K tile into a slot, the arrive, the consumer's wait with
