@@ -371,7 +371,7 @@ def home_align(s: Smem, spec: Smem) -> int:
     if spec.sreg is not None:
         return smem_padded.home_align(s, spec)
     if spec.creg is not None:
-        return s.align
+        return smem_swizzled_runtime.home_align(s, spec)
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 
