@@ -21,7 +21,10 @@ test_smem_views_fuzz_found.py):
   tile: no view of the buffer starts at the constant it keeps; refused: 'does not place elements
   XOR-linearly', seeds 10078, 31565); and a branch among such views (one table, its coordinates
   moved with the register) inside a join at a run-time start, which compared buffer tables
-  exactly (refused: 'placed differently', seed 44829).
+  exactly (refused: 'placed differently', seed 44829);
+- a loop stepping among four padded starts whose first branch joins one table: the loop's
+  prediction of that join lacked the linear indices the join keeps (refused: 'placed
+  differently', seed 51142).
 """
 import os
 import sys
@@ -457,4 +460,52 @@ def test_branches_of_one_table_inside_a_runtime_start_join(target, c, step):
     ref, sim, _ = both(nvmma_rows_stepped_by_branches,
                        lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, np.float32), n], target, num_warps=1,
                        C=c, STEP=step)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def padded_four_way_from(x_ptr, y_ptr, out_ptr, n, PADS: gl.constexpr, A: gl.constexpr):
+    """An f64 [32] buffer padded by PADS holding x; a loop carries elements A..A+3, reads them into
+    out[i], writes y[i] there and picks the next among elements A.., A+1.., A+2.., A+3.. by three
+    branches; the buffer read back after the loop."""
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float64, [32], gl.PaddedSharedLayout.with_identity_for(PADS, [32], [0]),
+                                    gl.load(x_ptr + gl.arange(0, 32, L)))
+    c = buf.slice(A, 4, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 4 + gl.arange(0, 4, L), c.load(L))
+        c.store(gl.load(y_ptr + i * 4 + gl.arange(0, 4, L)))
+        w = buf.slice(A, 4, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(A + 1, 4, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(A + 2, 4, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(A + 3, 4, 0)
+        c = w
+    gl.store(out_ptr + n * 4 + gl.arange(0, 32, L), buf.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("pads", [[[8, 4], [1, 2]], [[8, 2]], [[1, 1]]], ids=["every8and1", "every8", "every1"])
+@pytest.mark.parametrize("a", [19, 3, 0])
+def test_a_four_way_step_between_padded_starts_predicted_ahead(target, pads, a):
+    """Found by the views preset (seed 51142): elements 19.. and 20.. of a buffer padded after
+    every element (and every 8) have one table, so the first branch carries one register (with
+    the buffer's linear indices since seed 426's fix) and the next two carry the run-time start;
+    the loop's prediction of its body's view, made before the body is emitted, had the first
+    branch's join without those indices, so it predicted no run-time start and the loop refused
+    its own body ('placed differently'). The prediction now keeps them too."""
+    rng = np.random.default_rng()
+    x, n = rng.standard_normal(32), 6
+    y = rng.standard_normal(4 * n)
+    buf = x.copy()
+    got = []
+    for i in range(n):
+        k = a + i % 4
+        got.append(buf[k:k + 4].copy())
+        buf[k:k + 4] = y[4 * i:4 * i + 4]
+    exp = np.concatenate(got + [buf])
+    ref, sim, _ = both(padded_four_way_from, lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan), n], target,
+                       num_warps=1, PADS=pads, A=a)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
