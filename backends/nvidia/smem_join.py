@@ -169,9 +169,10 @@ def _static(em, v, env: dict) -> Smem | None:
             return f
         f = views[0]
         kept = _kept_const(f, views[1:])
-        from .rules_control import _home_align   # (the join's register: as aligned as its weakest arm's)
+        # (the join's register: as aligned as its weakest arm's; plin kept as rules_control._as_views keeps it)
+        from .rules_control import _home_align, _kept_plin
         return Smem(f.base, kept, f.rel, f.dtype, min(_home_align(a, kept) for a in views), joined=True,
-                    coff=joined_coff(views, kept))
+                    coff=joined_coff(views, kept), plin=_kept_plin(f))
     if op is not None and op.name == "for":
         return _static_loop(em, op, v, env)
     if op is not None and op.name == "smem_alloc":
@@ -371,7 +372,7 @@ def home_align(s: Smem, spec: Smem) -> int:
     if spec.sreg is not None:
         return smem_padded.home_align(s, spec)
     if spec.creg is not None:
-        return s.align
+        return smem_swizzled_runtime.home_align(s, spec)
     a = _canon(s, spec.rel)[0]
     return min(s.align, ptx.pow2_div(a, 16) if a else 16)
 

@@ -8,6 +8,7 @@ import functools
 
 import numpy as np
 
+from . import ptx
 from .smem_access import _linear_bits
 from .smem_view import _esize
 from .smem_swizzled import _STATIC, _image, _packed, _reg_coord, _taken_bits, affine, reshape_coff
@@ -58,15 +59,18 @@ def join(views: list):
     if None in fs or any(v.dtype != first.dtype or v.rel.shape != first.rel.shape for v in views):
         return None
     root = fs[0][0]
-    if any(f[0].shape != root.shape or not np.array_equal(f[0], root) for f in fs) or root.ndim != first.rel.ndim:
-        return None
+    # (roots one table up to a constant: the buffer's, or moved by a join or a slot index,
+    # smem_swizzled.affine; carry moves each view's base by its root's difference from the spec's)
     lin0 = affine(root)[0]
+    if any(f[0].shape != root.shape or not np.array_equal(affine(f[0])[0], lin0) for f in fs) or \
+            root.ndim != first.rel.ndim:
+        return None
     if _linear_bits(tuple(lin0.shape), np.ascontiguousarray(lin0).tobytes()) is None:
         return None
-    for v, (_, st, cd) in zip(views, fs):   # (each start where its view is: base + const + rel)
+    for v, (r, st, cd) in zip(views, fs):   # (each start where its view is: base + const + rel)
         if cd is None:
             c = np.indices(v.rel.shape)
-            if not np.array_equal(root[tuple(c[e] + st[e] for e in range(root.ndim))], v.const + v.rel):
+            if not np.array_equal(r[tuple(c[e] + st[e] for e in range(root.ndim))], v.const + v.rel):
                 return None
     dims = {d for f in fs if f[2] is not None for d, _ in f[2]}
     moves = lambda f, d: f[2] is not None and d in dict(f[2])  # noqa: E731
@@ -92,13 +96,27 @@ def check(s, spec, loc, what: str) -> None:
                            "the buffer inside the branch or loop body instead", loc)
 
 
+def _moved(s, spec) -> int:
+    """Bytes the base of view ``s`` moves by to be addressed by the spec's root (their constants'
+    difference: 0 unless a root was moved, smem_swizzled.affine)."""
+    return int(s.coff[0].flat[0]) - int(spec.coff[0].flat[0])
+
+
+def home_align(s, spec) -> int:
+    k = _moved(s, spec)
+    return min(s.align, ptx.pow2_div(k, 16)) if k else s.align
+
+
 def carry(em, s, spec) -> list[str]:
     """[base, packed starts]: the two b32 sources a join copies for view ``s`` (the starts an
     immediate where known; a run-time start packed otherwise moved to the spec's fields)."""
+    base, k = s.base, _moved(s, spec)
+    if k:
+        base = em.ins("b32", f"add.u32 {{d}}, {s.base}, {k};" if k > 0 else f"sub.u32 {{d}}, {s.base}, {-k};")
     if s.creg is None:
-        return [s.base, str(_packed(spec.cdim, s.coff[1]))]
+        return [base, str(_packed(spec.cdim, s.coff[1]))]
     if s.cdim == spec.cdim:
-        return [s.base, s.creg]
+        return [base, s.creg]
     own = dict(s.cdim)
     x = None
     for d, b in spec.cdim:
@@ -109,7 +127,7 @@ def carry(em, s, spec) -> list[str]:
         else:
             f = str(int(s.coff[1][d]) << b)
         x = f if x is None else em.ins("b32", f"add.u32 {{d}}, {x}, {f};")
-    return [s.base, x]
+    return [base, x]
 
 
 def view(regs: list[str], spec, align: int):

@@ -19,7 +19,12 @@ test_smem_views_fuzz_found.py):
   XOR-linear), branched among at differing starts (refused: 'placed differently', seeds 8753,
   21097), and a loop carrying its view's whole address in the register (row 1 of a swizzled
   tile: no view of the buffer starts at the constant it keeps; refused: 'does not place elements
-  XOR-linearly', seeds 10078, 31565).
+  XOR-linearly', seeds 10078, 31565); and a branch among such views (one table, its coordinates
+  moved with the register) inside a join at a run-time start, which compared buffer tables
+  exactly (refused: 'placed differently', seed 44829);
+- a loop stepping among four padded starts whose first branch joins one table: the loop's
+  prediction of that join lacked the linear indices the join keeps (refused: 'placed
+  differently', seed 51142).
 """
 import os
 import sys
@@ -401,4 +406,106 @@ def test_columns_inside_the_period_of_a_loop_carried_row(target, r, s):
     exp = np.concatenate(got + [buf.reshape(-1)])
     ref, sim, _ = both(rows_inside_the_period_of_a_carried_row,
                        lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n], target, num_warps=1, R=r, S=s)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def nvmma_rows_stepped_by_branches(x_ptr, y_ptr, out_ptr, n, C: gl.constexpr, STEP: gl.constexpr):
+    """An f32 [8, 8] buffer (NVMMA, transposed) holding x, viewed transposed (p = .permute([1, 0]));
+    a loop carries rows 0..1 of columns C..C+3 of p, reads them into out[i], writes y[i] there and
+    picks the next among rows 0.., STEP.., 2 * STEP.., 3 * STEP.. by three branches; the buffer
+    read back after the loop."""
+    F: gl.constexpr = gl.BlockedLayout([1, 2], [8, 4], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 4], [2, 16], [1, 1], [1, 0])
+    rf = gl.arange(0, 8, gl.SliceLayout(1, F))[:, None] * 8 + gl.arange(0, 8, gl.SliceLayout(0, F))[None, :]
+    ro = gl.arange(0, 2, gl.SliceLayout(1, L))[:, None] * 4 + gl.arange(0, 4, gl.SliceLayout(0, L))[None, :]
+    buf = gl.allocate_shared_memory(gl.float32, [8, 8], gl.NVMMASharedLayout.get_default_for([8, 8], gl.float32,
+                                                                                             transposed=True),
+                                    gl.load(x_ptr + rf))
+    p = buf.permute([1, 0])
+    c = p.slice(C, 4, 1).slice(0, 2, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 8 + ro, c.load(L))
+        c.store(gl.load(y_ptr + i * 8 + ro))
+        w = p.slice(C, 4, 1).slice(0, 2, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = p.slice(C, 4, 1).slice(STEP, 2, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = p.slice(C, 4, 1).slice(2 * STEP, 2, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = p.slice(C, 4, 1).slice(3 * STEP, 2, 0)
+        c = w
+    gl.store(out_ptr + n * 8 + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c", [3, 1, 0, 4])
+@pytest.mark.parametrize("step", [2, 1])
+def test_branches_of_one_table_inside_a_runtime_start_join(target, c, step):
+    """Found by the views preset (seed 44829): rows 0.. and 2.. of p's columns 3..6 have one table,
+    so the first branch carried them in one register (its buffer coordinates moved with the
+    register), and the next, adding rows 4.. (another table: a run-time start), compared the
+    buffer tables exactly and refused ('placed differently'). Tables one up to a constant now
+    join, the base moved by the difference."""
+    rng = np.random.default_rng()
+    x, n = rng.standard_normal(64).astype(np.float32), 6
+    y = rng.standard_normal(8 * n).astype(np.float32)
+    buf = x.reshape(8, 8).copy()
+    got = []
+    for i in range(n):
+        k = (i % 4) * step
+        got.append(buf.T[k:k + 2, c:c + 4].reshape(-1).copy())
+        buf.T[k:k + 2, c:c + 4] = y[8 * i:8 * i + 8].reshape(2, 4)
+    exp = np.concatenate(got + [buf.reshape(-1)])
+    ref, sim, _ = both(nvmma_rows_stepped_by_branches,
+                       lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, np.float32), n], target, num_warps=1,
+                       C=c, STEP=step)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
+
+
+@gt.jit
+def padded_four_way_from(x_ptr, y_ptr, out_ptr, n, PADS: gl.constexpr, A: gl.constexpr):
+    """An f64 [32] buffer padded by PADS holding x; a loop carries elements A..A+3, reads them into
+    out[i], writes y[i] there and picks the next among elements A.., A+1.., A+2.., A+3.. by three
+    branches; the buffer read back after the loop."""
+    L: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    buf = gl.allocate_shared_memory(gl.float64, [32], gl.PaddedSharedLayout.with_identity_for(PADS, [32], [0]),
+                                    gl.load(x_ptr + gl.arange(0, 32, L)))
+    c = buf.slice(A, 4, 0)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 4 + gl.arange(0, 4, L), c.load(L))
+        c.store(gl.load(y_ptr + i * 4 + gl.arange(0, 4, L)))
+        w = buf.slice(A, 4, 0)
+        with gl.if_((i + 1) % 4 == 1):
+            w = buf.slice(A + 1, 4, 0)
+        with gl.if_((i + 1) % 4 == 2):
+            w = buf.slice(A + 2, 4, 0)
+        with gl.if_((i + 1) % 4 == 3):
+            w = buf.slice(A + 3, 4, 0)
+        c = w
+    gl.store(out_ptr + n * 4 + gl.arange(0, 32, L), buf.load(L))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("pads", [[[8, 4], [1, 2]], [[8, 2]], [[1, 1]]], ids=["every8and1", "every8", "every1"])
+@pytest.mark.parametrize("a", [19, 3, 0])
+def test_a_four_way_step_between_padded_starts_predicted_ahead(target, pads, a):
+    """Found by the views preset (seed 51142): elements 19.. and 20.. of a buffer padded after
+    every element (and every 8) have one table, so the first branch carries one register (with
+    the buffer's linear indices since seed 426's fix) and the next two carry the run-time start;
+    the loop's prediction of its body's view, made before the body is emitted, had the first
+    branch's join without those indices, so it predicted no run-time start and the loop refused
+    its own body ('placed differently'). The prediction now keeps them too."""
+    rng = np.random.default_rng()
+    x, n = rng.standard_normal(32), 6
+    y = rng.standard_normal(4 * n)
+    buf = x.copy()
+    got = []
+    for i in range(n):
+        k = a + i % 4
+        got.append(buf[k:k + 4].copy())
+        buf[k:k + 4] = y[4 * i:4 * i + 4]
+    exp = np.concatenate(got + [buf])
+    ref, sim, _ = both(padded_four_way_from, lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan), n], target,
+                       num_warps=1, PADS=pads, A=a)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
