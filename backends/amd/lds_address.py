@@ -211,15 +211,19 @@ class Access:
         # (first with the bits the start's sum reaches from the thread part alone, as before; then,
         # where that fails, with every bit the sum of the start and a thread part holding those
         # bits' register parts too may carry into: _split's ``carry``)
+        # (a layout mixing a stacked dim's coordinate bits splits that dim's coordinate (_coord_lead)
+        # for every start alike, as _split decides from the layout; the state kept is the last
+        # start's, so each start's table is checked against it again)
         for carry in (False, True):
             self.carry, tables = carry, []
             for s in v.svals:
                 self.bytes = self._bytes(v, s)
-                if not self._split(w, shape, s + m) or self.clead is not None:
+                if not self._split(w, shape, s + m):
                     break
                 tables.append(self.bytes)
             else:
-                break
+                if all(self._predicts(t, s + m) for t, s in zip(tables, v.svals)):
+                    break
         else:
             raise self.em.error("this shared-memory view, carried by a loop (or chosen by a branch) among padded "
                                 "views whose starts differ inside a padding period, is not addressable as "
@@ -227,6 +231,11 @@ class Access:
                                 "inside the loop body (or branch) instead")
         self.all_bytes = tables
         self.rshift = (v.sreg, m)
+
+    def _predicts(self, table, shift: int) -> bool:
+        """Whether the split kept reproduces ``table`` (the view's bytes at start ``shift``)."""
+        self.bytes, self.shift = table, shift
+        return np.array_equal(self._predict(), table)
 
     def _split(self, v: Lds, shape, shift: int = 0) -> bool:
         """Whether thread part + register part of ``v`` (its table added to ``shift`` before the
@@ -704,12 +713,16 @@ class Access:
         em.memo[key] = x
         return x
 
-    def _thread_reg_shifted(self, lo: int):
+    def _thread_reg_shifted(self, lo):
         """es * pad(S + m + (tL ^ lo)) + tS for a run-time start S (an SGPR): tL ^ lo and tS made at
-        the kernel entry, the rest where the view is accessed (S is the loop's or branch's)."""
+        the kernel entry, the rest where the view is accessed (S is the loop's or branch's). Stacked
+        coordinates split by _coord_lead (``lo`` = (lo, (lo_d...))) add sum_d lead_d * (tc_d ^ lo_d)
+        in place of tS, also made at the kernel entry."""
         em, v = self.em, self.v
         sreg, m = self.rshift
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        if self.clead is not None:
+            return self._thread_reg_shifted_c(*lo)
         key = ("lds_thread_sh", self.lpairs, self.spairs, lo, v.es, v.pads, elem_key(sreg), m)
         x = em.cse_get(key)
         if x is not None:
@@ -729,6 +742,36 @@ class Access:
             x = em.valu(add, em.v(), [s, t])
         x = self._padded_bytes(x)
         x = self._plus_hoisted_spairs(em, x, add)
+        return em.cse_put(key, x)
+
+    def _thread_reg_shifted_c(self, lo: int, los: tuple):
+        """_thread_reg_shifted's address with sum_d lead_d * (tc_d ^ lo_d) for the stacked bytes."""
+        em, v = self.em, self.v
+        sreg, m = self.rshift
+        add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
+        cpairs = tuple(p for p, _ in self.clead)
+        key = ("lds_thread_sh_c", self.lpairs, cpairs, lo, los, v.es, v.pads, v.lead, elem_key(sreg), m)
+        x = em.cse_get(key)
+        if x is not None:
+            return x
+        hkey = ("lds_thread_sh_c0", self.lpairs, lo, cpairs, los, v.lead)
+        if hkey not in em.memo:
+            with em.hoisted():
+                t = thread_part(em, self.lpairs) if self.lpairs else Imm(0)
+                if lo:
+                    t = em.valu("v_xor_b32", em.v(), [Imm(lo), em.to_v(t)])
+                em.memo[hkey] = (t, _plus_lead_coords(em, Imm(0), self.clead, v.lead, los))
+        t, c = em.memo[hkey]
+        s = em.salu("s_add_u32", em.s(), [sreg, Imm(m)]) if m else sreg
+        if isinstance(t, Imm):
+            x = em.valu(add, em.v(), [Imm(t.bits), em.to_v(s)]) if t.bits else em.to_v(s)
+        else:
+            x = em.valu(add, em.v(), [s, t])
+        x = self._padded_bytes(x)
+        if not isinstance(c, Imm):
+            x = em.valu(add, em.v(), [x, c])
+        elif c.bits:
+            x = em.valu(add, em.v(), [Imm(c.bits), x])
         return em.cse_put(key, x)
 
     def _thread_reg_c(self, lo: int, los: tuple):

@@ -1,0 +1,77 @@
+"""More LDS views the fuzzer's 'views' preset found the AMD backend failing on (the first ones are in
+test_amd_lds_views_fuzz_found.py), each on amdsim against the interpreter, on fresh random inputs:
+
+- column slices of a padded buffer a loop carries (run-time start inside a padding period), stored
+  and read in a layout whose lanes mix the stacked rows' coordinate bits (lane bases [1, 0] and
+  [3, 0]): the stacked dim's coordinate splits as an XOR (Access._coord_lead), which the run-time
+  start's address did not model, so the view was refused ("not addressable as thread part +
+  register part for every start it may take", seed 3873, gfx942).
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+
+sys.path.insert(0, os.path.dirname(__file__))
+from lds_runner import both  # noqa: E402
+
+TARGETS = ["gfx942", "gfx1100"]
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
+
+
+@gt.jit
+def carried_columns_mixed_rows(x_ptr, y_ptr, out_ptr, buf_ptr, n, REGS: gl.constexpr):
+    """An f16 [32, 4] buffer (32 stacked rows of 4, padded one element every 2: a row's stride 10
+    bytes) holding x; a loop carries buf.slice(s, 2, 1), s = 0, 1, 2, 0, ... (picked by branches),
+    and at step i reads its column 1 (buffer column s + 1) into out[i], then stores y[i] there,
+    both in a layout whose lanes mix row bits (lanes 1 and 3 set row bit 0 both; with REGS a
+    register holds rows 12 apart, its bit 2 shared with a lane's). The buffer goes to buf_out."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 2, 2], [1, 1], [1, 0])
+    if REGS:
+        lanes: gl.constexpr = [[1, 0], [3, 0], [4, 0], [16, 0], [0, 0]]
+        regs: gl.constexpr = [[12, 0]]
+    else:
+        lanes: gl.constexpr = [[1, 0], [3, 0], [4, 0], [12, 0], [16, 0]]
+        regs: gl.constexpr = []
+    M: gl.constexpr = gl.DistributedLinearLayout(reg_bases=regs, lane_bases=lanes + [[0, 0]] * (W // 64),
+                                                 warp_bases=[], block_bases=[], shape=[32, 1])
+    rf = gl.arange(0, 32, gl.SliceLayout(1, F))[:, None] * 4 + gl.arange(0, 4, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [32, 4], gl.PaddedSharedLayout.with_identity_for([[2, 1]], [4], [0]),
+                                    gl.load(x_ptr + rf))
+    rm = gl.arange(0, 32, gl.SliceLayout(1, M))[:, None] + gl.zeros([32, 1], gl.int32, M)
+    c = buf.slice(0, 2, 1)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 32 + rm, c.slice(1, 1, 1).load(M))
+        c.slice(1, 1, 1).store(gl.load(y_ptr + i * 32 + rm))
+        nxt = buf.slice(0, 2, 1)
+        with gl.if_((i + 1) % 3 == 1):
+            nxt = buf.slice(1, 2, 1)
+        with gl.if_((i + 1) % 3 == 2):
+            nxt = buf.slice(2, 2, 1)
+        c = nxt
+    gl.store(buf_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("regs", [0, 1])
+def test_carried_padded_columns_in_a_layout_mixing_rows(target, regs):
+    """Found by the views preset (seed 3873, gfx942): refused, the run-time start's address had no
+    form for stacked coordinates split as XORs; it now adds their bytes, made at the kernel entry."""
+    rng = np.random.default_rng()
+    n = 5
+    x = rng.standard_normal(128).astype(np.float16)
+    y = rng.standard_normal(32 * n).astype(np.float16)
+    b, out = x.reshape(32, 4).copy(), np.empty((n, 32), np.float16)
+    for i in range(n):
+        out[i] = b[:, i % 3 + 1]
+        b[:, i % 3 + 1] = y[i * 32:(i + 1) * 32]
+    ref, sim, _ = both(carried_columns_mixed_rows,
+                       lambda: [x.copy(), y.copy(), np.full(32 * n, np.nan, np.float16),
+                                np.full(128, np.nan, np.float16), n], target, num_warps=1, REGS=regs)
+    for got in (ref, sim):
+        assert np.array_equal(got[2], out.reshape(-1)) and np.array_equal(got[3], b.reshape(-1))
