@@ -399,7 +399,7 @@ class Access:
         self.slead = None
         if self._coords_fit(v, lay, nl, lb, dims, sd, svals):
             return True
-        if not nl or run is not None:
+        if not nl:
             return False
         # a layout mixing a stacked dim's coordinate bits (lane bases [2, 1] and [2, 0] over it):
         # the coordinate is the XOR of the bases', the bytes not their sum. As _coord_lead does for
@@ -498,7 +498,7 @@ class Access:
         sreg, sd = self.crun
         moving = dict(sd)
         add = "v_add_u32" if em.t.gfx9 else "v_add_nc_u32"
-        key = ("lds_thread_coords_run", self.cdims, self.spairs, lo, v.es, elem_key(sreg), sd)
+        key = ("lds_thread_coords_run", self.cdims, self.spairs, self.slead, lo, v.es, elem_key(sreg), sd)
         x = em.cse_get(key)
         if x is not None:
             return x
@@ -549,6 +549,16 @@ class Access:
         for u in _image_terms(em, t, tuple(ims)):
             x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
         x = self._padded_bytes(x)
+        if self.slead:   # (stacked coordinates split as XORs: their bytes made at the kernel entry too)
+            ckey = ("lds_lead_coords", self.slead, v.lead, lo[len(self.cdims):])
+            if ckey not in em.memo:
+                with em.hoisted():
+                    em.memo[ckey] = _plus_lead_coords(em, Imm(0), self.slead, v.lead, lo[len(self.cdims):])
+            c = em.memo[ckey]
+            if not isinstance(c, Imm):
+                x = em.valu(add, em.v(), [x, c])
+            elif c.bits:
+                x = em.valu(add, em.v(), [Imm(c.bits), x])
         x = self._plus_hoisted_spairs(em, x, add)
         return em.cse_put(key, em.to_v(x) if isinstance(x, Imm) else x)
 

@@ -5,7 +5,11 @@ test_amd_lds_views_fuzz_found.py), each on amdsim against the interpreter, on fr
   and read in a layout whose lanes mix the stacked rows' coordinate bits (lane bases [1, 0] and
   [3, 0]): the stacked dim's coordinate splits as an XOR (Access._coord_lead), which the run-time
   start's address did not model, so the view was refused ("not addressable as thread part +
-  register part for every start it may take", seed 3873, gfx942).
+  register part for every start it may take", seed 3873, gfx942);
+- columns of stacked swizzled (NVMMA) buffers a loop swaps (run-time start inside the swizzle
+  period), read and written in such a layout (lane bases [1, 1, 0] and [1, 0, 0]): the run-time
+  coordinate start's split took stacked dims only as sums of the bases' strides (refused, seed 6114,
+  gfx942, from the campaign over seeds 5000..6799).
 """
 import os
 import sys
@@ -73,5 +77,64 @@ def test_carried_padded_columns_in_a_layout_mixing_rows(target, regs):
     ref, sim, _ = both(carried_columns_mixed_rows,
                        lambda: [x.copy(), y.copy(), np.full(32 * n, np.nan, np.float16),
                                 np.full(128, np.nan, np.float16), n], target, num_warps=1, REGS=regs)
+    for got in (ref, sim):
+        assert np.array_equal(got[2], out.reshape(-1)) and np.array_equal(got[3], b.reshape(-1))
+
+
+@gt.jit
+def swapped_columns_mixed_stacks(x_ptr, y_ptr, out_ptr, buf_ptr, n, LAY: gl.constexpr, REGS: gl.constexpr):
+    """A u16 [2, 4, 32] buffer (2 stacked [4, 32] ones in LAY) holding x, viewed as columns 15..22;
+    a loop swaps its columns 2..3 and 0..2 (buffer columns 17.. and 15..: inside the swizzle
+    period), and at step i reads rows 0..1 of the carried one's column 1 (buffer column 18, then 16,
+    ...) into out[i] [2, 2, 1], then stores y[i] there, both in a layout whose lanes 1 and 2 set the
+    stacked coordinate both (bases [1, 1, 0] and [1, 0, 0]; with REGS a register sets it, and a lane
+    it and row 1). The buffer goes to buf_out."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 1, W], [1, 1, 1], [2, 1, 0])
+    if REGS:
+        lanes: gl.constexpr = [[1, 1, 0]] + [[0, 0, 0]] * (4 + W // 64)
+        regs: gl.constexpr = [[1, 0, 0]]
+    else:
+        lanes: gl.constexpr = [[1, 1, 0], [1, 0, 0]] + [[0, 0, 0]] * (3 + W // 64)
+        regs: gl.constexpr = []
+    M: gl.constexpr = gl.DistributedLinearLayout(reg_bases=regs, lane_bases=lanes, warp_bases=[], block_bases=[],
+                                                 shape=[2, 2, 1])
+    rf = gl.arange(0, 2, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 128 + \
+        gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None] * 32 + \
+        gl.arange(0, 32, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.uint16, [2, 4, 32], LAY, gl.load(x_ptr + rf))
+    p = buf.slice(15, 8, 2)
+    ro = gl.arange(0, 2, gl.SliceLayout(1, gl.SliceLayout(2, M)))[:, None, None] * 2 + \
+        gl.arange(0, 2, gl.SliceLayout(0, gl.SliceLayout(2, M)))[None, :, None]
+    c = p.slice(2, 2, 2)
+    d = p.slice(0, 2, 2)
+    for i in gl.range(0, n):
+        v = c.slice(0, 2, 1).slice(1, 1, 2)
+        gl.store(out_ptr + i * 4 + ro, v.load(M))
+        v.store(gl.load(y_ptr + i * 4 + ro))
+        c, d = d, c
+    gl.store(buf_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lay", [gl.NVMMASharedLayout.get_default_for([4, 32], gl.uint16),
+                                 gl.SwizzledSharedLayout(2, 2, 4, [1, 0])], ids=["nvmma", "swizzled"])
+@pytest.mark.parametrize("regs", [0, 1])
+def test_swapped_columns_in_a_layout_mixing_stacked_coordinates(target, lay, regs):
+    """Found by the views preset (seed 6114, gfx942): refused, the run-time start's coordinate split
+    had no form for stacked coordinates split as XORs; it now adds their bytes, made at the kernel
+    entry, as the compile-time start's split does."""
+    rng = np.random.default_rng()
+    n = 5
+    x = rng.integers(0, 1 << 16, 256).astype(np.uint16)
+    y = rng.integers(0, 1 << 16, 4 * n).astype(np.uint16)
+    b, out = x.reshape(2, 4, 32).copy(), np.empty((n, 2, 2), np.uint16)
+    for i in range(n):
+        col = 18 if i % 2 == 0 else 16
+        out[i] = b[:, 0:2, col]
+        b[:, 0:2, col] = y[i * 4:(i + 1) * 4].reshape(2, 2)
+    ref, sim, _ = both(swapped_columns_mixed_stacks,
+                       lambda: [x.copy(), y.copy(), np.full(4 * n, 0xA5A5, np.uint16), np.full(256, 0xA5A5, np.uint16), n],
+                       target, num_warps=1, LAY=lay, REGS=regs)
     for got in (ref, sim):
         assert np.array_equal(got[2], out.reshape(-1)) and np.array_equal(got[3], b.reshape(-1))
