@@ -187,6 +187,14 @@ class Access:
                 return
         if self._split_coords(v):
             return
+        # the shift plus a thread part holding the bits it reaches may carry further, into a register
+        # part's bits (start 1, thread lin 1, registers 2 and 4: 1 + 3 = 4): those join the thread
+        # part too (_split's ``carry``, as for a run-time start). Tried last: nothing lowered before
+        # takes it
+        if w is not None and shift:
+            self.cdims, self.slead, self.corg, self.carry = None, None, 0, True
+            if self._split(w, tuple(ty.shape), shift):
+                return
         raise em.error("this shared-memory view is not addressable as thread part + register part "
                        "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
                        "views whose offsets split that way")

@@ -9,7 +9,10 @@ test_amd_lds_views_fuzz_found.py), each on amdsim against the interpreter, on fr
 - columns of stacked swizzled (NVMMA) buffers a loop swaps (run-time start inside the swizzle
   period), read and written in such a layout (lane bases [1, 1, 0] and [1, 0, 0]): the run-time
   coordinate start's split took stacked dims only as sums of the bases' strides (refused, seed 6114,
-  gfx942, from the campaign over seeds 5000..6799).
+  gfx942, from the campaign over seeds 5000..6799);
+- a padded row's columns from inside the padding period (columns 1..8, padded every 8), two lanes
+  and four registers a row: the start plus the thread part carried into a register's bit (refused,
+  "not addressable as thread part + register part", seed 6975, gfx942).
 """
 import os
 import sys
@@ -138,3 +141,44 @@ def test_swapped_columns_in_a_layout_mixing_stacked_coordinates(target, lay, reg
                        target, num_warps=1, LAY=lay, REGS=regs)
     for got in (ref, sim):
         assert np.array_equal(got[2], out.reshape(-1)) and np.array_equal(got[3], b.reshape(-1))
+
+
+@gt.jit
+def padded_row_columns(x_ptr, y_ptr, out_ptr, buf_ptr, START: gl.constexpr):
+    """An f16 [2, 16] buffer padded 4 elements every 8 holding x; row 1's columns START..START+7 read
+    into out [1, 8], then y stored there, both in a layout with a lane on column bit 0 and registers
+    on bits 1 and 2 (the start plus the thread's and one register's columns carry into the other
+    register's bit). The buffer goes to buf_out."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 4], [W // 4, 4], [1, 1], [1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [W // 2, 2], [1, 1], [1, 0])
+    rf = gl.arange(0, 2, gl.SliceLayout(1, F))[:, None] * 16 + gl.arange(0, 16, gl.SliceLayout(0, F))[None, :]
+    buf = gl.allocate_shared_memory(gl.float16, [2, 16], gl.PaddedSharedLayout.with_identity_for([[8, 4]], [2, 16],
+                                                                                                [1, 0]),
+                                    gl.load(x_ptr + rf))
+    v = buf.slice(1, 1, 0).slice(START, 8, 1)
+    ro = gl.arange(0, 8, gl.SliceLayout(0, L))[None, :] + gl.zeros([1, 8], gl.int32, L)
+    gl.store(out_ptr + ro, v.load(L))
+    v.store(gl.load(y_ptr + ro))
+    gl.store(buf_ptr + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("start", [1, 3, 5, 7, 0, 8])
+def test_padded_columns_whose_start_carries_into_a_register(target, start):
+    """Found by the views preset (seed 6975, gfx942): a bf16 row's columns 1..8 of a buffer padded
+    every 8, stored two lanes and four registers a row: the start plus the thread part (register
+    bit 1 joined) carried into register bit 2's, so no split reproduced the addresses (refused);
+    those bits now join the thread part, as for a run-time start. Starts 3, 5 and 7 (split before
+    without that carry) and 0 and 8 (aligned) check the same layout."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal(32).astype(np.float16)
+    y = rng.standard_normal(8).astype(np.float16)
+    b = x.reshape(2, 16).copy()
+    out = b[1, start:start + 8].copy()
+    b[1, start:start + 8] = y
+    ref, sim, _ = both(padded_row_columns,
+                       lambda: [x.copy(), y.copy(), np.full(8, np.nan, np.float16), np.full(32, np.nan, np.float16)],
+                       target, num_warps=1, START=start)
+    for got in (ref, sim):
+        assert np.array_equal(got[2], out) and np.array_equal(got[3], b.reshape(-1))
