@@ -23,7 +23,8 @@ from gluon_trace.errors import CompileError
 from . import lds_dma
 from .emitter import elem_key
 from .layout import _free_reg_mask
-from .lds_address import _BIG, Access, Lds, _fresh, _pow2_div, _table, pad
+from .lds_address import Access
+from .lds_buffer import _BIG, Lds, _fresh, _pow2_div, _table, pad
 from .memory import ExecMask, _base_key, address, owner_lanes
 from .mir import Imm, Sub, strip
 
