@@ -33,7 +33,7 @@ def _is_view(v) -> bool:
 
 def _address(em, x):
     """An Lds view's address as one scalar (register or constant); other values as they are."""
-    from .lds_address import Lds
+    from .lds_buffer import Lds
     if not isinstance(x, Lds):
         return x
     if x.base is None:
@@ -42,7 +42,7 @@ def _address(em, x):
 
 
 def _align(x) -> int:
-    from .lds_address import _BIG, _pow2_div
+    from .lds_buffer import _BIG, _pow2_div
     # (alignment matters up to a 16-byte ds_read_b128: beyond, two whole slots are alike)
     return min(16, x.balign if x.base is not None else _BIG, _pow2_div(x.const))
 
@@ -51,7 +51,7 @@ def _canonical(x):
     """``x`` with its table's origin moved into the address: lin = L0 + lin', lin' XOR-linear from
     0, when L0's bits and the rest are disjoint (a slot, a row half: padding then adds up too).
     Two views one carried address can stand for have equal canonical tables."""
-    from .lds_address import pad
+    from .lds_buffer import pad
     if x.xreg is not None or x.sreg is not None:  # (a run-time XOR's or start's table: lds_join.py)
         return x
     lin = np.asarray(x.lin, np.int64)

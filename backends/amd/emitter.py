@@ -350,7 +350,7 @@ class Emitter:
 
     def emit_block(self, block) -> list:
         from .rules import RULES
-        from .lds import async_copies
+        from .lds_async import async_copies
         from gluon_trace.backend import Unsupported
         copies = async_copies(self)  # async copies' LDS writes complete within their block
         copies.enter()

@@ -119,7 +119,7 @@ def operand_words(em, d: dt.dtype, xs, fallback):
     from those values: two ``v_cvt_pk`` (two bytes each) and one ``v_perm_b32`` a dword, not four
     converts, four masks and three permutes, into one register the instruction reads whole.
     Anything else (loaded bytes, LDS dwords) goes to ``fallback``."""
-    from .lds import _perm
+    from .lds_words import _perm
     groups = [xs[i:i + 4] for i in range(0, len(xs), 4)]
     srcs = [[em.cse_get(("fp8_of_f32", d.name, elem_key(x))) for x in g] for g in groups]
     if not all(len(g) == 4 and all(s is not None for s in ss) for g, ss in zip(groups, srcs)):

@@ -7,7 +7,7 @@ wave's lanes' destinations are consecutive dwords in lane order, and each lane's
 aligned dword of global memory under one mask: one 32-bit element per lane, or 2 (16-bit) or
 4 (8-bit) elements that share a dword in both places. A swizzled buffer breaks the lane order,
 a layout whose lanes or waves hold copies of one element repeats destinations, vectors of
-several dwords per lane leave gaps: those copies keep the VGPR path of lds.py. gfx942 offers
+several dwords per lane leave gaps: those copies keep the VGPR path of lds_async.py. gfx942 offers
 no wider LDS DMA (gfx950 adds dwordx3/x4); gfx90a has the dword form too but only gfx942 is
 enabled (the issue's target); gfx11 has none.
 
@@ -22,7 +22,7 @@ and writes those to LDS -- the copy's zero fill.
 
 Completion: the load counts on vmcnt and its LDS write lands when it retires. Having no
 destination register, waitcnt.py could not see who waits for it: each load carries a token (a
-``Fixed`` of class "dma" in ``imp``), and the copy's wait (AsyncCopies in lds.py) emits an
+``Fixed`` of class "dma" in ``imp``), and the copy's wait (AsyncCopies in lds_async.py) emits an
 ``lds_dma_wait`` pseudo instruction reading its tokens, which waitcnt.py turns into the exact
 ``s_waitcnt vmcnt(n)`` and drops; membar's barrier (or AsyncCopies' own) then publishes the
 bytes to the other waves, as for the VGPR path.

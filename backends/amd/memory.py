@@ -232,7 +232,7 @@ def _packed_groups(em, d, ps, ms, os_, kinds):
 def load_packed(em, d, p, m=None, others=None, n=2):
     """n consecutive 16-bit (2, 4, 8) or 8-bit (4, 8, 16) elements at p in 1, 2 or 4 dwords;
     masked-off lanes hold ``other``'s bits. No wait here: the dwords are read where they are used."""
-    from .lds import unpack
+    from .lds_words import unpack
     if isinstance(m, Imm):
         if not m.bits:
             return list(others) if others else [Imm(0)] * n
@@ -307,7 +307,7 @@ def rule_store(em, op):
 def store_packed(em, d, p, xs, m=None):
     """A run of 16/8/4 bytes of 16- or 8-bit elements as one dwordx4/x2/dword store: the dwords
     they were loaded in when that load is in scope (lds.packed), else packed here."""
-    from .lds import _gather, packed
+    from .lds_words import _gather, packed
     if isinstance(m, Imm):
         if not m.bits:
             return

@@ -23,7 +23,7 @@ from gluon_trace.mma_layouts import mma_instr_shape
 
 from . import arith
 from .emitter import elem_key
-from .lds import packed
+from .lds_words import packed
 from .mir import Imm, Reg, Sub, strip
 
 # (family, operand dtype, M) -> (mnemonic, K, passes). A pass is 4 cycles; the pass count sets

@@ -1,9 +1,9 @@
 """The AMD rule table for the memory-hierarchy and matrix-core ops (``MEMORY_OPS``).
 
-Shared memory (LDS), barriers and async copies are lowered in lds.py; NVIDIA-only ops
-(mbarriers, TMA, wgmma, mma.sync, the async-proxy fence) refuse with what to write on AMD
-instead. Every op still without a lowering is an explicit entry that refuses at compile
-time, naming the user's line.
+Shared memory (LDS), barriers and async copies are lowered in lds.py (and the modules it
+names); NVIDIA-only ops (mbarriers, TMA, wgmma, mma.sync, the async-proxy fence) refuse with what
+to write on AMD instead. Every op still without a lowering is an explicit entry that refuses at
+compile time, naming the user's line.
 """
 from __future__ import annotations
 

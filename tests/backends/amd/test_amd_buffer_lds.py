@@ -302,8 +302,8 @@ def test_barrier_after_a_wait_that_crossed_one(monkeypatch):
     assert max(dma) < first_barrier < wait and after == "s_barrier"
     assert any(i.op.startswith("ds_read") for i in code[wait:])
     # without the barrier after the wait, other waves read the DMA's bytes racing their landing
-    from gluon_trace.backends.amd import lds
-    original = lds.AsyncCopies._write
+    from gluon_trace.backends.amd import lds_async
+    original = lds_async.AsyncCopies._write
 
     def write_without_barrier(self, writes):
         barrier, self.em.barrier = self.em.barrier, lambda: None
@@ -311,7 +311,7 @@ def test_barrier_after_a_wait_that_crossed_one(monkeypatch):
             original(self, writes)
         finally:
             self.em.barrier = barrier
-    monkeypatch.setattr(lds.AsyncCopies, "_write", write_without_barrier)
+    monkeypatch.setattr(lds_async.AsyncCopies, "_write", write_without_barrier)
     import gluon_trace.membar as membar
     original_barriers = membar.barriers
 

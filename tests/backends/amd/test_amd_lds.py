@@ -426,9 +426,9 @@ def test_nvidia_only_and_refused_ops_name_the_line():
 
 
 def test_packed_reuses_the_loaded_dwords(monkeypatch):
-    """MMA operands need 16-bit pairs packed in dwords: ``lds.packed`` hands back the dword a
+    """MMA operands need 16-bit pairs packed in dwords: ``lds_words.packed`` hands back the dword a
     ds_read brought them in (no unpack/repack), and packs elements that came from elsewhere."""
-    from gluon_trace.backends.amd import lds, rules
+    from gluon_trace.backends.amd import lds_words, rules
     from gluon_trace.backends.amd.mir import Sub
     seen = []
     plain = rules.RULES["store"]
@@ -438,7 +438,7 @@ def test_packed_reuses_the_loaded_dwords(monkeypatch):
         if op.operands[1].type.dtype.name == "float32" and len(xs) >= 8:
             src = em.vals.get(op.operands[1].owner.operands[0]) if op.operands[1].owner else None
             if src:  # the f16 tile the stored f32 was converted from
-                seen.append(lds.packed(em, gl.float16, src))
+                seen.append(lds_words.packed(em, gl.float16, src))
         plain(em, op)
     monkeypatch.setitem(rules.RULES, "store", store)
     M, N, nw, t = 32, 64, 4, "gfx942"
@@ -527,8 +527,8 @@ def test_deferred_copy_after_a_barrier(target, monkeypatch):
     np.testing.assert_array_equal(s, x[1] - x[0])
     np.testing.assert_array_equal(r, x[1] - x[0])
     # without the barrier after the deferred writes, the simulator sees the race
-    from gluon_trace.backends.amd import lds
-    original = lds.AsyncCopies._write
+    from gluon_trace.backends.amd import lds_async
+    original = lds_async.AsyncCopies._write
 
     def write_without_barrier(self, writes):
         barrier, self.em.barrier = self.em.barrier, lambda: None
@@ -536,7 +536,7 @@ def test_deferred_copy_after_a_barrier(target, monkeypatch):
             original(self, writes)
         finally:
             self.em.barrier = barrier
-    monkeypatch.setattr(lds.AsyncCopies, "_write", write_without_barrier)
+    monkeypatch.setattr(lds_async.AsyncCopies, "_write", write_without_barrier)
     # membar now also puts a barrier before that read (a copy lands at its wait_group): drop it too
     import gluon_trace.membar as membar
     original_barriers = membar.barriers
