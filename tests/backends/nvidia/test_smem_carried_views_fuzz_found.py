@@ -42,6 +42,28 @@ from smem_runner import both  # noqa: E402
 TARGETS = ["sm_90", "sm_80"]
 
 
+def read_or_write(c, L, ro, i, SIZE, y_ptr, out_ptr, STORE):
+    """Step i of a loop carrying the view c: read it (in L, at offsets ro) into out[i] (STORE=0),
+    or write y[i] through it (STORE=1); SIZE elements a step."""
+    if STORE:
+        c.store(gl.load(y_ptr + i * SIZE + ro))
+    else:
+        gl.store(out_ptr + i * SIZE + ro, c.load(L))
+
+
+def expected_steps(buf, y, n, store, at):
+    """out after n steps of read_or_write over the views at(buf, i) of buf (numpy views, written
+    through): the views read one after another (store=0), or the buffer after y's pieces were
+    written through them (store=1)."""
+    got = []
+    for i in range(n):
+        v = at(buf, i)
+        got.append(v.reshape(-1).copy())
+        if store:
+            v[...] = y[v.size * i:v.size * (i + 1)].reshape(v.shape)
+    return buf.reshape(-1) if store else np.concatenate(got)
+
+
 @gt.jit
 def carried_column_rows_inside_the_period(x_ptr, out_ptr, n, DT: gl.constexpr, PADS: gl.constexpr, R: gl.constexpr,
                                           L: gl.constexpr):
@@ -199,10 +221,7 @@ def xor_rows_stepped_by_branches(x_ptr, y_ptr, out_ptr, n, DT: gl.constexpr, STE
     buf = gl.allocate_shared_memory(DT, [16, 2], gl.SwizzledSharedLayout(1, 1, 2, [1, 0]), gl.load(x_ptr + rf))
     c = buf.slice(0, 1, 0)
     for i in gl.range(0, n):
-        if STORE:
-            c.store(gl.load(y_ptr + i * 2 + ro))
-        else:
-            gl.store(out_ptr + i * 2 + ro, c.load(L))
+        read_or_write(c, L, ro, i, 2, y_ptr, out_ptr, STORE)
         w = buf.slice(0, 1, 0)
         with gl.if_((i + 1) % 4 == 1):
             w = buf.slice(STEP, 1, 0)
@@ -228,14 +247,7 @@ def test_xor_carried_rows_stepped_to_less_aligned_starts(target, dtype, step, st
     0, 4, 8, 12 of f16 (step 4: 16-byte aligned, lowered before) check the same loop."""
     rng = np.random.default_rng()
     x, y, n = rng.standard_normal(32).astype(dtype), rng.standard_normal(16).astype(dtype), 6
-    buf = x.reshape(16, 2).copy()
-    got = []
-    for i in range(n):
-        k = (i % 4) * step
-        got.append(buf[k].copy())
-        if store:
-            buf[k] = y[2 * i:2 * i + 2]
-    exp = buf.reshape(-1) if store else np.concatenate(got)
+    exp = expected_steps(x.reshape(16, 2).copy(), y, n, store, lambda buf, i: buf[(i % 4) * step])
     ref, sim, _ = both(xor_rows_stepped_by_branches,
                        lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, dtype), n], target, num_warps=1,
                        DT=gl.float16 if dtype == np.float16 else gl.float32, STEP=step, STORE=store)
@@ -255,10 +267,7 @@ def swizzled_columns_stepped_by_branches(x_ptr, y_ptr, out_ptr, n, A: gl.constex
     buf = gl.allocate_shared_memory(gl.int32, [4, 32], gl.SwizzledSharedLayout(4, 1, 8, [1, 0]), gl.load(x_ptr + rf))
     c = buf.slice(A, 2, 1)
     for i in gl.range(0, n):
-        if STORE:
-            c.store(gl.load(y_ptr + i * 8 + ro))
-        else:
-            gl.store(out_ptr + i * 8 + ro, c.load(L))
+        read_or_write(c, L, ro, i, 8, y_ptr, out_ptr, STORE)
         w = buf.slice(A, 2, 1)
         with gl.if_((i + 1) % 4 == 1):
             w = buf.slice(A + 1, 2, 1)
@@ -283,14 +292,7 @@ def test_swizzled_columns_at_a_runtime_start_stepped_to_less_aligned_starts(targ
     rng = np.random.default_rng()
     x, n = rng.integers(-2 ** 31, 2 ** 31, 128).astype(np.int32), 6
     y = rng.integers(-2 ** 31, 2 ** 31, 8 * n).astype(np.int32)
-    buf = x.reshape(4, 32).copy()
-    got = []
-    for i in range(n):
-        k = a + i % 4
-        got.append(buf[:, k:k + 2].reshape(-1).copy())
-        if store:
-            buf[:, k:k + 2] = y[8 * i:8 * i + 8].reshape(4, 2)
-    exp = buf.reshape(-1) if store else np.concatenate(got)
+    exp = expected_steps(x.reshape(4, 32).copy(), y, n, store, lambda buf, i: buf[:, a + i % 4:a + i % 4 + 2])
     ref, sim, _ = both(swizzled_columns_stepped_by_branches,
                        lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n], target, num_warps=1, A=a,
                        STORE=store)
@@ -316,10 +318,7 @@ def slot_rows_at_runtime_starts(x_ptr, y_ptr, out_ptr, n, S0: gl.constexpr, A: g
     p = buf.slice(S0, 1, 0).index(0)
     c = p.slice(A, 8, 0)
     for i in gl.range(0, n):
-        if STORE:
-            c.store(gl.load(y_ptr + i * 16 + ro))
-        else:
-            gl.store(out_ptr + i * 16 + ro, c.load(L))
+        read_or_write(c, L, ro, i, 16, y_ptr, out_ptr, STORE)
         w = p.slice(A, 8, 0)
         with gl.if_((i + 1) % 3 == 1):
             w = p.slice(A + STEP, 8, 0)
@@ -343,14 +342,8 @@ def test_rows_at_runtime_starts_of_a_slot_indexed_from_a_stacked_start(target, s
     rng = np.random.default_rng()
     x, n = rng.integers(-2 ** 31, 2 ** 31, 128).astype(np.int32), 5
     y = rng.integers(-2 ** 31, 2 ** 31, 16 * n).astype(np.int32)
-    buf = x.reshape(2, 32, 2).copy()
-    got = []
-    for i in range(n):
-        k = a + (i % 3) * step
-        got.append(buf[s0, k:k + 8].reshape(-1).copy())
-        if store:
-            buf[s0, k:k + 8] = y[16 * i:16 * i + 16].reshape(8, 2)
-    exp = buf.reshape(-1) if store else np.concatenate(got)
+    exp = expected_steps(x.reshape(2, 32, 2).copy(), y, n, store,
+                         lambda buf, i: buf[s0, a + (i % 3) * step:a + (i % 3) * step + 8])
     ref, sim, _ = both(slot_rows_at_runtime_starts, lambda: [x.copy(), y.copy(), np.zeros(exp.size, np.int32), n],
                        target, num_warps=1, S0=s0, A=a, STEP=step, STORE=store)
     assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)
