@@ -25,7 +25,7 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.matmul_ampere import matmul_ampere  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster, matmul_hopper_cluster_ws  # noqa: E402
-from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap, swap_descriptors  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk, streamk_workspace  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_ws import matmul_hopper_pingpong, matmul_hopper_ws  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
@@ -276,10 +276,7 @@ def swap_run(cfg, a, b, c, shape):
     bm_main, bm_tail, bk, stages, consumers = cfg[:5]
     group_m = cfg[5] if len(cfg) > 5 else 8
     m, n, k = shape
-    lay = gl.NVMMASharedLayout.get_default_for
-    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
-    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, lay(blk, gd))  # noqa: E731
-    descs = (d(a, [bm_main, bk]), d(a, [bm_tail, bk]), d(b, [bk, 64]), d(c, [bm_main, 64]), d(c, [bm_tail, 64]))
+    descs = swap_descriptors(a, b, c, bm_main, bm_tail, bk, gl.float16 if a.dtype == torch.float16 else gl.bfloat16)
     tiles = -(-m // (bm_main + bm_tail)) * -(-n // (64 * consumers))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
     return lambda: matmul_hopper_swap[(programs,)](*descs, m, n, k, STAGES=stages, GROUP_M=group_m,

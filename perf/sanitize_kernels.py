@@ -140,14 +140,13 @@ def streamk() -> int:
 def swap() -> int:
     """matmul_hopper_swap's 160x192 tiles (three consumer partitions, transposed stores) on 2 CTAs
     over 3 x 2 tiles, ragged in M, N and K."""
-    from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap
+    from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap, swap_descriptors
     m, n, k = 330, 370, 200
     a = torch.randn(m, k + 8, device="cuda", dtype=torch.bfloat16)[:, :k]
     b = torch.randn(k, n + 14, device="cuda", dtype=torch.bfloat16)[:, :n]
     c = torch.full((m, n + 14), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
-    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, NV(blk, gl.bfloat16))  # noqa: E731
-    matmul_hopper_swap[(2,)](d(a, [128, 64]), d(a, [32, 64]), d(b, [64, 64]), d(c, [128, 64]), d(c, [32, 64]),
-                             m, n, k, STAGES=3, GROUP_M=2, CONSUMERS=3, num_warps=4)
+    matmul_hopper_swap[(2,)](*swap_descriptors(a, b, c, 128, 32, 64, gl.bfloat16), m, n, k, STAGES=3, GROUP_M=2,
+                             CONSUMERS=3, num_warps=4)
     torch.cuda.synchronize()
     return _report("matmul_hopper_swap (160x192 tiles, 2 CTAs, 6 tiles)", c, a.double() @ b.double())
 

@@ -30,6 +30,18 @@ from .matmul_hopper import grouped_tile, ring_slot, wgmma_layout
 COLUMNS = 64   # a consumer's columns of the tile: one 128-byte swizzle atom of 16-bit B
 
 
+def swap_descriptors(a, b, c, bm_main, bm_tail, bk, dtype):
+    """matmul_hopper_swap's five descriptors over row-major A [M, K], B [K, N] and C [M, N] of the
+    16-bit ``dtype`` (numpy arrays or torch tensors): A's blocks [bm_main, bk] and [bm_tail, bk], B's
+    [bk, 64], C's [bm_main, 64] and [bm_tail, 64], each in its default NVMMA layout."""
+    from gluon_trace.nvidia.hopper import TensorDescriptor
+
+    def desc(t, block):
+        return TensorDescriptor.from_tensor(t, block, gl.NVMMASharedLayout.get_default_for(block, dtype))
+    return (desc(a, [bm_main, bk]), desc(a, [bm_tail, bk]), desc(b, [bk, COLUMNS]), desc(c, [bm_main, COLUMNS]),
+            desc(c, [bm_tail, COLUMNS]))
+
+
 def _tiling(a_desc, a_tail_desc, M, N, K, CONSUMERS):
     """(BM_MAIN, BM, BK, BN, tiles along M, tiles along N, K steps)."""
     BM_MAIN, BK = a_desc.block_type.shape
@@ -103,8 +115,8 @@ def matmul_hopper_swap(a_desc, a_tail_desc, b_desc, c_desc, c_tail_desc, M, N, K
     """C = A @ B in tiles of BM_MAIN + BM_TAIL rows by CONSUMERS x 64 columns. A is [M, K] and B
     [K, N] (16-bit, row-major); ``a_desc`` / ``a_tail_desc`` are A's descriptors with blocks
     [BM_MAIN, BK] and [BM_TAIL, BK], ``b_desc`` B's with block [BK, 64], ``c_desc`` /
-    ``c_tail_desc`` C's with blocks [BM_MAIN, 64] and [BM_TAIL, 64]. Launch with num_warps=4
-    (one warpgroup a consumer)."""
+    ``c_tail_desc`` C's with blocks [BM_MAIN, 64] and [BM_TAIL, 64] (``swap_descriptors`` makes
+    them). Launch with num_warps=4 (one warpgroup a consumer)."""
     BM_MAIN: gl.constexpr = a_desc.block_type.shape[0]
     BM_TAIL: gl.constexpr = a_tail_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]

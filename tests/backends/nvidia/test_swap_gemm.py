@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.errors import TraceError  # noqa: E402
-from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap, swap_descriptors  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
@@ -24,9 +24,7 @@ from test_ws_sim import NV, _fresh, interpret, simulate, trace  # noqa: E402
 
 
 def descs(a, b, c, bm_main, bm_tail, bk):
-    """A's main and tail blocks, B's 64-column block, C's main and tail blocks."""
-    d = lambda t, blk: TensorDescriptor.from_tensor(t, blk, NV(blk, gl.bfloat16))  # noqa: E731
-    return (d(a, [bm_main, bk]), d(a, [bm_tail, bk]), d(b, [bk, 64]), d(c, [bm_main, 64]), d(c, [bm_tail, 64]))
+    return swap_descriptors(a, b, c, bm_main, bm_tail, bk, gl.bfloat16)
 
 
 CASES = [  # (M, N, K, BM_MAIN, BM_TAIL, BK, CONSUMERS, programs)
