@@ -187,6 +187,25 @@ class Emitter:
         self.emit(text.replace("{d}", d))
         return d
 
+    def int_minmax(self, kind: str, it: str, a: str, b: str) -> str:
+        """``kind`` ("min" or "max") of two integers of PTX type ``it`` (s32, u32, s64, u64).
+        Where ptxas would fold two of them into a VIMNMX3 it miscompiles (ptxas.minmax3_affected),
+        max(a, b) is written ~min(~a, ~b) (and min the other way round): the NOTs between them
+        keep it from folding (checked in the SASS of 12.6 to 13.3, and on an H200 with 13.0.88)."""
+        cls = "b64" if it.endswith("64") else "b32"
+        if cls == "b64" or not self._minmax_guarded():
+            return self.ins(cls, f"{kind}.{it} {{d}}, {a}, {b};")
+        na, nb = (self.ins("b32", f"not.b32 {{d}}, {x};") if x.startswith("%")
+                  else str(~int(x, 0) & (0xFFFFFFFF if it[0] == "u" else -1)) for x in (a, b))
+        r = self.ins("b32", f"{'min' if kind == 'max' else 'max'}.{it} {{d}}, {na}, {nb};")
+        return self.ins("b32", f"not.b32 {{d}}, {r};")
+
+    def _minmax_guarded(self) -> bool:
+        if "minmax3" not in self.flags:
+            from .ptxas import minmax3_affected
+            self.flags["minmax3"] = minmax3_affected(self.target)
+        return self.flags["minmax3"]
+
     # -- the CSE table, scoped per region ---------------------------------------------------
     def memo_get(self, key):
         for m in reversed(self.memo):
@@ -681,6 +700,8 @@ class Emitter:
         out = [f"//\n// gluon_trace: kernel {self.g.name}, {self.nw} warps, {self.target}",
                "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
                ".address_size 64", ""]
+        if self.flags.get("minmax3"):
+            out[1:1] = ["// integer min/max through complements, max(a, b) = ~min(~a, ~b): this ptxas miscompiles the VIMNMX3 it would fold them into"]
         files = {}
         for _, loc in self.lines:
             if loc is not None and loc.file not in files:

@@ -95,6 +95,27 @@ def locate() -> tuple[str, str]:
     return _found
 
 
+# ptxas 12.6 to 13.3 fold two dependent integer min/max into one three-input VIMNMX3 on sm_90
+# and later and can lose a negation feeding it: perf/probe_minmax3.py's random min/max trees,
+# on an H200, were wrong in 122 of the 545 that 13.0.88 folded and in none of 13.5.37's 545.
+# For every tree 13.0.88 got wrong, 12.6 to 13.3 emit its SASS and 13.4 emits 13.5.37's; 12.4
+# emits other SASS for some (unchecked on a GPU), so versions before 13.4 all count as affected.
+MINMAX3_FIXED = (13, 4)
+
+
+def minmax3_affected(target: str) -> bool:
+    """Whether integer min/max must be written so that this ptxas cannot fold them (into VIMNMX3)."""
+    m = re.match(r"sm_(\d+)", target)
+    if m is None or not 90 <= int(m.group(1)) < 120:  # sm_120 has no VIMNMX3
+        return False
+    try:
+        _, version = locate()
+    except CompileError:  # no ptxas here: the PTX is assembled elsewhere, by one we cannot see
+        return True
+    v = re.match(r"(\d+)\.(\d+)", version)
+    return v is None or (int(v.group(1)), int(v.group(2))) < MINMAX3_FIXED
+
+
 def _loc_of(line: int, line_locs: dict):
     best = None
     for ln in sorted(line_locs):

@@ -50,9 +50,9 @@ def _window(em, b: str) -> tuple[str, str, str]:
     off = em.ins("b32", f"sub.s32 {{d}}, {bb}, {B_LO};")
     ok = em.ins("pred", f"setp.lt.u32 {{d}}, {off}, {B_HI - B_LO};")
     lo = em.ins("b32", f"sub.s32 {{d}}, {bb}, {BELOW};")
-    lo = em.ins("b32", f"max.s32 {{d}}, {lo}, {A_LO};")
+    lo = em.int_minmax("max", "s32", lo, str(A_LO))
     hi = em.ins("b32", f"add.s32 {{d}}, {bb}, {ABOVE};")
-    hi = em.ins("b32", f"min.u32 {{d}}, {hi}, {A_HI};")
+    hi = em.int_minmax("min", "u32", hi, str(A_HI))
     width = em.ins("b32", f"sub.s32 {{d}}, {hi}, {lo};")
     return lo, width, ok
 
@@ -70,8 +70,8 @@ def shared_divisor_division(em, pairs: list[tuple[str, str]]) -> dict:
         ab = _abs_bits(em, a)
         off = em.ins("b32", f"sub.s32 {{d}}, {ab}, {windows[b][0]};")
         zero = em.ins("b32", f"add.s32 {{d}}, {ab}, {inside_zero[b]};")
-        off = em.ins("b32", f"min.u32 {{d}}, {off}, {zero};")
-        worst[b] = off if b not in worst else em.ins("b32", f"max.u32 {{d}}, {worst[b]}, {off};")
+        off = em.int_minmax("min", "u32", off, zero)
+        worst[b] = off if b not in worst else em.int_minmax("max", "u32", worst[b], off)
     ok = None
     for b in divisors:
         lo, width, b_ok = windows[b]

@@ -77,7 +77,7 @@ def arith(em, op, name, a, b):
         z = em.ins("pred", f"setp.eq.{it} {{d}}, {b}, 0;")
         r = em.ins(cls, f"selp.{bt} {{d}}, {-1 if name == 'floordiv' else a}, {r}, {z};")
     elif name in ("maximum", "minimum"):
-        r = em.ins(cls, f"{name[:3]}.{it} {{d}}, {a}, {b};")
+        r = em.int_minmax(name[:3], it, a, b)
     elif name in ("and", "or", "xor"):
         r = em.ins(cls, f"{name}.{bt} {{d}}, {a}, {b};")
     elif name in ("shl", "shr"):
@@ -508,11 +508,11 @@ def _convert(em, src, to, r):
         hi = (1 << (to.bits - 1)) - 1 if to.is_signed else (1 << to.bits) - 1
         if not to.is_signed:
             x = em.ins("b32", f"cvt.rzi.u32.{f} {{d}}, {r};")
-            x = em.ins("b32", f"min.u32 {{d}}, {x}, {hi};")
+            x = em.int_minmax("min", "u32", x, str(hi))
             return em.ins("b32", f"selp.b32 {{d}}, 0, {x}, {nan};")
         x = em.ins("b32", f"cvt.rzi.s32.{f} {{d}}, {r};")
-        x = em.ins("b32", f"max.s32 {{d}}, {x}, {-hi - 1};")
-        x = em.ins("b32", f"min.s32 {{d}}, {x}, {hi};")
+        x = em.int_minmax("max", "s32", x, str(-hi - 1))
+        x = em.int_minmax("min", "s32", x, str(hi))
         return em.ins("b32", f"selp.b32 {{d}}, 0, {x}, {nan};")
     # float -> float
     if src.bits == 64:

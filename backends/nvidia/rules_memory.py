@@ -399,7 +399,7 @@ def _combine_fn(em, kind, t):
         if kind == "add":
             r = em.ins(cls, f"add.{it} {{d}}, {old}, {v};")
         elif kind in ("max", "min"):
-            r = em.ins(cls, f"{kind}.{it} {{d}}, {old}, {v};")
+            r = em.int_minmax(kind, it, old, v)
         else:
             r = em.ins(cls, f"{kind}.{bt} {{d}}, {old}, {v};")
         return em.norm(r, t)
