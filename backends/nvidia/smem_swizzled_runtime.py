@@ -58,9 +58,15 @@ def join(views: list):
     fs = [_form(v) for v in views]
     if None in fs or any(v.dtype != first.dtype or v.rel.shape != first.rel.shape for v in views):
         return None
-    root = fs[0][0]
     # (roots one table up to a constant: the buffer's, or moved by a join or a slot index,
-    # smem_swizzled.affine; carry moves each view's base by its root's difference from the spec's)
+    # smem_swizzled.affine; carry moves each view's base by its root's difference from the spec's.
+    # The carried register is then the view's origin (where its root's element 0 lies) less the
+    # spec's constant, which stays inside the buffer where that constant is at most 0, as the first
+    # view's is but for a slot's (slot 2's offset: slot 1's view would move below the buffer), where
+    # the spec takes the lowest root instead, every view's base moving up)
+    root = fs[0][0]
+    if root.size and int(root.flat[0]) > 0:
+        root = min((f[0] for f in fs), key=lambda r: int(r.flat[0]) if r.size else 0)
     lin0 = affine(root)[0]
     if any(f[0].shape != root.shape or not np.array_equal(affine(f[0])[0], lin0) for f in fs) or \
             root.ndim != first.rel.ndim:
