@@ -1,12 +1,17 @@
 """Views of one slot of a stacked shared buffer taken from a stacked start (``buf.slice(s, 1, 0)
 .index(0)``, ``buf.slice(s, 2, 0).index(j)``) and sliced from inside the swizzle period, picked
-by a branch, shared by the NVIDIA (PTX simulator) and AMD (amdsim) tests, with numpy's expected
-results.
+by a branch or carried by a loop, shared by the NVIDIA (PTX simulator) and AMD (amdsim) tests,
+with numpy's expected results.
 
-Every view is made before the branch and the arms pick one (``MODE="outside"``). The NVIDIA
-backend carries such a join at a run-time start; with a then-arm at a higher slot than the
-else-arm (rows of slots 2 and 1), it moved the else-arm's carried address below its buffer (the
-simulator's out-of-range shared access where the buffer starts at 0).
+Each arm makes its own view (``MODE="arms"``), or every view is made before the branch and the
+arms pick one (``"outside"``), or a branch inside an arm picks among more (``"nested"``), or a
+loop carries the view and branches in its body pick the next (``"loop"``). The NVIDIA backend
+refused the first three and the loop ('placed differently') where the views' starts differ
+inside the swizzle period: its look-ahead of such an .index() (smem_join._static, used to plan
+the join before the arms are emitted) kept no buffer coordinates (coff), so it planned no
+run-time start. With views made before the branch (which carried their coff), a then-arm at a
+higher slot than the else-arm moved the else-arm's address below its buffer (the simulator's
+out-of-range shared access where the buffer starts at 0).
 
 A view is a recipe: steps ("slice", start, length, dim), ("index", k) (k "j": the run-time
 argument j) and ("permute", order), applied to the buffer in the kernel and to numpy's array
@@ -44,7 +49,7 @@ CASES = [
     ("same_view", (4, 32, 2), NVMMA_T, [(("slice", 1, 1, 0), ("index", 0), ("slice", 14, 8, 0))] * 2),
 ]
 CASE_IDS = [c[0] for c in CASES]
-MODES = ["outside"]
+MODES = ["arms", "outside", "nested", "loop"]
 
 
 def view(v, recipe, j):

@@ -22,7 +22,10 @@ TARGETS = ["sm_90", "sm_80"]
 @pytest.mark.parametrize("case", range(len(K.CASES)), ids=K.CASE_IDS)
 @pytest.mark.parametrize("mode", K.MODES)
 def test_slot_views_from_a_stacked_start_joined(target, case, mode):
-    """Made before the branch: a then-arm at a higher slot than the else-arm (rows of slots 2 and
-    1) moved the else-arm's carried address below its buffer (the simulator's out-of-range shared
-    access). whole_periods and same_view (one table) were lowered before."""
+    """Made in the arms, nested in an arm or in a loop's body: the look-ahead that plans the join
+    before the arms are emitted (smem_join._static) predicted such an .index() without its
+    buffer coordinates, so no run-time start was planned and the join refused its views ('placed
+    differently'). Made before the branch: a then-arm at a higher slot than the else-arm (rows
+    of slots 2 and 1) moved the else-arm's carried address below its buffer (the simulator's
+    out-of-range shared access). whole_periods and same_view (one table) were lowered before."""
     K.check(both, target, case, mode)
