@@ -11,7 +11,9 @@ inside the swizzle period: its look-ahead of such an .index() (smem_join._static
 the join before the arms are emitted) kept no buffer coordinates (coff), so it planned no
 run-time start. With views made before the branch (which carried their coff), a then-arm at a
 higher slot than the else-arm moved the else-arm's address below its buffer (the simulator's
-out-of-range shared access where the buffer starts at 0).
+out-of-range shared access where the buffer starts at 0). And an .index() after the join, of
+the stacked dim whose start the join carries at run time (slices of slots 1.. and 2..), was
+refused ('it indexes the dim whose start is known only at run time').
 
 A view is a recipe: steps ("slice", start, length, dim), ("index", k) (k "j": the run-time
 argument j) and ("permute", order), applied to the buffer in the kernel and to numpy's array
@@ -27,9 +29,11 @@ from gluon_trace import language as gl
 NVMMA_T = gl.NVMMASharedLayout.get_default_for([32, 2], gl.float32, transposed=True)   # rows inside 16 bytes
 SWZ = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])   # 16-byte chunks of f32 swizzled over 8 rows
 NVMMA_128 = gl.NVMMASharedLayout(128, 32, 2)     # the 128-byte swizzle of [.., 8, 32] f32
+SWZ_COL = gl.SwizzledSharedLayout(2, 2, 2, [0, 1])   # column-major, pairs of columns a phase
+PAD = gl.PaddedSharedLayout.with_identity_for([[8, 4]], [8, 32], [1, 0])   # 4 elements after every 8
 
-# (name, buffer shape, layout, recipes): every recipe's view has one shape; recipe 0 is the first
-# (the else-arm, the view entering the loop)
+# (name, buffer shape, layout, recipes[, after]): every recipe's view has one shape; recipe 0 is the
+# first (the else-arm, the view entering the loop); ``after``: steps applied to the joined view
 CASES = [
     ("rows_of_slots", (4, 32, 2), NVMMA_T,
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 14), (2, 3), (3, 5))]),
@@ -47,6 +51,22 @@ CASES = [
     ("whole_periods", (4, 32, 2), NVMMA_T,
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 0), (2, 8), (1, 16))]),
     ("same_view", (4, 32, 2), NVMMA_T, [(("slice", 1, 1, 0), ("index", 0), ("slice", 14, 8, 0))] * 2),
+    # .index() after the join, of the stacked dim whose start the join moves at run time
+    ("slots_indexed_after", (4, 4, 32), SWZ,
+     [(("slice", s, 2, 0), ("slice", a, 2, 2)) for s, a in ((1, 17), (2, 19), (1, 3))], (("index", "j"),)),
+    ("rows_of_slots_indexed_after", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 2, 0), ("slice", a, 8, 1)) for s, a in ((1, 14), (2, 3))], (("index", 1),)),
+    ("col_major_slots", (4, 4, 32), SWZ_COL,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", r, 2, 0), ("slice", a, 16, 1)) for s, r, a in
+      ((1, 1, 4), (2, 1, 7), (3, 2, 5))]),
+    ("col_major_indexed_after", (4, 4, 32), SWZ_COL,
+     [(("slice", s, 2, 0), ("slice", r, 2, 1), ("slice", a, 16, 2)) for s, r, a in ((1, 1, 4), (2, 1, 7), (1, 2, 5))],
+     (("index", "j"),)),
+    # padded (a run-time start of its own kind, smem_padded.py): lowered before
+    ("padded_slots", (4, 8, 32), PAD,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 4, 1)) for s, a in ((1, 3), (2, 1), (1, 6))]),
+    ("padded_indexed_after", (4, 8, 32), PAD,
+     [(("slice", s, 2, 0), ("slice", a, 8, 2)) for s, a in ((1, 3), (2, 1))], (("index", "j"),)),
 ]
 CASE_IDS = [c[0] for c in CASES]
 MODES = ["arms", "outside", "nested", "loop"]
@@ -80,12 +100,12 @@ def _offsets(shape, L):
 
 @gt.jit
 def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY: gl.constexpr,
-                      RECIPES: gl.constexpr, VSHAPE: gl.constexpr, MODE: gl.constexpr):
+                      RECIPES: gl.constexpr, AFTER: gl.constexpr, VSHAPE: gl.constexpr, MODE: gl.constexpr):
     """An f32 buffer of SHAPE in LAY holding x. MODE "loop": a loop carries view RECIPES[0], each
     step i reading it into out[i], writing y[i] through it and picking RECIPES[(i + 1) % len] by
     branches; else the view picked is RECIPES[sel] (made in the arms, before the branch, or by a
     branch nested in an arm), read into out[0] and y[0] written through it. Then the buffer into
-    out[n] (out[1] without the loop)."""
+    out[n] (out[1] without the loop). The steps AFTER view the joined view before each use."""
     W: gl.constexpr = gl.threads_per_warp()
     F: gl.constexpr = gl.BlockedLayout([1, 1, SHAPE[2]], [1, W, 1], [1, 1, 1], [2, 1, 0])
     C: gl.constexpr = min(VSHAPE[1], W)
@@ -97,8 +117,9 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
     if MODE == "loop":
         c = view(buf, RECIPES[0], j)
         for i in gl.range(0, n):
-            gl.store(out_ptr + i * SIZE + ro, c.load(L))
-            c.store(gl.load(y_ptr + i * SIZE + ro))
+            u = view(c, AFTER, j)
+            gl.store(out_ptr + i * SIZE + ro, u.load(L))
+            u.store(gl.load(y_ptr + i * SIZE + ro))
             w = view(buf, RECIPES[0], j)
             for k in range(1, len(RECIPES)):
                 with gl.if_((i + 1) % len(RECIPES) == k):
@@ -118,17 +139,19 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
             for k in range(1, len(RECIPES)):
                 with gl.if_(sel == k):
                     w = made[k] if made else view(buf, RECIPES[k], j)
-        gl.store(out_ptr + ro, w.load(L))
-        w.store(gl.load(y_ptr + ro))
+        u = view(w, AFTER, j)
+        gl.store(out_ptr + ro, u.load(L))
+        u.store(gl.load(y_ptr + ro))
         gl.store(out_ptr + SIZE + rf, buf.load(F))
 
 
-def expected(x, y, shape, recipes, picks, j):
-    """out after reading and writing the views ``picks`` (recipe indices) in turn, then the buffer."""
+def expected(x, y, shape, recipes, after, picks, j):
+    """out after reading and writing the views ``picks`` (recipe indices, then ``after``) in turn,
+    then the buffer."""
     buf = x.reshape(shape).copy()
     got = []
     for i, k in enumerate(picks):
-        v = view(buf, recipes[k], j)
+        v = view(buf, tuple(recipes[k]) + tuple(after), j)
         got.append(v.reshape(-1).copy())
         v[...] = y[v.size * i:v.size * (i + 1)].reshape(v.shape)
     return np.concatenate(got + [buf.reshape(-1)])
@@ -137,19 +160,20 @@ def expected(x, y, shape, recipes, picks, j):
 def check(both, target, case: int, mode: str, j: int = 1, n: int = 5) -> str:
     """CASES[case] in ``mode`` on fresh inputs against numpy (every pick of the branch, or n
     loop steps), NaN-poisoned outputs; the last kernel's text."""
-    _, shape, lay, recipes = CASES[case]
-    vshape = view(np.zeros(shape), recipes[0], j).shape
+    _, shape, lay, recipes, *after = CASES[case]
+    after = after[0] if after else ()
+    vshape = view(np.zeros(shape), tuple(recipes[0]) + tuple(after), j).shape
     rng = np.random.default_rng()
     text = ""
     for sel in ([0] if mode == "loop" else range(len(recipes))):
         picks = [i % len(recipes) for i in range(n)] if mode == "loop" else [sel]
         x = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
         y = rng.standard_normal(len(picks) * int(np.prod(vshape))).astype(np.float32)
-        exp = expected(x, y, shape, recipes, picks, j)
+        exp = expected(x, y, shape, recipes, after, picks, j)
         ref, sim, text = both(slot_views_joined, lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, np.float32),
                                                           sel, j, n],
                               target, num_warps=1, SHAPE=shape, LAY=lay, RECIPES=[tuple(r) for r in recipes],
-                              VSHAPE=tuple(vshape), MODE=mode)
+                              AFTER=tuple(after), VSHAPE=tuple(vshape), MODE=mode)
         assert np.array_equal(ref[2], exp), (CASES[case][0], mode, sel)
         assert np.array_equal(sim[2], exp), (CASES[case][0], mode, sel)
     return text

@@ -164,18 +164,28 @@ def slice_view(em, s, idx: tuple):
 
 
 def index_view(em, s, i: str, loc):
-    """Slot i of the leading dim (not a run-time start's): the base moves by (start + i) * its
-    stride, where the buffer's table strides it evenly."""
+    """Slot i of the leading dim: the base moves by (start + i) * its stride, where the buffer's
+    table strides it evenly; a start there known only at run time (slices of slots 1.. and 2..
+    joined) goes into the base first (smem_stacked.fold: one bfe and one mad)."""
     from gluon_trace.errors import CompileError
     from .smem_view import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
-    if 0 in dict(s.cdim) or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
+    if any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
         raise CompileError(".index() of this shared-memory view (chosen by a branch or carried by a loop among "
                            "slices of a swizzled buffer starting at different places inside the swizzle period) "
-                           "is not addressable: it indexes the dim whose start is known only at run time, or one "
-                           "not evenly strided; index the buffer inside the branch or loop body instead", loc)
+                           "is not addressable: it indexes a dim not evenly strided; index the buffer inside the "
+                           "branch or loop body instead", loc)
+    if 0 in dict(s.cdim):   # (the indexed dim's start moves: into the base first, smem_stacked.fold)
+        from .smem_stacked import fold
+        s = fold(em, s)
+        if s.creg is not None:   # (the moving dims whose tables differ: still in the register)
+            return index_view(em, s, i, loc)
+        base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
+        from . import ptx
+        return Smem(base, 0, s.rel[0], s.dtype, min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align,
+                    coff=(s.coff[0][0], s.coff[1][1:]))
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     from . import ptx
     align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align

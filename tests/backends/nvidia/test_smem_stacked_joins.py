@@ -27,5 +27,7 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     buffer coordinates, so no run-time start was planned and the join refused its views ('placed
     differently'). Made before the branch: a then-arm at a higher slot than the else-arm (rows
     of slots 2 and 1) moved the else-arm's carried address below its buffer (the simulator's
-    out-of-range shared access). whole_periods and same_view (one table) were lowered before."""
+    out-of-range shared access). *_indexed_after: an .index() after the join, of the stacked dim
+    whose start the join carries at run time, was refused. whole_periods and same_view (one
+    table) were lowered before."""
     K.check(both, target, case, mode)
