@@ -114,7 +114,7 @@ def _spec(s: Smem, mask: int, lin: np.ndarray) -> Smem:
 
 class _Views:
     """What the view rules read of the emitter, for views predicted ahead (a register they would
-    make: a stand-in)."""
+    make, or an .index()'s run-time index: a stand-in)."""
     vals: dict = {}
     loc = None
     ins = staticmethod(lambda *_: _STATIC)
@@ -189,13 +189,11 @@ def _static(em, v, env: dict) -> Smem | None:
             return smem_swizzled_runtime.index_view(_Views, s, _STATIC, op.loc)
         except CompileError:
             return None
-    if op.name == "smem_index":  # (moves the base only; the rule checks the stride)
-        coff = (s.coff[0][0], s.coff[1][1:]) if s.coff is not None and s.coff[1][0] == 0 and s.xreg is None \
-            else None
-        return Smem(s.base, s.const, s.rel[0], s.dtype, s.align, s.xreg, s.xmask, s.plin_at(0), coff=coff)
-
+    # (an index as its rule makes it: from a stacked start, the base may take the start (a constant
+    # and alignment moved) and the view keeps its slot's buffer coordinates, which a join of views
+    # from inside the swizzle period needs predicted: smem_swizzled_runtime.join)
     from .emitter import RULES
-    _Views.vals, _Views.loc = {op.operands[0]: [s]}, op.loc
+    _Views.vals, _Views.loc = {op.operands[0]: [s], **{i: [_STATIC] for i in op.operands[1:]}}, op.loc
     try:
         return RULES[op.name](_Views, op)[0][0]
     except CompileError:  # (the rule says so again, with its reason, when it is emitted)

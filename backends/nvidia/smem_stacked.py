@@ -8,8 +8,8 @@ swizzled, though: its table adds along them, root[.., j, ..] = root[.., 0, ..] +
 the view starting at S there is the view starting at 0 from base + S * stride. Such a start
 (moving: its field, one bfe and one mad; or a constant the regrouping cannot split: one add)
 goes into the base, the dim starts at 0, which every row-major regrouping keeps, and the rest
-reshapes as before. Only for reshapes refused before (smem_swizzled_runtime.reshape_view), so every
-kernel lowered before is lowered as before.
+reshapes as before; likewise an .index() of such a moving dim (smem_swizzled_runtime.index_view).
+Only for reshapes and indexes refused before, so every kernel lowered before is lowered as before.
 """
 from __future__ import annotations
 

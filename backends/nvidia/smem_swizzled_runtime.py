@@ -58,9 +58,15 @@ def join(views: list):
     fs = [_form(v) for v in views]
     if None in fs or any(v.dtype != first.dtype or v.rel.shape != first.rel.shape for v in views):
         return None
-    root = fs[0][0]
     # (roots one table up to a constant: the buffer's, or moved by a join or a slot index,
-    # smem_swizzled.affine; carry moves each view's base by its root's difference from the spec's)
+    # smem_swizzled.affine; carry moves each view's base by its root's difference from the spec's.
+    # The carried register is then the view's origin (where its root's element 0 lies) less the
+    # spec's constant, which stays inside the buffer where that constant is at most 0, as the first
+    # view's is but for a slot's (slot 2's offset: slot 1's view would move below the buffer), where
+    # the spec takes the lowest root instead, every view's base moving up)
+    root = fs[0][0]
+    if root.size and int(root.flat[0]) > 0:
+        root = min((f[0] for f in fs), key=lambda r: int(r.flat[0]) if r.size else 0)
     lin0 = affine(root)[0]
     if any(f[0].shape != root.shape or not np.array_equal(affine(f[0])[0], lin0) for f in fs) or \
             root.ndim != first.rel.ndim:
@@ -158,18 +164,28 @@ def slice_view(em, s, idx: tuple):
 
 
 def index_view(em, s, i: str, loc):
-    """Slot i of the leading dim (not a run-time start's): the base moves by (start + i) * its
-    stride, where the buffer's table strides it evenly."""
+    """Slot i of the leading dim: the base moves by (start + i) * its stride, where the buffer's
+    table strides it evenly; a start there known only at run time (slices of slots 1.. and 2..
+    joined) goes into the base first (smem_stacked.fold: one bfe and one mad)."""
     from gluon_trace.errors import CompileError
     from .smem_view import Smem
     root, starts = s.coff
     n = root.shape[0]
     stride = int(root[1].flat[0] - root[0].flat[0]) if n > 1 else 0
-    if 0 in dict(s.cdim) or any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
+    if any(not np.array_equal(root[j], root[0] + j * stride) for j in range(n)):
         raise CompileError(".index() of this shared-memory view (chosen by a branch or carried by a loop among "
                            "slices of a swizzled buffer starting at different places inside the swizzle period) "
-                           "is not addressable: it indexes the dim whose start is known only at run time, or one "
-                           "not evenly strided; index the buffer inside the branch or loop body instead", loc)
+                           "is not addressable: it indexes a dim not evenly strided; index the buffer inside the "
+                           "branch or loop body instead", loc)
+    if 0 in dict(s.cdim):   # (the indexed dim's start moves: into the base first, smem_stacked.fold)
+        from .smem_stacked import fold
+        s = fold(em, s)
+        if s.creg is not None:   # (the moving dims whose tables differ: still in the register)
+            return index_view(em, s, i, loc)
+        base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
+        from . import ptx
+        return Smem(base, 0, s.rel[0], s.dtype, min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align,
+                    coff=(s.coff[0][0], s.coff[1][1:]))
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     from . import ptx
     align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align

@@ -1,0 +1,28 @@
+"""Views of a slot of a stacked LDS buffer taken from a stacked start and sliced from inside the
+swizzle period, picked by a branch or carried by a loop (tests/smem_stacked_cases.py), on amdsim
+for gfx942 (wave64) and gfx1100 (wave32) against the interpreter and numpy, fresh random inputs,
+NaN-poisoned outputs. The AMD backend lowered these before (its .index() moves the address and
+keeps the slot's swizzle coordinates: lds_views.rule_index, predicted alike by lds_join._static);
+they pin that down beside the NVIDIA twin, tests/backends/nvidia/test_smem_stacked_joins.py,
+where they were refused."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import smem_stacked_cases as K  # noqa: E402
+
+from lds_runner import both  # noqa: E402
+
+TARGETS = ["gfx942", "gfx1100"]
+pytestmark = pytest.mark.usefixtures("amd_toolchain")  # conftest: a fresh cache; skip without an assembler
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", range(len(K.CASES)), ids=K.CASE_IDS)
+@pytest.mark.parametrize("mode", K.MODES)
+def test_slot_views_from_a_stacked_start_joined(target, case, mode):
+    """Made in the arms, before the branch, nested in an arm or in a loop's body, at starts apart
+    inside the swizzle period (and in other slots), read and written after the join."""
+    K.check(both, target, case, mode)

@@ -1,0 +1,33 @@
+"""Views of a slot of a stacked shared buffer taken from a stacked start and sliced from inside
+the swizzle period, picked by a branch or carried by a loop (tests/smem_stacked_cases.py), on the
+PTX simulator with the race detector for sm_90 and sm_80, against the interpreter and numpy,
+fresh random inputs, NaN-poisoned outputs. The AMD twin is
+tests/backends/amd/test_amd_lds_stacked_joins.py."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import smem_stacked_cases as K  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from smem_runner import both  # noqa: E402
+
+TARGETS = ["sm_90", "sm_80"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", range(len(K.CASES)), ids=K.CASE_IDS)
+@pytest.mark.parametrize("mode", K.MODES)
+def test_slot_views_from_a_stacked_start_joined(target, case, mode):
+    """Made in the arms, nested in an arm or in a loop's body: the look-ahead that plans the join
+    before the arms are emitted (smem_join._static) predicted such an .index() without its
+    buffer coordinates, so no run-time start was planned and the join refused its views ('placed
+    differently'). Made before the branch: a then-arm at a higher slot than the else-arm (rows
+    of slots 2 and 1) moved the else-arm's carried address below its buffer (the simulator's
+    out-of-range shared access). *_indexed_after: an .index() after the join, of the stacked dim
+    whose start the join carries at run time, was refused. whole_periods and same_view (one
+    table) were lowered before."""
+    K.check(both, target, case, mode)

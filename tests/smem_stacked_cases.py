@@ -1,0 +1,179 @@
+"""Views of one slot of a stacked shared buffer taken from a stacked start (``buf.slice(s, 1, 0)
+.index(0)``, ``buf.slice(s, 2, 0).index(j)``) and sliced from inside the swizzle period, picked
+by a branch or carried by a loop, shared by the NVIDIA (PTX simulator) and AMD (amdsim) tests,
+with numpy's expected results.
+
+Each arm makes its own view (``MODE="arms"``), or every view is made before the branch and the
+arms pick one (``"outside"``), or a branch inside an arm picks among more (``"nested"``), or a
+loop carries the view and branches in its body pick the next (``"loop"``). The NVIDIA backend
+refused the first three and the loop ('placed differently') where the views' starts differ
+inside the swizzle period: its look-ahead of such an .index() (smem_join._static, used to plan
+the join before the arms are emitted) kept no buffer coordinates (coff), so it planned no
+run-time start. With views made before the branch (which carried their coff), a then-arm at a
+higher slot than the else-arm moved the else-arm's address below its buffer (the simulator's
+out-of-range shared access where the buffer starts at 0). And an .index() after the join, of
+the stacked dim whose start the join carries at run time (slices of slots 1.. and 2..), was
+refused ('it indexes the dim whose start is known only at run time').
+
+A view is a recipe: steps ("slice", start, length, dim), ("index", k) (k "j": the run-time
+argument j) and ("permute", order), applied to the buffer in the kernel and to numpy's array
+alike. Layouts take the target's wave size (gl.threads_per_warp()). The ``check`` function takes
+the backend's ``both(kernel, make, target, ...)`` runner first, as smem_swizzled_cases does."""
+from __future__ import annotations
+
+import numpy as np
+
+import gluon_trace as gt
+from gluon_trace import language as gl
+
+NVMMA_T = gl.NVMMASharedLayout.get_default_for([32, 2], gl.float32, transposed=True)   # rows inside 16 bytes
+SWZ = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])   # 16-byte chunks of f32 swizzled over 8 rows
+NVMMA_128 = gl.NVMMASharedLayout(128, 32, 2)     # the 128-byte swizzle of [.., 8, 32] f32
+SWZ_COL = gl.SwizzledSharedLayout(2, 2, 2, [0, 1])   # column-major, pairs of columns a phase
+PAD = gl.PaddedSharedLayout.with_identity_for([[8, 4]], [8, 32], [1, 0])   # 4 elements after every 8
+
+# (name, buffer shape, layout, recipes[, after]): every recipe's view has one shape; recipe 0 is the
+# first (the else-arm, the view entering the loop); ``after``: steps applied to the joined view
+CASES = [
+    ("rows_of_slots", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 14), (2, 3), (3, 5))]),
+    ("rows_of_slot_j", (4, 32, 2), NVMMA_T,
+     [(("slice", 1, 2, 0), ("index", "j"), ("slice", a, 8, 0)) for a in (14, 3, 6)]),
+    ("columns_of_slots", (4, 4, 32), SWZ,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 19), (2, 17), (1, 2))]),
+    ("columns_then_slot", (4, 4, 32), SWZ,   # (the slot's table not XOR-linear: the index moves the base)
+     [(("slice", s, 2, 0), ("slice", a, 2, 2), ("index", 1)) for s, a in ((1, 17), (2, 19), (1, 3))]),
+    ("columns_128", (4, 8, 32), NVMMA_128,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 4, 1)) for s, a in ((1, 3), (2, 5), (3, 2))]),
+    ("rows_permuted", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0), ("permute", (1, 0))) for s, a in ((1, 14), (2, 3))]),
+    # lowered before: rows a whole swizzle period apart (one table), and one view in every arm
+    ("whole_periods", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 0), (2, 8), (1, 16))]),
+    ("same_view", (4, 32, 2), NVMMA_T, [(("slice", 1, 1, 0), ("index", 0), ("slice", 14, 8, 0))] * 2),
+    # .index() after the join, of the stacked dim whose start the join moves at run time
+    ("slots_indexed_after", (4, 4, 32), SWZ,
+     [(("slice", s, 2, 0), ("slice", a, 2, 2)) for s, a in ((1, 17), (2, 19), (1, 3))], (("index", "j"),)),
+    ("rows_of_slots_indexed_after", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 2, 0), ("slice", a, 8, 1)) for s, a in ((1, 14), (2, 3))], (("index", 1),)),
+    ("col_major_slots", (4, 4, 32), SWZ_COL,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", r, 2, 0), ("slice", a, 16, 1)) for s, r, a in
+      ((1, 1, 4), (2, 1, 7), (3, 2, 5))]),
+    ("col_major_indexed_after", (4, 4, 32), SWZ_COL,
+     [(("slice", s, 2, 0), ("slice", r, 2, 1), ("slice", a, 16, 2)) for s, r, a in ((1, 1, 4), (2, 1, 7), (1, 2, 5))],
+     (("index", "j"),)),
+    # padded (a run-time start of its own kind, smem_padded.py): lowered before
+    ("padded_slots", (4, 8, 32), PAD,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 4, 1)) for s, a in ((1, 3), (2, 1), (1, 6))]),
+    ("padded_indexed_after", (4, 8, 32), PAD,
+     [(("slice", s, 2, 0), ("slice", a, 8, 2)) for s, a in ((1, 3), (2, 1))], (("index", "j"),)),
+]
+CASE_IDS = [c[0] for c in CASES]
+MODES = ["arms", "outside", "nested", "loop"]
+
+
+def view(v, recipe, j):
+    """The view ``recipe`` of ``v`` (a buffer, or a numpy array: the same steps)."""
+    for step in recipe:
+        if step[0] == "slice":
+            if isinstance(v, np.ndarray):
+                v = v[(slice(None),) * step[3] + (slice(step[1], step[1] + step[2]),)]
+            else:
+                v = v.slice(step[1], step[2], step[3])
+        elif step[0] == "index":
+            v = v[j if step[1] == "j" else step[1]] if isinstance(v, np.ndarray) else v.index(j if step[1] == "j" else
+                                                                                              step[1])
+        else:
+            v = v.transpose(step[1]) if isinstance(v, np.ndarray) else v.permute(list(step[1]))
+    return v
+
+
+def _offsets(shape, L):
+    """Row-major offsets of a 2- or 3-dim tile of ``shape`` in layout L."""
+    if len(shape) == 2:
+        return gl.arange(0, shape[0], gl.SliceLayout(1, L))[:, None] * shape[1] + \
+            gl.arange(0, shape[1], gl.SliceLayout(0, L))[None, :]
+    return gl.arange(0, shape[0], gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None] * (shape[1] * shape[2]) + \
+        gl.arange(0, shape[1], gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None] * shape[2] + \
+        gl.arange(0, shape[2], gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :]
+
+
+@gt.jit
+def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY: gl.constexpr,
+                      RECIPES: gl.constexpr, AFTER: gl.constexpr, VSHAPE: gl.constexpr, MODE: gl.constexpr):
+    """An f32 buffer of SHAPE in LAY holding x. MODE "loop": a loop carries view RECIPES[0], each
+    step i reading it into out[i], writing y[i] through it and picking RECIPES[(i + 1) % len] by
+    branches; else the view picked is RECIPES[sel] (made in the arms, before the branch, or by a
+    branch nested in an arm), read into out[0] and y[0] written through it. Then the buffer into
+    out[n] (out[1] without the loop). The steps AFTER view the joined view before each use."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, SHAPE[2]], [1, W, 1], [1, 1, 1], [2, 1, 0])
+    C: gl.constexpr = min(VSHAPE[1], W)
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [W // C, C], [1, 1], [1, 0])
+    SIZE: gl.constexpr = VSHAPE[0] * VSHAPE[1]
+    rf = _offsets(SHAPE, F)
+    ro = _offsets(VSHAPE, L)
+    buf = gl.allocate_shared_memory(gl.float32, list(SHAPE), LAY, gl.load(x_ptr + rf))
+    if MODE == "loop":
+        c = view(buf, RECIPES[0], j)
+        for i in gl.range(0, n):
+            u = view(c, AFTER, j)
+            gl.store(out_ptr + i * SIZE + ro, u.load(L))
+            u.store(gl.load(y_ptr + i * SIZE + ro))
+            w = view(buf, RECIPES[0], j)
+            for k in range(1, len(RECIPES)):
+                with gl.if_((i + 1) % len(RECIPES) == k):
+                    w = view(buf, RECIPES[k], j)
+            c = w
+        gl.store(out_ptr + n * SIZE + rf, buf.load(F))
+    else:
+        made = [view(buf, r, j) for r in RECIPES] if MODE == "outside" else None
+        w = made[0] if made else view(buf, RECIPES[0], j)
+        if MODE == "nested":
+            with gl.if_(sel >= 1):
+                w = view(buf, RECIPES[1], j)
+                for k in range(2, len(RECIPES)):
+                    with gl.if_(sel == k):
+                        w = view(buf, RECIPES[k], j)
+        else:
+            for k in range(1, len(RECIPES)):
+                with gl.if_(sel == k):
+                    w = made[k] if made else view(buf, RECIPES[k], j)
+        u = view(w, AFTER, j)
+        gl.store(out_ptr + ro, u.load(L))
+        u.store(gl.load(y_ptr + ro))
+        gl.store(out_ptr + SIZE + rf, buf.load(F))
+
+
+def expected(x, y, shape, recipes, after, picks, j):
+    """out after reading and writing the views ``picks`` (recipe indices, then ``after``) in turn,
+    then the buffer."""
+    buf = x.reshape(shape).copy()
+    got = []
+    for i, k in enumerate(picks):
+        v = view(buf, tuple(recipes[k]) + tuple(after), j)
+        got.append(v.reshape(-1).copy())
+        v[...] = y[v.size * i:v.size * (i + 1)].reshape(v.shape)
+    return np.concatenate(got + [buf.reshape(-1)])
+
+
+def check(both, target, case: int, mode: str, j: int = 1, n: int = 5) -> str:
+    """CASES[case] in ``mode`` on fresh inputs against numpy (every pick of the branch, or n
+    loop steps), NaN-poisoned outputs; the last kernel's text."""
+    _, shape, lay, recipes, *after = CASES[case]
+    after = after[0] if after else ()
+    vshape = view(np.zeros(shape), tuple(recipes[0]) + tuple(after), j).shape
+    rng = np.random.default_rng()
+    text = ""
+    for sel in ([0] if mode == "loop" else range(len(recipes))):
+        picks = [i % len(recipes) for i in range(n)] if mode == "loop" else [sel]
+        x = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
+        y = rng.standard_normal(len(picks) * int(np.prod(vshape))).astype(np.float32)
+        exp = expected(x, y, shape, recipes, after, picks, j)
+        ref, sim, text = both(slot_views_joined, lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, np.float32),
+                                                          sel, j, n],
+                              target, num_warps=1, SHAPE=shape, LAY=lay, RECIPES=[tuple(r) for r in recipes],
+                              AFTER=tuple(after), VSHAPE=tuple(vshape), MODE=mode)
+        assert np.array_equal(ref[2], exp), (CASES[case][0], mode, sel)
+        assert np.array_equal(sim[2], exp), (CASES[case][0], mode, sel)
+    return text
