@@ -43,6 +43,8 @@
 #             and our cluster-ws (clusters of one) at 4000^3 beside 4096^3: what 4000^3 costs each
 #   swap      matmul_hopper_swap's tiles that are not powers of two (160x192, cuBLAS's at 4000^3) beside
 #             cluster-ws, in turn with cuBLAS (perf/probe_swap.py), and Nsight Compute at 4000^3
+#   minmax3   ptxas's integer min/max folding (perf/probe_minmax3.py): random min/max trees assembled by the
+#             machine's ptxas (and $PIP_PTXAS if set), plain and in the emitter's guarded form, against numpy
 #   skinny    the skinny GEMM's probes: perf/probe_skinny.py (K sweep, loads alone) and the per-CTA
 #             timeline of clusters of one against pairs (perf/probe_timeline.py)
 # Logs go to a work folder and are packed after each stage into $OUT/logs.tgz (the device gives
@@ -282,6 +284,11 @@ stage_swap() {
 
 stage_power() {
   python3 perf/probe_power.py ${POWER_ARGS:-} > "$LOGS/probe-power.log" 2>&1; grep -v "rel err" "$LOGS/probe-power.log" | tee -a "$OUT/summary.txt"
+}
+
+stage_minmax3() {
+  python3 perf/probe_minmax3.py ${MINMAX3_PROGRAMS:-800} > "$LOGS/minmax3.log" 2>&1
+  sed -n '/(ptxas, form/,/^$/p' "$LOGS/minmax3.log" | tee -a "$OUT/summary.txt"
 }
 
 stage_notebooks() {
