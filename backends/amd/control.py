@@ -7,7 +7,7 @@ import numpy as np
 
 from gluon_trace import dtypes as dt
 
-from . import arith, lds_join
+from . import arith, lds_join, lds_join_predict, lds_join_start
 from .emitter import dwords
 from .mir import Imm, Reg
 
@@ -21,7 +21,7 @@ def _scc_from_bool(em, c) -> None:
 # a loop or branch may change the address only (buffers swapped, a slot picked), so it is carried
 # in one SGPR holding base + const, the tables fixed by its first value (padded views at moved
 # starts in their additive form, lds_join.additive, where that makes the joined tables one: decided
-# before the code is emitted, from the views predicted ahead). Views whose tables differ
+# before the code is emitted, from the views lds_join_predict.py predicts ahead). Views whose tables differ
 # by a constant XOR (the column halves of a swizzled tile) carry that XOR in a second SGPR
 # (lds_join.py): the ``xor`` dicts below, {index: (the joined table, the XOR's bits)}, decided
 # before the code that receives the view is emitted.
@@ -52,7 +52,7 @@ def _canonical(x):
     0, when L0's bits and the rest are disjoint (a slot, a row half: padding then adds up too).
     Two views one carried address can stand for have equal canonical tables."""
     from .lds_buffer import pad
-    if x.xreg is not None or x.sreg is not None:  # (a run-time XOR's or start's table: lds_join.py)
+    if x.xreg is not None or x.sreg is not None:  # (a run-time XOR's or start's table: lds_join*.py)
         return x
     lin = np.asarray(x.lin, np.int64)
     l0 = int(lin.flat[0]) if lin.size else 0
@@ -89,22 +89,22 @@ def rule_for(em, op):
     inits = op.operands[3:]
     body = op.regions[0]
     firsts = {i: _canonical(em.vals[v]) for i, v in enumerate(inits) if _is_view(v)}
-    xor = lds_join.loop_specs(em, op, firsts)
-    add = lds_join.loop_additive(em, op, firsts, xor)   # (padded views at moved starts)
+    xor = lds_join_predict.loop_specs(em, op, firsts)
+    add = lds_join_predict.loop_additive(em, op, firsts, xor)   # (padded views at moved starts)
     firsts.update({i: lds_join.additive(firsts[i]) for i in add})
-    sh = lds_join.loop_shift(em, op, firsts, xor, add)   # (padded views at run-time starts)
+    sh = lds_join_predict.loop_shift(em, op, firsts, xor, add)   # (padded views at run-time starts)
     homes = [lds_join.homes(em, v.type, xor[i][1]) if i in xor else
              [em.new_home(v.type), em.new_home(v.type)] if i in sh else em.new_home(v.type)
              for i, v in enumerate(inits)]
     aligns = {}
-    pred = lds_join.loop_aligns(em, op, firsts, xor, add, sh)   # (the body's yields may be less aligned)
+    pred = lds_join_predict.loop_aligns(em, op, firsts, xor, add, sh)   # (the body's yields may be less aligned)
     pairs = []
     for i, (h, v) in enumerate(zip(homes, inits)):
         if i in xor:
             x, aligns[i] = lds_join.carried(em, firsts[i], *xor[i], "this loop")
             aligns[i] = min(aligns[i], pred.get(i, 16))
         elif i in sh:
-            x, aligns[i] = lds_join.carried_shift(em, firsts[i], sh[i], "this loop")
+            x, aligns[i] = lds_join_start.carried_shift(em, firsts[i], sh[i], "this loop")
             aligns[i] = min(aligns[i], pred.get(i, 16))
         else:
             x = _address(em, firsts.get(i, em.vals[v]))
@@ -137,7 +137,7 @@ def rule_for(em, op):
     em.set_mult(iv, min(em.mult(lo), em.mult(step)))  # lo + i * step: what divides both (axis info)
     for i, (a, h) in enumerate(zip(body.args[1:], homes)):
         em.vals[a] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
-            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
+            lds_join_start.shift_view(sh[i], h, aligns[i]) if i in sh else \
             _home_view(firsts[i], h, aligns.get(i)) if i in firsts else h
     em.loop_depth += 1
     # the copies into the homes stay in the body's scope: a ``var + c`` they materialize is
@@ -151,7 +151,7 @@ def rule_for(em, op):
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
             elif i in sh:
-                ys[i], a = lds_join.carried_shift(em, ys[i], sh[i], "this loop's body")
+                ys[i], a = lds_join_start.carried_shift(em, ys[i], sh[i], "this loop's body")
                 if a < aligns[i]:
                     raise em.error("this loop's body yields a shared-memory view less aligned than its "
                                    "first value; carry views of whole slots")
@@ -174,7 +174,7 @@ def rule_for(em, op):
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
         em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
-            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
+            lds_join_start.shift_view(sh[i], h, aligns[i]) if i in sh else \
             _home_view(firsts[i], h, aligns.get(i)) if i in firsts else h
 
 
@@ -186,14 +186,15 @@ def rule_if(em, op):
         for r, y in zip(op.results, ys):
             em.vals[r] = y
         return
-    xor = lds_join.branch_specs(em, op)
+    xor = lds_join_predict.branch_specs(em, op)
     add = {i for i, r in enumerate(op.results) if _is_view(r) and i not in xor and lds_join.padded_join(
-           [lds_join._static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)])}
-    sh = {}   # (padded views at run-time starts: lds_join.shift_join)
+           [lds_join_predict._static(em, a, {}) if a is not None else None
+            for a in (b.yielded(i) for b in op.regions)])}
+    sh = {}   # (padded views at run-time starts: lds_join_start.shift_join)
     for i, r in enumerate(op.results):
         if _is_view(r) and i not in xor and i not in add:
-            j = lds_join.shift_join([lds_join._static(em, a, {}) if a is not None else None
-                                     for a in (b.yielded(i) for b in op.regions)])
+            j = lds_join_start.shift_join([lds_join_predict._static(em, a, {}) if a is not None else None
+                                           for a in (b.yielded(i) for b in op.regions)])
             if j is not None:
                 sh[i] = j
     homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else
@@ -214,7 +215,7 @@ def rule_if(em, op):
                     ys[i], a = lds_join.carried(em, ys[i], *xor[i], "this branch")
                     aligns[i] = min(aligns.get(i, 16), a)
                 elif i in sh:
-                    ys[i], a = lds_join.carried_shift(em, ys[i], sh[i], "this branch")
+                    ys[i], a = lds_join_start.carried_shift(em, ys[i], sh[i], "this branch")
                     aligns[i] = min(aligns.get(i, 16), a)
                 elif _is_view(r):
                     canon = lds_join.additive if i in add else _canonical   # (padded views at moved starts)
@@ -233,7 +234,7 @@ def rule_if(em, op):
     em.place(end)
     for i, (r, h) in enumerate(zip(op.results, homes)):
         em.vals[r] = lds_join.view(*xor[i], h, aligns[i]) if i in xor else \
-            lds_join.shift_view(sh[i], h, aligns[i]) if i in sh else \
+            lds_join_start.shift_view(sh[i], h, aligns[i]) if i in sh else \
             _home_view(firsts[i], h, aligns[i]) if i in firsts else h
 
 

@@ -4,7 +4,8 @@ table of every shared-memory op.
 Where a view's elements live is lds_buffer.py; each register's address and the vector widths,
 lds_address.py; the view rules (.index/.slice/...), lds_views.py; 16- and 8-bit elements packed
 into LDS dwords and back, lds_words.py; async copies, lds_async.py (LDS DMA: lds_dma.py); views a
-branch or loop picks at run time, lds_join.py.
+branch or loop picks at run time, lds_join.py (a run-time XOR), lds_join_start.py (a run-time start)
+and lds_join_predict.py (the views predicted ahead).
 
 Barriers: ``s_barrier`` right before each access :mod:`gluon_trace.membar` names, and for
 ``thread_barrier``; the ``s_waitcnt lgkmcnt(0)`` before every barrier comes from waitcnt.py.

@@ -48,10 +48,10 @@ class Access(CoordSplit, ThreadRegs):
         self.crun = None
         self.slead = None   # (_split_coords: stacked coordinates split as XORs)
         self.corg = 0       # (_split_coords: the table origin's bits the thread register clears)
-        if v.sdim is not None:   # (a run-time coordinate start: lds_join.coord_join)
+        if v.sdim is not None:   # (a run-time coordinate start: lds_join_start.coord_join)
             self._split_coords_run(v)
             return
-        if v.sreg is not None:   # (a run-time start: lds_join.shift_join)
+        if v.sreg is not None:   # (a run-time start: lds_join_start.shift_join)
             self._split_shifted(v, tuple(ty.shape))
             return
         self.bytes = self._bytes(v)   # (warps, lanes, regs)
@@ -97,7 +97,7 @@ class Access(CoordSplit, ThreadRegs):
 
 
     def _split_shifted(self, v: Lds, shape) -> None:
-        """A view at a run-time start S (lds_join.shift_join): lin = m + M, M XOR-linear from 0, split
+        """A view at a run-time start S (lds_join_start.shift_join): lin = m + M, M XOR-linear from 0, split
         as a compile-time shift is (Access.shift) with S + m in its place, the register bits the sum
         may carry into, for every S it may take, in the thread part; checked for each S."""
         lin = np.asarray(v.lin, np.int64)

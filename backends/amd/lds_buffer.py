@@ -43,11 +43,11 @@ class Lds:
         # Access._split_coords; a rewrite of lin that breaks it only makes that check fail)
         self.coff = coff
         # a padded view carried by a loop or joined by a branch from starts inside a padding period
-        # (lds_join.shift_join): element c at base + const + lead(c) + es * pad(S + lin[c]), S (in
+        # (lds_join_start.shift_join): element c at base + const + lead(c) + es * pad(S + lin[c]), S (in
         # elements) in the SGPR ``sreg``, one of ``svals`` (every value it may take, for the checks)
         self.sreg, self.svals = sreg, tuple(svals)
         # a swizzled/NVMMA view carried by a loop or joined by a branch from starts inside a swizzle
-        # period (lds_join.coord_join): S is the start of its dim ``sdim`` in the buffer's coordinates,
+        # period (lds_join_start.coord_join): S is the start of its dim ``sdim`` in the buffer's coordinates,
         # added to coff's (lin is the table at S = 0): element c at the buffer's lin of c + coff + S
         self.sdim = sdim
 

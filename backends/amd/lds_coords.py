@@ -4,7 +4,7 @@ NVMMA layout from inside its period, whose table is no start plus an XOR-linear 
 coordinates (the start added) go to their lin places whole, as bit fields (``bit_fields``:
 row << 5 and (row & 7) << 2 for f32 rows of 128 bytes), the thread's part of each in a thread
 register, the register bits the start's sum may carry into joining it; a run-time start
-(lds_join.coord_join) is added where the view is accessed.
+(lds_join_start.coord_join) is added where the view is accessed.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ class CoordSplit:
     the view's byte table) and the thread register it makes."""
 
     def _split_coords_run(self, v: Lds) -> None:
-        """A swizzled view at a run-time start S of its dim sdim (lds_join.coord_join): split as
+        """A swizzled view at a run-time start S of its dim sdim (lds_join_start.coord_join): split as
         _split_coords does, the bits S + (tc ^ lo) may reach for every S it may take in the thread
         part, checked for each S; the thread register made where the view is accessed."""
-        from .lds_join import unpacked
+        from .lds_join_start import unpacked
         starts, images = v.coff
         idx = np.indices(np.shape(v.lin))
         tables = []
@@ -60,7 +60,7 @@ class CoordSplit:
             return False
         # (``run``: (the moving dims' packing, the packed run-time starts S they add): the bits each
         # may reach, checked for each)
-        from .lds_join import unpacked
+        from .lds_join_start import unpacked
         sd, svals = run if run is not None else ((), (0,))
         starts, images = v.coff
         ats = [unpacked(sd, images, S) for S in svals]
@@ -160,7 +160,7 @@ class CoordSplit:
             for bit, val in pairs:
                 tc ^= self._tid_bit(bit, W, Ln) * val
             tcs.append(tc)
-        from .lds_join import unpacked
+        from .lds_join_start import unpacked
         ats = [unpacked(sd, v.coff[1], S) for S in svals]   # (each run-time start, per moving dim)
         lcs = []   # (the stacked dims' coordinates' thread parts, where they split as coordinates)
         for pairs, _ in self.slead or ():
@@ -217,7 +217,7 @@ class CoordSplit:
 
     def _thread_reg_coords_run(self, lo: tuple):
         """es * XOR_d B_d(start_d + [S_d] + (tc_d ^ lo_d)) + the stacked bytes, S (an SGPR: the moving
-        dims' starts packed, lds_join.packing) added to theirs: the other dims' terms and the moving
+        dims' starts packed, lds_join_start.packing) added to theirs: the other dims' terms and the moving
         dims' tc ^ lo + start, packed alike, made at the kernel entry, the sum with S and the terms
         of its packed fields where the view is accessed (S is the loop's or branch's)."""
         em, v = self.em, self.v

@@ -16,7 +16,7 @@ from .mir import Imm
 def _view(em, val, xor_ok: bool = False, start_ok: bool = False) -> Lds:
     """The view ``val``; ``xor_ok``: the caller addresses its elements through Access, which
     folds a run-time XOR (lds_join.py) into each thread register; ``start_ok``: it takes a run-time
-    start (lds_join.shift_join: Access adds it per access) but no run-time XOR; every other use
+    start (lds_join_start.shift_join: Access adds it per access) but no run-time XOR; every other use
     needs the view's placement at compile time."""
     s = em.vals[val]
     if not isinstance(s, Lds):

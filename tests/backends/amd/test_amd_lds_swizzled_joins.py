@@ -1,7 +1,7 @@
 """Swizzled/NVMMA LDS views carried by a loop or picked by a branch whose start changes inside a
 swizzle period (rows 1..4 and 3..6 of a 128-byte swizzle: no XOR of each other's table), which
 the AMD backend refused ('placed differently') though the interpreter runs them: the join carries
-the start of the dim that moves in an SGPR (lds_join.coord_join) and each access makes its
+the start of the dim that moves in an SGPR (lds_join_start.coord_join) and each access makes its
 thread's address from the coordinate plus that start, then the swizzle. On amdsim for gfx942
 (wave64) and gfx1100 (wave32) against the interpreter and numpy, fresh random inputs,
 NaN-poisoned outputs. What stays refused says so at the user's line.

@@ -203,7 +203,7 @@ _PAD_LOOP = [("128:+8", "float32"), ("16:+2,64:+4", "int8"), ("col-major 8:+1", 
 def test_padded_views_carried_by_a_loop_from_inside_a_padding_period(target, name, dtname):
     """Was 'placed differently' (rows 1..4 and 3..6 of rows padded every four: their tables differ)
     or 'less aligned than its first value' (columns 3.. then 12..): the loop (or branch) carries the
-    view's start S in a second SGPR (lds_join.shift_join) and each access pads S + the thread's
+    view's start S in a second SGPR (lds_join_start.shift_join) and each access pads S + the thread's
     offset; the carried address takes the least alignment the body's yields have. Swapped with a
     second carried view or picked by a branch, of the buffer, of slot 1 of a stack, or of the whole
     stack indexed by the step (its rows sliced in the body), loaded and stored."""
