@@ -17,6 +17,24 @@ from .lds_thread import _bit_terms, _image_terms, _plus_lead_coords
 from .mir import Imm
 
 
+def _xor_dim(em, x, t, s: int, c: int, im, add: str, per_bit: bool):
+    """``x`` ^ B(s + (t ^ c)) for a dim whose start s is known at compile time (t its thread part,
+    c the register's bits of it, im its images B): one constant where t has no thread bits,
+    else terms of a VGPR, a term a bit (``per_bit``) or a whole field a term."""
+    if isinstance(t, Imm):
+        k = _scatter([(s + (t.bits ^ c), im)])
+        if isinstance(x, Imm):
+            return Imm(x.bits ^ k)
+        return em.valu("v_xor_b32", em.v(), [Imm(k), x]) if k else x
+    if c:
+        t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
+    if s:
+        t = em.valu(add, em.v(), [Imm(s), t])
+    for u in _bit_terms(em, t, im) if per_bit else _image_terms(em, t, im):
+        x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+    return x
+
+
 class CoordSplit:
     """lds_address.Access's coordinate split: the analysis (which bits go where, checked against
     the view's byte table) and the thread register it makes."""
@@ -192,20 +210,8 @@ class CoordSplit:
             x = Imm(0)
             for (pairs, s, _, im), c in zip(self.cdims, lo):
                 t = thread_part(em, pairs) if pairs else Imm(0)
-                if isinstance(t, Imm):  # no thread bits in this dim: its bytes are a constant
-                    k = _scatter([(s + (t.bits ^ c), im)])
-                    if isinstance(x, Imm):
-                        x = Imm(x.bits ^ k)
-                    elif k:
-                        x = em.valu("v_xor_b32", em.v(), [Imm(k), x])
-                    continue
-                if c:
-                    t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
-                if s:
-                    t = em.valu(add, em.v(), [Imm(s), t])
                 # (padded views keep a term a bit, as before fields: their AMDGCN stays as it was)
-                for u in _image_terms(em, t, im) if not v.pads else _bit_terms(em, t, im):
-                    x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+                x = _xor_dim(em, x, t, s, c, im, add, per_bit=bool(v.pads))
             if self.corg:
                 x = Imm(x.bits ^ self.corg) if isinstance(x, Imm) else em.valu("v_xor_b32", em.v(), [Imm(self.corg), x])
             x = self._with_spairs(em, self._padded_bytes(x))
@@ -250,19 +256,8 @@ class CoordSplit:
                         else:
                             ts = em.valu(add, em.v(), [ts, u] if isinstance(ts, Imm) else [u, ts])
                         continue
-                    if isinstance(t, Imm):  # a constant dim after one with a register part: XOR it in
-                        k = _scatter([(s + (t.bits ^ c), im)])
-                        if isinstance(x, Imm):
-                            x = Imm(x.bits ^ k)
-                        elif k:
-                            x = em.valu("v_xor_b32", em.v(), [Imm(k), x])
-                        continue
-                    if c:
-                        t = em.valu("v_xor_b32", em.v(), [Imm(c), t])
-                    if s:
-                        t = em.valu(add, em.v(), [Imm(s), t])
-                    for u in _image_terms(em, t, im):
-                        x = u if isinstance(x, Imm) and x.bits == 0 else em.valu("v_xor_b32", em.v(), [x, u])
+                    # (a run-time start is a swizzled view's, never a padded one's: whole fields)
+                    x = _xor_dim(em, x, t, s, c, im, add, per_bit=False)
                 em.memo[hkey] = (x, ts)
         x, ts = em.memo[hkey]
         if isinstance(ts, Imm):
