@@ -2,7 +2,7 @@
 swizzle period, picked by a branch or carried by a loop (tests/smem_stacked_cases.py), on amdsim
 for gfx942 (wave64) and gfx1100 (wave32) against the interpreter and numpy, fresh random inputs,
 NaN-poisoned outputs. The AMD backend lowered these before (its .index() moves the address and
-keeps the slot's swizzle coordinates: lds_views.rule_index, predicted alike by lds_join._static);
+keeps the slot's swizzle coordinates: lds_views.rule_index, predicted alike by lds_join_predict._static);
 they pin that down beside the NVIDIA twin, tests/backends/nvidia/test_smem_stacked_joins.py,
 where they were refused."""
 import os
