@@ -191,16 +191,17 @@ class Emitter:
         """``kind`` ("min" or "max") of two integers of PTX type ``it`` (s32, u32, s64, u64).
         Where ptxas would fold two of them into a VIMNMX3 it miscompiles (ptxas.minmax3_affected),
         max(a, b) is written ~min(~a, ~b) (and min the other way round): the NOTs between them
-        keep it from folding (checked in the SASS of 12.6 to 13.3, and on an H200 with 13.0.88)."""
+        keep it from folding (checked in the SASS of 12.6 to 13.3, and on an H200 with 13.0.88).
+        where(x > y, x, y) and its kin come here too (rules_elementwise._select_min_max)."""
         cls = "b64" if it.endswith("64") else "b32"
-        if cls == "b64" or not self._minmax_guarded():
+        if cls == "b64" or not self.minmax_guarded():
             return self.ins(cls, f"{kind}.{it} {{d}}, {a}, {b};")
         na, nb = (self.ins("b32", f"not.b32 {{d}}, {x};") if x.startswith("%")
                   else str(~int(x, 0) & (0xFFFFFFFF if it[0] == "u" else -1)) for x in (a, b))
         r = self.ins("b32", f"{'min' if kind == 'max' else 'max'}.{it} {{d}}, {na}, {nb};")
         return self.ins("b32", f"not.b32 {{d}}, {r};")
 
-    def _minmax_guarded(self) -> bool:
+    def minmax_guarded(self) -> bool:
         if "minmax3" not in self.flags:
             from .ptxas import minmax3_affected
             self.flags["minmax3"] = minmax3_affected(self.target)

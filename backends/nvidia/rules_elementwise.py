@@ -359,10 +359,30 @@ def _fma(em, op):
     return em.map(op, lambda a, b, c: em.ins(ptx.rclass(t), f"fma.rn.{f} {{d}}, {a}, {b}, {c};"))
 
 
+def _select_min_max(op):
+    """"max" or "min" where ``op`` is where(x > y, x, y) or one of its kin (>=, <, <=, the values
+    swapped) over integers: ptxas folds that select into the same VIMNMX3 as a min/max; else None."""
+    cond, a, b = op.operands
+    cmp = cond.owner
+    t = op.results[0].type.dtype
+    if cmp is None or cmp.name not in ("gt", "ge", "lt", "le") or not t.is_int or t.bits == 64 \
+            or t.is_bool or [v.type.dtype for v in cmp.operands] != [t, t]:
+        return None
+    bigger = cmp.name in ("gt", "ge")  # the condition holds where the first is the larger
+    if cmp.operands == [a, b]:
+        return "max" if bigger else "min"
+    if cmp.operands == [b, a]:
+        return "min" if bigger else "max"
+    return None
+
+
 @rule("where")
 def _where(em, op):
     t = op.results[0].type.dtype
     cls = ptx.rclass(t)
+    kind = _select_min_max(op)
+    if kind is not None and em.minmax_guarded():
+        return em.map(op, lambda c, a, b: em.int_minmax(kind, ptx.ity(t), a, b))
 
     def fn(c, a, b):
         if a == b:

@@ -38,6 +38,19 @@ def negated_trees(a, b, c, out, red, N: gl.constexpr, L: gl.constexpr):
 
 
 @gt.jit
+def selected_trees(a, b, c, out, N: gl.constexpr, L: gl.constexpr):
+    # min/max written as selects of a comparison of the same two values: ptxas folds these too
+    offs = gl.arange(0, N, layout=L)
+    x, y, z = gl.load(a + offs), gl.load(b + offs), gl.load(c + offs)
+    nx, nz = -x, -z
+    m1 = gl.where(nx > y, nx, y)
+    m2 = gl.where(m1 < nz, m1, nz)
+    m3 = gl.where(nz >= m2, m2, nz)
+    m4 = gl.where(x <= m3, m3, x)
+    gl.store(out + offs, gl.where(y > m4, m4, y) + gl.where(nz < x, nz, x + 1))
+
+
+@gt.jit
 def saturate(x, out, N: gl.constexpr, L: gl.constexpr):
     # float -> int8 clamps to the type (two min/max of their own), then a max over the row
     offs = gl.arange(0, N, layout=L)
@@ -180,3 +193,47 @@ def test_trees_on_the_gpu_with_this_machines_ptxas(dtype, np_t):
         got_red = red.cpu().numpy().view(np_t)
         assert np.array_equal(got_out, want_out), f"ptxas {version}, seed {seed}"
         assert np.array_equal(got_red, want_red), f"ptxas {version}, seed {seed}"
+
+
+@pytest.mark.parametrize("dtype, np_t", [(gl.int32, np.int32), (gl.uint32, np.uint32)])
+def test_selects_of_a_comparison_are_guarded_and_right(monkeypatch, dtype, np_t):
+    p = gl.pointer(dtype)
+    graph = selected_trees.trace(p, p, p, p, N=N, L=_layout(), num_warps=4, target="sm_90a").graph
+    _version(monkeypatch, "13.5.37")
+    plain = emit(graph, "sm_90a")[0]
+    # two values a thread (the layout's size_per_thread), six selects each
+    assert plain.count("selp.b32") == 12 and not re.search(r"\t(min|max)\.", plain)
+    _version(monkeypatch, "13.0.88")
+    text, _, smem = emit(graph, "sm_90a")
+    # the five min/max selects became guarded min/max; where(nz < x, nz, x + 1) is no min/max
+    assert text.count("selp.b32") == 2 and len(re.findall(r"\t(min|max)\.[su]32", text)) == 10
+    assert _min_max_reading_min_max(text) == []
+    for seed in range(3):
+        rng = np.random.default_rng(20 + seed)
+        a, b, c = (_inputs(rng, np_t) for _ in range(3))
+        want = np.full(N, 0x5A, np_t)
+        selected_trees[(1,)](a, b, c, want, N=N, L=_layout(), num_warps=4, backend="interpreter")
+        for version_text in (plain, text):
+            got = np.full(N, 0x5A, np_t)
+            ptxsim.run(version_text, (1, 1, 1), [a, b, c, got], smem)
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, np_t", [(gl.int32, np.int32), (gl.uint32, np.uint32)])
+def test_selects_on_the_gpu_with_this_machines_ptxas(dtype, np_t):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a machine with an NVIDIA GPU")
+    _, version = ptxas.locate()
+    tt = {np.int32: torch.int32, np.uint32: torch.uint32}[np_t]
+    for seed in range(20):
+        rng = np.random.default_rng(200 + seed)
+        a, b, c = (_inputs(rng, np_t) for _ in range(3))
+        want = np.full(N, 0x5A, np_t)
+        selected_trees[(1,)](a, b, c, want, N=N, L=_layout(), num_warps=4, backend="interpreter")
+        dev = [torch.from_numpy(x.view(np.uint8).copy()).cuda().view(tt) for x in (a, b, c)]
+        out = torch.full((4 * N,), 0x5A, dtype=torch.uint8, device="cuda")
+        selected_trees[(1,)](*dev, out.view(tt), N=N, L=_layout(), num_warps=4, backend="nvidia")
+        torch.cuda.synchronize()
+        assert np.array_equal(out.cpu().numpy().view(np_t), want), f"ptxas {version}, seed {seed}"
