@@ -56,6 +56,8 @@ def _shared_layout(b: _Builder, shape: tuple, dtype: str):
     ``lrank`` dims (the rest stacked)."""
     ch, rank = b.ch, len(shape)
     kinds = ["swizzled", "padded"] + (["nvmma"] if rank >= 2 else [])
+    if b.cfg.stacked_views and rank >= 2:   # (swizzles more often: their run-time starts)
+        kinds += ["swizzled"] + (["nvmma"] if rank >= 3 else [])
     kind = ch.choice(kinds)
     if kind == "nvmma":
         lrank = 2
@@ -217,7 +219,7 @@ def _access(b: _Builder, base: _View, branch: bool, padded: bool):
 
 def op_shared(b: _Builder) -> None:
     t = b.pick(lambda n: n.shape)
-    if b.cfg.stacked_views and b.ch.chance(60):
+    if b.cfg.stacked_views and b.ch.chance(75):
         t = b.load(stacked.stacked_shape(b))
     if t is None:
         return

@@ -22,18 +22,16 @@ from .program import _Builder, _log2
 
 
 def stacked_shape(b: _Builder) -> tuple:
-    """A tile shape with a stacked leading dim of 2 or 4 and one or two laid-out dims."""
+    """A tile shape with a stacked leading dim of 2 or 4 and (mostly) two laid-out dims of 4 or
+    more elements, so swizzle periods have room to start inside."""
     ch = b.ch
-    budget = _log2(b.cfg.max_numel) - 1
-    lead = 1 << ch.int(1, min(2, budget - 1))
-    budget -= _log2(lead) - 1
-    rank = ch.int(2, min(3, b.cfg.max_rank)) if b.cfg.max_rank >= 3 else 2
-    sides = [lead]
-    for i in range(rank - 1):
-        s = ch.int(1, max(1, min(5, budget - (rank - 2 - i))))
-        budget -= s
-        sides.append(1 << s)
-    return tuple(sides)
+    budget = _log2(b.cfg.max_numel)
+    lead = 2 if ch.chance(70) else 4
+    budget -= _log2(lead)
+    if b.cfg.max_rank < 3 or budget < 4 or ch.chance(15):
+        return (lead, 1 << ch.int(1, max(1, min(6, budget))))
+    rows = ch.int(2, budget - 2)
+    return (lead, 1 << rows, 1 << ch.int(2, budget - rows))
 
 
 def recipes(b: _Builder, base, padded: bool, n: int):
