@@ -9,6 +9,7 @@ other exception, a simulator's included; a run over ``--timeout`` seconds is a c
 with the message. A non-ok program also gets a reproducer under ``--failures``.
 
     nice python perf/fuzz_campaign.py --start 700000 --count 200 --preset small --out runs.jsonl
+    nice python perf/fuzz_campaign.py --preset stacked --slots --targets sm_90,sm_80,gfx942,gfx1100 ...
 
 Presets bound the tile size so one program runs in seconds on the simulators (they step every
 thread in Python). ``summary FILES`` prints counts and the non-ok records; ``shrink REPRO
@@ -128,9 +129,17 @@ def campaign(args) -> None:
     with open(args.out, "a") as f:
         for seed in range(args.start, args.start + args.count):
             for target in targets:
+                if args.slots and not _draws_slots(seed, args.preset, target):
+                    continue
                 rec = check(seed, args.preset, target, args.timeout)
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
+
+
+def _draws_slots(seed: int, preset: str, target: str) -> bool:
+    from gluon_trace.fuzz.smem_stacked import draws_slots
+    warp = 32 if target in WARP32 or target.startswith("sm_") else 64
+    return draws_slots(program(seed, preset, warp))
 
 
 def failure(prog, target: str) -> str:
@@ -214,6 +223,8 @@ def main() -> None:
     ap.add_argument("--out", default="fuzz_campaign.jsonl")
     ap.add_argument("--failures", default=".fuzz_failures")
     ap.add_argument("--ptxas", action="store_true", help="assemble the NVIDIA targets' PTX too")
+    ap.add_argument("--slots", action="store_true",
+                    help="only programs picking among slot views (the stacked preset's own family)")
     args = ap.parse_args()
     if args.cmd == "summary":
         summary(args.paths)

@@ -62,6 +62,13 @@ CASES = [
     ("col_major_indexed_after", (4, 4, 32), SWZ_COL,
      [(("slice", s, 2, 0), ("slice", r, 2, 1), ("slice", a, 16, 2)) for s, r, a in ((1, 1, 4), (2, 1, 7), (1, 2, 5))],
      (("index", "j"),)),
+    # the first view picked again before another (found by the stacked fuzz preset, seed 300589): the
+    # first branch's join is plain (one table, the whole address in its register), but its coff kept
+    # the root of a view addressed from the buffer, so the next join, at a run-time start, refused it
+    ("slot_view_twice_then_another", (4, 4, 32), SWZ,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 17), (1, 17), (2, 19))]),
+    ("rows_twice_then_another", (4, 32, 2), NVMMA_T,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 8), (1, 8), (2, 3))]),
     # padded (a run-time start of its own kind, smem_padded.py): lowered before
     ("padded_slots", (4, 8, 32), PAD,
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 4, 1)) for s, a in ((1, 3), (2, 1), (1, 6))]),

@@ -474,3 +474,85 @@ def test_an_unknown_preset_names_the_presets():
     with pytest.raises(ValueError, match="unknown fuzz preset 'sharde'.*atomics.*shared"):
         preset_config("sharde")
     assert "shared" in PRESETS
+
+
+# ------------------------------------------------------------------------------ stacked slot views
+def _slot_seeds(n: int, warp: int = 32) -> list:
+    """The first ``n`` seeds whose stacked-preset program picks among slot views (a branch or
+    a loop's body, fuzz/smem_stacked.py)."""
+    from gluon_trace.fuzz.presets import preset_config
+    from gluon_trace.fuzz.smem_stacked import draws_slots
+    cfg, out, seed = preset_config("stacked", warp), [], 0
+    while len(out) < n:
+        if draws_slots(fuzz.random_program(seed, cfg)):
+            out.append(seed)
+        seed += 1
+    return out
+
+
+def test_stacked_generator_draws_slot_views_in_arms_and_loops():
+    """The stacked preset draws the family the views preset never did: .index() of a slot (a
+    constant and the run-time flag) inside branch arms, each arm's view made in its arm
+    (gl.else_), before the branch or as the views preset does, at different stacked starts and
+    different starts inside a period of one laid-out dim, viewed further after the join (a
+    slice, an .index); slot views picked in a loop's body; every layout kind."""
+    from gluon_trace.fuzz.presets import preset_config
+    seen, arm_index_lines = set(), 0
+    for seed in range(300):
+        prog = fuzz.random_program(seed, preset_config("stacked"))
+        for n in prog.nodes:
+            if n.op != "shared":
+                continue
+            kind, lead = n.attrs["smem"][0], len(n.attrs["buf"]) - n.attrs["lrank"]
+            for acc in (n.attrs["read"], n.attrs["write"]):
+                if not acc or "form" not in acc:
+                    continue
+                a, b = acc["a"], acc["b"]
+                assert len(a) == len(b) and [s[0] for s in a] == [s[0] for s in b], (seed, acc)
+                seen |= {"form " + acc["form"], kind + " arms"}
+                seen |= {"index " + ("flag" if s[1] == "flag" else "const") for s in a if s[0] == "index"}
+                moving = 0
+                for i, (sa, sb) in enumerate(zip(a, b)):   # (step 0: the slice of the stacked dim)
+                    if sa[0] == "slice" and sa[1] != sb[1]:
+                        seen.add("stacked starts differ" if i == 0 else "inner starts differ")
+                        moving += i > 0
+                        if i > 0 and (sa[1] % sa[2] or sb[1] % sb[2]):
+                            seen.add(kind + " in-period starts differ")
+                # a swizzled start moves in one laid-out dim at most (both backends refuse two)
+                assert moving <= 1 or kind == "padded", (seed, acc)
+                seen |= {"after " + s[0] for s in acc["after"]}
+            lp = n.attrs.get("loop")
+            if lp and lp.get("slots"):
+                seen.add("loop slots")
+                seen |= {"loop index " + ("flag" if s[1] == "flag" else "const") for p in lp["pos"] for s in p
+                         if s[0] == "index"}
+                assert lead >= 1
+        src = fuzz.kernel_source(prog).splitlines()
+        arm_index_lines += sum(1 for i, ln in enumerate(src[1:]) if ".index(" in ln and
+                               src[i].strip() in ("with gl.if_(flag > 0):", "with gl.else_():"))
+    assert arm_index_lines >= 20, arm_index_lines
+    assert seen >= {"form arm", "form else", "form outside", "swizzled arms", "nvmma arms", "padded arms",
+                    "index flag", "index const", "stacked starts differ", "inner starts differ",
+                    "swizzled in-period starts differ", "nvmma in-period starts differ", "after slice",
+                    "after index", "loop slots", "loop index const", "loop index flag"}, seen
+
+
+def test_stacked_flag_only_changes_its_preset():
+    """The views and shared presets never draw the stacked family (no extra choices: their
+    seeds give the programs they gave before it existed, checked by hashing their sources)."""
+    from gluon_trace.fuzz.presets import preset_config
+    for name in ("views", "shared"):
+        for seed in range(100):
+            for n in fuzz.random_program(seed, preset_config(name)).nodes:
+                if n.op == "shared":
+                    assert all(acc is None or "form" not in acc for acc in (n.attrs["read"], n.attrs["write"]))
+                    assert not (n.attrs.get("loop") or {}).get("slots")
+
+
+@pytest.mark.parametrize("seed", _slot_seeds(12))
+def test_stacked_view_programs_match_reference(seed):
+    """The interpreter (which checks membar's barriers) against the reference on them."""
+    from gluon_trace.fuzz.presets import preset_config
+    outcome = fuzz.check_program(fuzz.random_program(seed, preset_config("stacked")))
+    if not outcome.ok:
+        _fail(f"stacked_vs_reference_{seed}", outcome)

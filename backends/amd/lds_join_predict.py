@@ -217,6 +217,9 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
             form = additive
         elif shift_join(views) is not None:
             form = shifted
+        elif None not in views:   # (one table: rule_if carries it plain, its home as aligned as the
+            from .control import _canonical   # weaker canonical arm, which a later form cannot undo)
+            return min([_static_align(em, a, env, form, known) for a in arms] + [_align(_canonical(x)) for x in views])
         return min(_static_align(em, a, env, form, known) if a is not None else 16 for a in arms)
     x = _static(em, v, env)
     f = form(x) if x is not None and x.sreg is None and x.xreg is None else None

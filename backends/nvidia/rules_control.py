@@ -265,6 +265,9 @@ def _loop_aligns(em, op, firsts: dict, xor: dict, kept: dict, aligns: dict) -> d
             y = smem_join._static(em, v, env) if v is not None else None
             if i in xor:   # (carried with a run-time XOR or start: where the body's view starts, as that join carries it)
                 a = smem_join.yield_home_align(y, xor[i]) if y is not None else None
+                j = next((k for k in firsts if args[k] is v), None)
+                if j is not None and j != i:   # (another carried view swapped in: at most as aligned as it is carried)
+                    a = min(a or new[j], new[j])
                 new[i] = min(new[i], a or new[i])
             elif y is not None and y.xreg is None and y.sreg is None and y.creg is None and y.const >= kept[i]:
                 new[i] = min(new[i], _home_align(y, kept[i]))

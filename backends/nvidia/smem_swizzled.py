@@ -243,7 +243,10 @@ def joined_coff(views, kept: int | None = None) -> tuple | None:
     if cs and all(c is not None for c in cs):
         root, starts = cs[0]
         if all(st == starts and r.shape == root.shape and np.array_equal(r, root) for r, st in cs[1:]):
-            return cs[0]
+            # (where the register takes the constant too, the root moves with it, as below: a later
+            # join checks root[c + start] against const + rel, and carry moves by the roots' constants)
+            k = views[0].const - kept if kept is not None and all(v.const == views[0].const for v in views) else 0
+            return (root - k, starts) if k else cs[0]
     if kept is not None:
         for v in views:
             if v.coff is not None and v.const == kept:

@@ -17,6 +17,11 @@ PRESETS = {
     # .index then .slice, permutes of them) and padded views picked by a branch at different
     # starts inside a padding period
     "views": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5, unaligned_views=True),
+    # the views family with slots of stacked buffers (.slice of a stacked dim, .index with a
+    # constant or run-time slot, slices from inside the period) made in each arm of a branch or
+    # picked in a loop's body at different starts, then viewed further after the join
+    "stacked": dict(max_numel=256, max_ops=6, shared=True, shared_weight=5, unaligned_views=True,
+                    stacked_views=True),
     # atomic read-modify-writes (fuzz/atomics.py) through layouts holding elements more than
     # once, at repeated addresses, masked, into buffers with random contents
     "atomics": dict(max_numel=256, max_ops=6, atomics=True, atomics_weight=5),

@@ -66,6 +66,10 @@ class FuzzConfig:
     # chains, and padded views picked by a branch at different such starts (fuzz/smem.py; off
     # by default for the same reason)
     unaligned_views: bool = False
+    # with ``unaligned_views``: views of slots of stacked buffers made in each arm of a branch
+    # (and picked by a loop's body) at different stacked and in-period starts, then sliced,
+    # permuted or indexed after the join (fuzz/smem_stacked.py; off by default for the same reason)
+    stacked_views: bool = False
     # atomic read-modify-writes of a tile into a global buffer that starts with random contents,
     # through layouts holding elements more than once, at addresses that may repeat
     # (fuzz/atomics.py; off by default for the same reason)

@@ -190,9 +190,16 @@ def _view_source(steps) -> str:
 
 
 def _access_source(var: str, base: str, acc) -> list[str]:
+    form = acc.get("form", "arm")   # (stacked_views: "else", "outside", see fuzz/smem_stacked.py)
+    if form == "outside":   # both views made before the branch, which picks one
+        return [f"{var}0 = {base}{_view_source(acc['a'])}", f"{var}1 = {base}{_view_source(acc['b'])}",
+                f"{var} = {var}0", "with gl.if_(flag > 0):", f"    {var} = {var}1"] + \
+            ([f"{var} = {var}{_view_source(acc['after'])}"] if acc["after"] else [])
     lines = [f"{var} = {base}{_view_source(acc['a'])}"]
     if acc["b"] is not None:
         lines += ["with gl.if_(flag > 0):", f"    {var} = {base}{_view_source(acc['b'])}"]
+        if form == "else":   # the else-arm's view made in its arm too
+            lines += ["with gl.else_():", f"    {var} = {base}{_view_source(acc['a'])}"]
     if acc["after"]:
         lines.append(f"{var} = {var}{_view_source(acc['after'])}")
     return lines

@@ -29,6 +29,10 @@ One ``shared`` node stands for the whole round trip, so programs stay SSA:
   the loads' layout (source text). ``out``: the node is ``{v}_a`` ("acc"), the carried view read
   after the loop ("final"), or ``read`` as without a loop ("buf": what the stores left).
 
+``FuzzConfig.stacked_views`` (the "stacked" preset) adds branches and loop bodies picking among
+views of slots of stacked buffers made in each arm (fuzz/smem_stacked.py; an access's ``form``
+and a loop's ``slots`` mark them).
+
 Only programs the backends document as lowerable are drawn: slices of swizzled dims have
 power-of-two lengths at aligned starts (``FuzzConfig.unaligned_views``: at any start, inside
 a swizzle or padding period, as both backends lower; a branch then picks between views of a
@@ -43,6 +47,7 @@ and the interpreter checks.
 from __future__ import annotations
 
 from .program import _Builder, _log2, _permutation
+from . import smem_stacked as stacked
 from .render import layout_source
 
 
@@ -51,11 +56,13 @@ def _shared_layout(b: _Builder, shape: tuple, dtype: str):
     ``lrank`` dims (the rest stacked)."""
     ch, rank = b.ch, len(shape)
     kinds = ["swizzled", "padded"] + (["nvmma"] if rank >= 2 else [])
+    if b.cfg.stacked_views and rank >= 2:   # (swizzles more often: their run-time starts)
+        kinds += ["swizzled"] + (["nvmma"] if rank >= 3 else [])
     kind = ch.choice(kinds)
     if kind == "nvmma":
         lrank = 2
     else:
-        lrank = rank if rank == 1 or not ch.chance(35) else ch.int(1, rank - 1)
+        lrank = rank if rank == 1 or not ch.chance(75 if b.cfg.stacked_views else 35) else ch.int(1, rank - 1)
     inner = shape[rank - lrank:]
     if kind == "nvmma":
         return ("nvmma", ch.chance(30)), lrank
@@ -176,6 +183,10 @@ def _access(b: _Builder, base: _View, branch: bool, padded: bool):
     if branch and not padded and base.moved:
         # a swizzled view from inside a period: a branch between starts on it is refused
         branch = False
+    if branch and b.cfg.stacked_views and base.lead and base.shape[0] >= 2 and b.ch.chance(70):
+        (a, other), v = stacked.recipes(b, base, padded, 2)
+        after = stacked.after_join(b, v, len(v.shape) < len(base.shape))
+        return {"a": a, "b": other, "after": after, "form": b.ch.choice(["arm", "else", "outside"])}, v
     if branch:
         if base.lead and base.shape[0] >= 2 and b.ch.chance(30):
             i, j = b.ch.int(0, base.shape[0] - 1), b.ch.int(0, base.shape[0] - 2)
@@ -208,23 +219,26 @@ def _access(b: _Builder, base: _View, branch: bool, padded: bool):
 
 def op_shared(b: _Builder) -> None:
     t = b.pick(lambda n: n.shape)
+    if b.cfg.stacked_views and b.ch.chance(75):
+        t = b.load(stacked.stacked_shape(b))
     if t is None:
         return
     if t.dtype == "int1":
         t = b.add("cast", (t,), "int8", t.shape, t.layout, to="int8")
     spec, lrank = _shared_layout(b, t.shape, t.dtype)
     base = _View(t.shape, len(t.shape) - lrank)
-    views = _chain(b, base, b.ch.int(0, 3 if b.cfg.unaligned_views else 2), b.cfg.max_rank)
+    views = _chain(b, base, b.ch.int(0, 1 if b.cfg.stacked_views else 3 if b.cfg.unaligned_views else 2),
+                   b.cfg.max_rank)
     padded = spec[0] == "padded"
     args = [t]
     write = None
     if b.ch.chance(35):
-        write, wv = _access(b, base, b.ch.chance(50), padded)
+        write, wv = _access(b, base, b.ch.chance(70 if b.cfg.stacked_views else 50), padded)
         x = b.pick(lambda n: tuple(n.shape) == tuple(wv.shape) and n.dtype == t.dtype and n is not t)
         if x is None or b.ch.chance(30):
             x = b.load(tuple(wv.shape), t.dtype)
         args.append(x)
-    loop = _loop(b, base, t.dtype, args) if b.cfg.unaligned_views and b.ch.chance(40) else None
+    loop = _loop(b, base, t.dtype, args, padded) if b.cfg.unaligned_views and b.ch.chance(40) else None
     extra = {}
     if loop is not None:
         loop, lshape = loop
@@ -234,7 +248,7 @@ def op_shared(b: _Builder) -> None:
     if loop is not None and loop["out"] != "buf":
         read, shape = None, lshape
     else:
-        read, rv = _access(b, base, b.ch.chance(45), padded)
+        read, rv = _access(b, base, b.ch.chance(80 if b.cfg.stacked_views else 45), padded)
         shape = tuple(rv.shape)
         lay = b.layout(shape)
     b.add("shared", tuple(args), t.dtype, shape, lay, buf=list(t.shape), smem=spec, lrank=lrank,
@@ -268,20 +282,26 @@ def _moving(b: _Builder, v: _View, dims: list):
     return [("slice", a0 + j * step, length, d) for j in range(k)]
 
 
-def _loop(b: _Builder, base: _View, dtype: str, args: list):
+def _loop(b: _Builder, base: _View, dtype: str, args: list, padded: bool = False):
     """The ``loop`` attribute of a shared node (see the module docstring), or None."""
     ch = b.ch
     v = base.copy()
     pre = _chain(b, v, ch.int(0, 1))
     move = ch.choice(["step", "ring", "swap"])
+    slots = {}
     if move == "ring" and not (v.lead and v.shape[0] >= 2):
         move = "step"
-    if move == "ring":
+    if b.cfg.stacked_views and v.lead and v.shape[0] >= 2 and ch.chance(60):
+        # slots at different stacked and in-period starts (fuzz/smem_stacked.py)
+        move = "step" if ch.chance(60) else "swap"
+        moves, _ = stacked.recipes(b, v, padded, 2 if move == "swap" else ch.int(2, 4))
+        slots = {"slots": True}   # (marks the family for tests and campaigns)
+    elif move == "ring":
         n = v.shape[0]
         step = 1 if ch.chance(60) else ch.int(1, n - 1)
         k = ch.int(2, (n - 1) // step + 1)
         a0 = ch.int(0, n - 1 - (k - 1) * step)
-        moves = [("index", a0 + j * step) for j in range(k)]
+        moves = [[("index", a0 + j * step)] for j in range(k)]
     else:
         dims = [d for d in range(len(v.shape)) if v.shape[d] >= 2]
         moves = _moving(b, v, dims) if dims else None
@@ -289,8 +309,10 @@ def _loop(b: _Builder, base: _View, dtype: str, args: list):
             return None
         if move == "swap":
             moves = moves[:2] if ch.chance(50) else moves[:2][::-1]
-    pos = [pre + [m] for m in moves]
-    v.apply(moves[0])
+        moves = [[mv] for mv in moves]
+    pos = [pre + m for m in moves]
+    for s in moves[0]:
+        v.apply(s)
     after = _chain(b, v, ch.int(0, 2))  # (no reshape: max_rank 0)
     shape = tuple(v.shape)
     two = move == "swap"
@@ -311,5 +333,5 @@ def _loop(b: _Builder, base: _View, dtype: str, args: list):
     loads = any(op[0] == "load" for op in body)
     writes = any(op[0] != "load" for op in body)
     out = ch.choice((["acc"] if loads else []) + ["final"] + (["buf"] if writes else []))
-    return {"move": move, "pos": pos, "after": after, "body": body, "out": out,
+    return {"move": move, "pos": pos, "after": after, "body": body, "out": out, **slots,
             "combine": "max" if loads and ch.chance(50) else "last"}, shape

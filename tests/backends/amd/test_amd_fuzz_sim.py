@@ -91,3 +91,28 @@ def test_simulated_amdgcn_unaligned_view_programs(target, seed):
     from gluon_trace.fuzz.presets import preset_config
     warp = 64 if target == "gfx942" else 32
     _check(fuzz.random_program(seed, preset_config("views", warp)), target, f"amdsim_views_{target}_{seed}")
+
+
+# ------------------------------------------------------------------------------ stacked slot views
+N_STACKED = int(os.environ.get("GLUON_TRACE_FUZZ_STACKED_SIM_EXAMPLES", "16"))
+
+
+def _slot_seeds(n: int, warp: int) -> list:
+    """The first ``n`` seeds whose stacked-preset program picks among slot views."""
+    from gluon_trace.fuzz.presets import preset_config
+    from gluon_trace.fuzz.smem_stacked import draws_slots
+    out, seed = [], 0
+    while len(out) < n:
+        if draws_slots(fuzz.random_program(seed, preset_config("stacked", warp))):
+            out.append((seed, warp))
+        seed += 1
+    return out
+
+
+@pytest.mark.parametrize("target,seed,warp", [(t, s, w) for t, warp in (("gfx942", 64), ("gfx1100", 32))
+                                              for s, w in _slot_seeds(N_STACKED, warp)])
+def test_simulated_amdgcn_stacked_slot_view_programs(target, seed, warp):
+    """The stacked preset (.index() of slots of stacked buffers made in each branch arm or a
+    loop's body at different starts, then viewed after the join; fuzz/smem_stacked.py)."""
+    from gluon_trace.fuzz.presets import preset_config
+    _check(fuzz.random_program(seed, preset_config("stacked", warp)), target, f"amdsim_stacked_{target}_{seed}")

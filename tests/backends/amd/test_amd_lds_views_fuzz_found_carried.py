@@ -12,7 +12,11 @@ test_amd_lds_views_fuzz_found.py), each on amdsim against the interpreter, on fr
   gfx942, from the campaign over seeds 5000..6799);
 - a padded row's columns from inside the padding period (columns 1..8, padded every 8), two lanes
   and four registers a row: the start plus the thread part carried into a register's bit (refused,
-  "not addressable as thread part + register part", seed 6975, gfx942).
+  "not addressable as thread part + register part", seed 6975, gfx942);
+- (the 'stacked' preset) a loop body whose first branch picks the carried columns again before a
+  later one picks columns a byte less aligned: that first join is plain, its home only as aligned
+  as its arms, which the loop's look-ahead did not see (refused, 'less aligned than its first
+  value', seed 300037, gfx942; also 300363, 300514, 300652, 400126, 400398, 400403, 400594).
 """
 import os
 import sys
@@ -182,3 +186,59 @@ def test_padded_columns_whose_start_carries_into_a_register(target, start):
                        target, num_warps=1, START=start)
     for got in (ref, sim):
         assert np.array_equal(got[2], out) and np.array_equal(got[3], b.reshape(-1))
+
+
+# -- a loop body's branches picking the first view again before a less aligned one -----------------
+@gt.jit
+def repicked_columns(x_ptr, y_ptr, out_ptr, n, STARTS: gl.constexpr, LAY: gl.constexpr):
+    """An i8 [4, 4, 4] buffer in LAY holding x; a loop carries columns STARTS[0]..+1 of it
+    (buf[:, :, s:s + 2]) and at step i reads their first column into out[i], stores y[i] there,
+    then picks STARTS[(i + 1) % K] by a chain of branches (`(i + 1) % K == k`). The buffer goes to
+    out[n]."""
+    W: gl.constexpr = gl.threads_per_warp()
+    K: gl.constexpr = len(STARTS)
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 4], [1, 4, W // 4], [1, 1, 1], [2, 1, 0])
+    rf = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, F)))[:, None, None] * 16 + \
+        gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, F)))[None, :, None] * 4 + \
+        gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(1, F)))[None, None, :]
+    M: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 4, W // 4], [1, 1, 1], [2, 1, 0])
+    ro = gl.arange(0, 4, gl.SliceLayout(1, gl.SliceLayout(2, M)))[:, None, None] * 4 + \
+        gl.arange(0, 4, gl.SliceLayout(0, gl.SliceLayout(2, M)))[None, :, None] + \
+        gl.arange(0, 1, gl.SliceLayout(0, gl.SliceLayout(1, M)))[None, None, :]
+    buf = gl.allocate_shared_memory(gl.int8, [4, 4, 4], LAY, gl.load(x_ptr + rf))
+    c = buf.slice(STARTS[0], 2, 2)
+    for i in gl.range(0, n):
+        gl.store(out_ptr + i * 16 + ro, c.slice(0, 1, 2).load(M))
+        c.slice(0, 1, 2).store(gl.load(y_ptr + i * 16 + ro))
+        nxt = buf.slice(STARTS[0], 2, 2)
+        for k in gl.static_range(1, K):
+            with gl.if_((i + 1) % K == k):
+                nxt = buf.slice(STARTS[k], 2, 2)
+        c = nxt
+    gl.store(out_ptr + n * 16 + rf, buf.load(F))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("starts", [(2, 2, 1), (2, 2, 2, 1), (2, 1, 1)])
+@pytest.mark.parametrize("nvmma", [0, 1])
+def test_carried_columns_repicked_before_a_less_aligned_one(target, starts, nvmma):
+    """Found by the stacked preset (seed 300037, gfx942): a loop body's first branch picks the
+    columns the loop started with (2..3) again, a later one columns 1..2 (one byte less aligned).
+    The first branch's join is plain (one table), its home only as aligned as its arms, but the
+    loop's look-ahead (lds_join_predict._static_align) predicted that branch in the form the
+    loop carries (a run-time start, as aligned as the buffer), so the body's yield was refused as
+    'less aligned than its first value'. (2, 1, 1) compiled before."""
+    lay = gl.NVMMASharedLayout.get_default_for([4, 4], gl.int8) if nvmma else gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    rng = np.random.default_rng()
+    n = 5
+    x = rng.integers(-100, 100, 64).astype(np.int8)
+    y = rng.integers(-100, 100, 16 * n).astype(np.int8)
+    b, out = x.reshape(4, 4, 4).copy(), []
+    for i in range(n):
+        col = starts[i % len(starts)]
+        out.append(b[:, :, col].reshape(-1).copy())
+        b[:, :, col] = y[i * 16:(i + 1) * 16].reshape(4, 4)
+    exp = np.concatenate(out + [b.reshape(-1)])
+    ref, sim, _ = both(repicked_columns, lambda: [x.copy(), y.copy(), np.full(exp.size, 127, np.int8), n], target,
+                       num_warps=1, STARTS=starts, LAY=lay)
+    assert np.array_equal(ref[2], exp) and np.array_equal(sim[2], exp)

@@ -91,3 +91,28 @@ def test_simulated_ptx_unaligned_view_programs(target, seed):
     a branch at different such starts) on the simulator with the race detector."""
     _check(fuzz.random_program(seed, preset_config("views")), ptxsim_races.run,
            f"{target} (ptxsim_races)", f"ptxsim_views_{target}_{seed}", target)
+
+
+# ------------------------------------------------------------------------------ stacked slot views
+def _slot_seeds(n: int) -> list:
+    """The first ``n`` seeds whose stacked-preset program picks among slot views."""
+    from gluon_trace.fuzz.smem_stacked import draws_slots
+    out, seed = [], 0
+    while len(out) < n:
+        if draws_slots(fuzz.random_program(seed, preset_config("stacked"))):
+            out.append(seed)
+        seed += 1
+    return out
+
+
+N_STACKED = int(os.environ.get("GLUON_TRACE_FUZZ_STACKED_SIM_EXAMPLES", "16"))
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("seed", _slot_seeds(N_STACKED))
+def test_simulated_ptx_stacked_slot_view_programs(target, seed):
+    """The stacked preset (.index() of slots of stacked buffers made in each branch arm or a
+    loop's body at different starts, then viewed after the join; fuzz/smem_stacked.py), the
+    family smem_join's look-ahead mispredicted, on the simulator with the race detector."""
+    _check(fuzz.random_program(seed, preset_config("stacked")), ptxsim_races.run,
+           f"{target} (ptxsim_races)", f"ptxsim_stacked_{target}_{seed}", target)

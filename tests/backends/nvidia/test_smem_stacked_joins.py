@@ -29,5 +29,8 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     of slots 2 and 1) moved the else-arm's carried address below its buffer (the simulator's
     out-of-range shared access). *_indexed_after: an .index() after the join, of the stacked dim
     whose start the join carries at run time, was refused. whole_periods and same_view (one
-    table) were lowered before."""
+    table) were lowered before. *_twice_then_another (the stacked fuzz preset): a first branch
+    picking the first view again joined it plainly, its register holding the whole address, but
+    its coff kept the buffer-relative root (smem_swizzled.joined_coff), so the next branch's
+    run-time-start join refused it ('placed differently')."""
     K.check(both, target, case, mode)
