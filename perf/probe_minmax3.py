@@ -69,26 +69,14 @@ def _eval(op, args, k):
     raise ValueError(op)
 
 
+_PTX = {"neg": "neg.s32 {d}, {0};", "not": "not.b32 {d}, {0};", "abs": "abs.s32 {d}, {0};",
+        "shl": "shl.b32 {d}, {0}, {k};", "shrs": "shr.s32 {d}, {0}, {k};", "shru": "shr.u32 {d}, {0}, {k};",
+        "add": "add.s32 {d}, {0}, {1};", "sub": "sub.s32 {d}, {0}, {1};", "mul": "mul.lo.s32 {d}, {0}, {1};",
+        "xor": "xor.b32 {d}, {0}, {1};", "and": "and.b32 {d}, {0}, {1};", "or": "or.b32 {d}, {0}, {1};"}
+
+
 def _ptx_op(op, d, args, k):
-    if op == "neg":
-        return f"neg.s32 {d}, {args[0]};"
-    if op == "not":
-        return f"not.b32 {d}, {args[0]};"
-    if op == "abs":
-        return f"abs.s32 {d}, {args[0]};"
-    if op == "shl":
-        return f"shl.b32 {d}, {args[0]}, {k};"
-    if op == "shrs":
-        return f"shr.s32 {d}, {args[0]}, {k};"
-    if op == "shru":
-        return f"shr.u32 {d}, {args[0]}, {k};"
-    if op in ("add", "sub"):
-        return f"{op}.s32 {d}, {args[0]}, {args[1]};"
-    if op == "mul":
-        return f"mul.lo.s32 {d}, {args[0]}, {args[1]};"
-    if op in ("xor", "and", "or"):
-        return f"{op}.b32 {d}, {args[0]}, {args[1]};"
-    raise ValueError(op)
+    return _PTX[op].format(*args, d=d, k=k)
 
 
 def _minmax_plain(op, d, a, b, k):
