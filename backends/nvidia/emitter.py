@@ -702,7 +702,8 @@ class Emitter:
                "//", f".version {self.flags.get('ptx_version', PTX_VERSION)}", f".target {self.target}",
                ".address_size 64", ""]
         if self.flags.get("minmax3"):
-            out[1:1] = ["// integer min/max through complements, max(a, b) = ~min(~a, ~b): this ptxas miscompiles the VIMNMX3 it would fold them into"]
+            out[1:1] = ["// integer min/max through complements, max(a, b) = ~min(~a, ~b): this ptxas "
+                        "miscompiles the VIMNMX3 it would fold them into"]
         files = {}
         for _, loc in self.lines:
             if loc is not None and loc.file not in files:
