@@ -182,10 +182,7 @@ def index_view(em, s, i: str, loc):
         s = fold(em, s)
         if s.creg is not None:   # (the moving dims whose tables differ: still in the register)
             return index_view(em, s, i, loc)
-        base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
-        from . import ptx
-        return Smem(base, 0, s.rel[0], s.dtype, min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align,
-                    coff=(s.coff[0][0], s.coff[1][1:]))
+        starts = (0,) + s.coff[1][1:]   # (its start is in the base now; the same root)
     base = em.ins("b32", f"mad.lo.u32 {{d}}, {i}, {stride}, {s.base};") if stride else s.base
     from . import ptx
     align = min(s.align, ptx.pow2_div(stride, 16)) if stride else s.align
