@@ -306,15 +306,18 @@ def _sass_text(ptxas_path, ptx_path, nvdisasm):
 
 def compare_sass(seeds, bad, good, others, nvidia_disasm):
     work = tempfile.mkdtemp(prefix="minmax3-sass-")
+    ptx_paths = {}
+    for seed in seeds:
+        ptx_paths[seed] = os.path.join(work, f"{seed}.ptx")
+        with open(ptx_paths[seed], "w") as f:
+            f.write(Program(seed).ptx("plain"))
+    known = {seed: (_sass_text(bad, p, nvidia_disasm), _sass_text(good, p, nvidia_disasm))
+             for seed, p in ptx_paths.items()}
     for path in others:
         row = []
         for seed in seeds:
-            ptx_path = os.path.join(work, f"{seed}.ptx")
-            with open(ptx_path, "w") as f:
-                f.write(Program(seed).ptx("plain"))
-            mine = _sass_text(path, ptx_path, nvidia_disasm)
-            row.append("B" if mine == _sass_text(bad, ptx_path, nvidia_disasm) else
-                       "G" if mine == _sass_text(good, ptx_path, nvidia_disasm) else "?")
+            mine = _sass_text(path, ptx_paths[seed], nvidia_disasm)
+            row.append("B" if mine == known[seed][0] else "G" if mine == known[seed][1] else "?")
         print(f"{path}: {''.join(row)}  like the bad one {row.count('B')}, like the good one {row.count('G')}, "
               f"neither {row.count('?')}", flush=True)
 
