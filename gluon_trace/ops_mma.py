@@ -164,9 +164,35 @@ def _dot_fma(ctx, ts, attrs, regions):
 define("dot_fma", _dot_fma, doc="acc + A @ B with FMAs on the CUDA/vector cores; any target")
 
 
+def _wgmma_pieces(ctx, name, b, accs):
+    """Pieces: b a stacked view [P, K, n], accs P tiles of one type [M, n]. Returns the view
+    one piece of b is (what each acc multiplies), for the checks a single wgmma gets."""
+    import dataclasses
+    if not accs:
+        raise ctx.error(f"{name}: acc is an empty list; give one accumulator a piece of B")
+    if not isinstance(b, MemDescType) or len(b.shape) != 3:
+        raise ctx.error(f"{name}: with a list of {len(accs)} accumulators, B must be a stacked shared view "
+                        f"[{len(accs)}, K, n] (one [K, n] piece an accumulator), got {b}",
+                        notes=("allocate the pieces as consecutive slots, e.g. [STAGES, P, n, K], and pass "
+                               "bufs.index(s).permute((0, 2, 1))",))
+    if b.shape[0] != len(accs):
+        raise ctx.error(f"{name}: B stacks {b.shape[0]} pieces and acc lists {len(accs)} accumulators; "
+                        "give one accumulator a piece")
+    for i, t in enumerate(accs[1:], 1):
+        if t != accs[0]:
+            raise ctx.error(f"{name}: accumulator {i} is {t}, accumulator 0 {accs[0]}; the pieces' "
+                            "accumulators share one type")
+    return dataclasses.replace(b, shape=tuple(b.shape[1:]))
+
+
 def _wgmma(ctx, ts, attrs, regions):
-    a, b, acc, use_acc = ts
+    a, b, *accs, use_acc = ts
     name = "warpgroup_mma"
+    if attrs.get("pieces") is not None:
+        b = _wgmma_pieces(ctx, name, b, accs)
+    elif len(accs) != 1:
+        raise ctx.error(f"{name} takes one accumulator, or a list of them with pieces")
+    acc = accs[0]
     _require_target(ctx, "warpgroup_mma (wgmma)", 90, suffix_a=True)
     if ctx.num_warps % 4:
         raise ctx.error(f"{name} runs on whole warpgroups; num_warps={ctx.num_warps} is not a multiple of 4")
@@ -198,7 +224,7 @@ def _wgmma(ctx, ts, attrs, regions):
         raise ctx.error(f"use_acc must be a scalar int1 (or a Python bool), got {use_acc}")
     m, n, k = _mma_layouts().mma_instr_shape(acc.layout, a.dtype.bits)
     _check_shapes(ctx, name, a, b, acc, (64, n, k))
-    return [acc]
+    return list(accs)
 
 
 def _wgmma_wait(ctx, ts, attrs, regions):

@@ -66,10 +66,11 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (64, 128, 64, 8, 4, 1, 64), (64, 128, 64, 8, 4, 2, 64),  # the skinny shape's fastest (probe_skinny.py)
     (64, 128, 64, 8, 8, 1, 64), (64, 128, 64, 8, 8, 2, 64),  # two consumer warpgroups of 64x64 (cuBLAS's)
 ]
-SWAP = [  # (BM_MAIN, BM_TAIL, BK, STAGES, CONSUMERS[, GROUP_M]): matmul_hopper_swap's tiles of
-    # BM_MAIN + BM_TAIL rows by CONSUMERS x 64 columns. 160x192 (cuBLAS's tile at 4000^3): 525 tiles,
-    # 3.98 waves on 132 SMs, where 128x256 makes 512 tiles of which the last wave fills 88%
-    (128, 32, 64, 3, 3), (128, 32, 64, 3, 3, 16), (128, 64, 64, 3, 3),
+SWAP = [  # (PIECE_ROWS, PIECES, BK, STAGES, CONSUMERS[, GROUP_M]): matmul_hopper_swap's tiles of
+    # PIECES x PIECE_ROWS rows by CONSUMERS x 64 columns, one m64n(rows) wgmma a consumer and K step.
+    # 160x192 (cuBLAS's tile at 4000^3): 525 tiles, 3.98 waves on 132 SMs, where 128x256 makes 512
+    # tiles of which the last wave fills 88%
+    (32, 5, 64, 3, 3), (32, 5, 64, 3, 3, 16), (64, 3, 64, 3, 3),
 ]
 STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
     # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
@@ -273,14 +274,14 @@ def hopper_run(cfg, a, b, c, shape, kernel=matmul_hopper, GROUP_M=8, promotion=2
 
 def swap_run(cfg, a, b, c, shape):
     """matmul_hopper_swap at ``cfg`` (SWAP's form), persistent over min(SMs, tiles) CTAs."""
-    bm_main, bm_tail, bk, stages, consumers = cfg[:5]
+    rows, pieces, bk, stages, consumers = cfg[:5]
     group_m = cfg[5] if len(cfg) > 5 else 8
     m, n, k = shape
-    descs = swap_descriptors(a, b, c, bm_main, bm_tail, bk, gl.float16 if a.dtype == torch.float16 else gl.bfloat16)
-    tiles = -(-m // (bm_main + bm_tail)) * -(-n // (64 * consumers))
+    descs = swap_descriptors(a, b, c, rows, bk, gl.float16 if a.dtype == torch.float16 else gl.bfloat16)
+    tiles = -(-m // (rows * pieces)) * -(-n // (64 * consumers))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
     return lambda: matmul_hopper_swap[(programs,)](*descs, m, n, k, STAGES=stages, GROUP_M=group_m,
-                                                   CONSUMERS=consumers, num_warps=4, backend="nvidia")
+                                                   CONSUMERS=consumers, PIECES=pieces, num_warps=4, backend="nvidia")
 
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, swizzle=None, **constexprs):

@@ -54,9 +54,9 @@ elif which == "cluster":  # a warp-specialized cluster config: CFG="BM,BN,BK,STA
     cfg = cfg[:7] + tuple(x if x > 1 else bool(x) for x in cfg[7:8]) + cfg[8:9]   # share A: 0, 1 or a grid's k
     run = bench_gemm.cluster_run(cfg, a, b, c, (m, n, k), bench_gemm.matmul_hopper_cluster_ws,
                                  int(os.environ.get("PROMOTION", "256")))
-elif which == "swap":  # matmul_hopper_swap at CFG="BM_MAIN,BM_TAIL,BK,STAGES,CONSUMERS[,GROUP_M]"
+elif which == "swap":  # matmul_hopper_swap at CFG="PIECE_ROWS,PIECES,BK,STAGES,CONSUMERS[,GROUP_M]"
     import bench_gemm
-    cfg = tuple(int(x) for x in os.environ.get("CFG", "128,32,64,3,3").split(","))
+    cfg = tuple(int(x) for x in os.environ.get("CFG", "32,5,64,3,3").split(","))
     run = bench_gemm.swap_run(cfg, a, b, c, (m, n, k))
 elif which in ("pairs", "ones", "pairsB"):  # the cluster kernel at the skinny shape's tile: pairs sharing A, or one a cluster
     import bench_gemm

@@ -277,7 +277,7 @@ stage_swap() {
   python3 perf/probe_swap.py > "$LOGS/probe-swap.log" 2>&1; grep -v "rel err" "$LOGS/probe-swap.log" | tee -a "$OUT/summary.txt"
   local metrics=gpu__time_duration.sum,smsp__inst_executed.sum,dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum
   metrics+=,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg
-  CFG=128,32,64,3,3 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
+  CFG=32,5,64,3,3 ncu -k regex:'matmul' --launch-skip 1 --launch-count 1 --metrics "$metrics" \
     python3 perf/profile_gemm.py swap 4000 > "$LOGS/ncu-swap-4000.txt" 2>&1
   say "ncu swap 4000: $(grep -E '^ +[a-z]' "$LOGS/ncu-swap-4000.txt" | awk '{print $1, $(NF)}' | tr '\n' ' ')"
 }

@@ -145,8 +145,8 @@ def swap() -> int:
     a = torch.randn(m, k + 8, device="cuda", dtype=torch.bfloat16)[:, :k]
     b = torch.randn(k, n + 14, device="cuda", dtype=torch.bfloat16)[:, :n]
     c = torch.full((m, n + 14), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
-    matmul_hopper_swap[(2,)](*swap_descriptors(a, b, c, 128, 32, 64, gl.bfloat16), m, n, k, STAGES=3, GROUP_M=2,
-                             CONSUMERS=3, num_warps=4)
+    matmul_hopper_swap[(2,)](*swap_descriptors(a, b, c, 32, 64, gl.bfloat16), m, n, k, STAGES=3, GROUP_M=2,
+                             CONSUMERS=3, PIECES=5, num_warps=4)
     torch.cuda.synchronize()
     return _report("matmul_hopper_swap (160x192 tiles, 2 CTAs, 6 tiles)", c, a.double() @ b.double())
 

@@ -230,6 +230,31 @@ def test_wgmma_checks():
     fails(_wgmma_call(warps=2), F16, target="sm_90a", num_warps=2, words=("multiple of 4",))
 
 
+def _wgmma_pieces_call(b_shape=(5, 32, 64), accs=5, other_acc=False, n=32):
+    def k(p):
+        a = gl.allocate_shared_memory(gl.float16, [64, 64], NV([64, 64], gl.float16))
+        b = gl.allocate_shared_memory(gl.float16, list(b_shape), NV([n, 64], gl.float16))
+        lay = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 16])
+        acc = [gl.zeros([64, n], gl.float32, lay) for _ in range(accs)]
+        if other_acc:
+            acc[-1] = gl.zeros([64, 2 * n], gl.float32, gl.NVMMADistributedLayout(
+                version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 2 * n, 16]))
+        view = b.permute((0, 2, 1)) if len(b_shape) == 3 else b.permute((1, 0))
+        out = warpgroup_mma(a, view, acc)
+        gl.static_assert(len(out) == accs)
+    return k
+
+
+def test_wgmma_pieces_checks():
+    """A list of accumulators takes a stacked B [P, K, n], one piece each, all of one type."""
+    trace(_wgmma_pieces_call(), F16, target="sm_90a")
+    fails(_wgmma_pieces_call(b_shape=(128, 64)), F16, target="sm_90a", words=("stacked shared view", "[5, K, n]"))
+    fails(_wgmma_pieces_call(accs=4), F16, target="sm_90a", words=("stacks 5 pieces", "4 accumulators"))
+    fails(_wgmma_pieces_call(other_acc=True), F16, target="sm_90a", words=("accumulator 4", "one type"))
+    fails(_wgmma_pieces_call(accs=0), F16, target="sm_90a", words=("empty list",))
+    fails(_wgmma_pieces_call(b_shape=(5, 64, 64)), F16, target="sm_90a", words=("do not chain",))
+
+
 def test_warp_partitions_take_no_register_tiles():
     def worker(x):
         x + 1.0

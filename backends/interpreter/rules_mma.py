@@ -97,8 +97,9 @@ def _dot_fma(p, op, a, b, acc):
 
 
 @rule("wgmma")
-def _wgmma(p, op, a, b, acc, use_acc):
+def _wgmma(p, op, a, b, *accs_use):
     s = state(p)
+    *accs, use_acc = accs_use
     is_async = op.attrs.get("is_async")
     t = op.operands[1].type.dtype
     prec = op.attrs.get("precision") or "tf32"
@@ -111,14 +112,18 @@ def _wgmma(p, op, a, b, acc, use_acc):
     if not isinstance(b, View):
         raise InterpreterError("warpgroup_mma: B is not a shared-memory buffer", op.loc)
     b = _inputs(s.read(b, op, "warpgroup_mma (operand B)", reader=ev), op, "B", t, prec)
-    if isinstance(acc, Pending):
-        acc = acc.value
-    out = _matmul(a, b, acc, op.results[0].type.dtype, use_acc=bool(use_acc))
+    pieces = op.attrs.get("pieces") is not None   # b [P, K, n]: accumulator i takes b[i]
+    outs = []
+    for i, acc in enumerate(accs):
+        if isinstance(acc, Pending):
+            acc = acc.value
+        outs.append(_matmul(a, b[i] if pieces else b, acc, op.results[i].type.dtype, use_acc=bool(use_acc)))
     if not is_async:
         s.observe(ev)  # a synchronous wgmma has finished reading when it returns
-        return out
+        return tuple(outs) if pieces else outs[0]
     s.mma_groups.setdefault(s.current, []).append(ev)
-    return Pending(out, ev, op.loc)
+    pend = [Pending(o, ev, op.loc) for o in outs]
+    return tuple(pend) if pieces else pend[0]
 
 
 @rule("wgmma_wait")

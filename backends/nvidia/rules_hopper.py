@@ -438,11 +438,44 @@ def _in_place(em, v) -> bool:
         v = v.owner.operands[v.owner.results.index(v)]
 
 
+def _pieces_view(b: Smem) -> Smem:
+    """A stacked B view [P, K, n] as one [K, P * n] operand: piece p's columns follow piece
+    p - 1's. Whether an instruction may span pieces is :func:`plan`'s check of the table."""
+    p, k, n = b.rel.shape
+    return Smem(b.base, b.const, b.rel.transpose(1, 0, 2).reshape(k, p * n), b.dtype, b.align)
+
+
+def _wgmma_n_ok(n: int, t) -> bool:
+    """wgmma's N: a multiple of 8 up to 256; the 8-bit integer forms take 8-32, then multiples of 16."""
+    if n % 8 or not 8 <= n <= 256:
+        return False
+    return not (t.name in ("int8", "uint8") and n > 32 and n % 16)
+
+
+def _runs(em, b: Smem, cols: int, N: int, ki: int, K: int, fuse: bool, t) -> list[tuple[int, int]]:
+    """(first column tile, tile count) of each instruction over ``cols`` column tiles of N:
+    with ``fuse``, each as long as one descriptor places all its columns as the table does."""
+    if not fuse:
+        return [(j, 1) for j in range(cols)]
+    from .wgmma import plan
+    es = max(b.dtype.bits // 8, 1)
+    table = _table(b, False)
+    out, j = [], 0
+    while j < cols:
+        n = next((n for n in range(cols - j, 1, -1) if _wgmma_n_ok(n * N, t)
+                  and plan(table, es, j * N, ki * K, n * N, K) is not None), 1)
+        out.append((j, n))
+        j += n
+    return out
+
+
 @rule("wgmma")
 def _wgmma(em, op):
     from .rules_mma import _groups, _pack
     ptx.require(em.target, "warpgroup_mma (wgmma)", 90, op.loc, suffix_a=True)
-    a_v, b_v, c_v, use_v = op.operands
+    a_v, b_v, *c_vs, use_v = op.operands
+    c_v = c_vs[0]
+    pieces = op.attrs.get("pieces") is not None
     t, acc_t = b_v.type.dtype, c_v.type.dtype
     kind = _WGMMA.get(t.name)
     if kind is None:
@@ -467,6 +500,8 @@ def _wgmma(em, op):
     gc = _groups(lc, (64, N), c_slots, "accumulator", op.loc)
     a_smem = isinstance(em.vals[a_v][0], Smem)
     b = _view_of(em, b_v)
+    if pieces:
+        b = _pieces_view(b)
     kdim = b.rel.shape[0]
     b_off = _wg_offset(em, lc, b, False, 1)
     if a_smem:
@@ -479,77 +514,93 @@ def _wgmma(em, op):
         ga = _groups(la, (64, K), a_slots, "A operand", op.loc)
         av = em.vals[a_v]
     _barrier_if_needed(em, op)
-    cv = em.vals[c_v]
     cls = "f32" if acc_t.is_floating else "b32"
     # wgmma reads and writes its accumulator in place: fresh registers, unless the input is a
     # chain's own (see _in_place); copying an in-flight accumulator would serialize the chain
-    cur = {}
-    own = _in_place(em, c_v)
-    for key, regs in gc.items():
-        cur[key] = []
-        for r in regs:
-            if own:
-                cur[key].append(cv[r])
-                continue
-            d = em.reg(cls)
-            em.emit(f"mov.{'f32' if cls == 'f32' else 'b32'} {d}, {cv[r] if len(cv) > 1 else cv[0]};")
-            cur[key].append(d)
+    curs = []
+    for cv_op in c_vs:
+        cur = {}
+        own = _in_place(em, cv_op)
+        cv = em.vals[cv_op]
+        for key, regs in gc.items():
+            cur[key] = []
+            for r in regs:
+                if own:
+                    cur[key].append(cv[r])
+                    continue
+                d = em.reg(cls)
+                em.emit(f"mov.{'f32' if cls == 'f32' else 'b32'} {d}, {cv[r] if len(cv) > 1 else cv[0]};")
+                cur[key].append(d)
+        curs.append(cur)
     use = em.vals[use_v][0]
     true = em.thread_cache.get("wg_true")
     if true is None:
         true = em.thread_cache["wg_true"] = em.reg("pred")
         em.pro(f"setp.eq.u32 {true}, 0, 0;")
+    # pieces: a run of column tiles across pieces is one instruction (its accumulator registers
+    # are the pieces' in order: the m64nN fragment walks N in 8-column blocks); a second
+    # warpgroup along N would interleave the pieces' columns, so then each tile is its own
+    n_tiles = 1 + max(ni for _, ni in gc)
+    fuse = pieces and not any(int(bb[1]) for bb in lc.warp_bases[2:])
+    cols = [(p, ni) for p in range(len(c_vs)) for ni in range(n_tiles)]
     # every operand (the packed A registers, the descriptors) is made before the fence: an A
     # register written between the fence and its wgmma makes ptxas fence and wait before each
     calls = []
     for ki in range(kdim // K):
-        for (mi, ni) in sorted(gc):
-            bp = _desc_plan(em, op, b, False, ni * N, ki * K, N, K, "B")
-            if not transposable and not bp.k_major:
-                raise CompileError(f"warpgroup_mma: {t} B must be K-major in shared memory", op.loc)
-            bd = _descriptor(em, b, bp, b_off)
-            if a_smem:
-                ap = _desc_plan(em, op, a, True, mi * 64, ki * K, 64, K, "A")
-                if not transposable and not ap.k_major:
-                    raise CompileError(f"warpgroup_mma: {t} A must be K-major in shared memory", op.loc)
-                asrc = _descriptor(em, a, ap, a_off)
-            else:
-                regs = ga[(mi, ki)]
-                asrc = "{" + ", ".join(_pack(em, t, [av[r] if len(av) > 1 else av[0]
-                                                     for r in regs[i:i + kw]])
-                                       for i in range(0, 4 * kw, kw)) + "}"
-            scale = use if ki == 0 else true
-            if t.name in ("int8", "uint8"):   # the integer forms take scale-d only
-                tail = ""
-            elif t.is_fp8:  # 8-bit floats: K-major operands only, no transpose flags
-                tail = ", 1, 1"
-            elif transposable:
-                tail = (", 1, 1" + (f", {0 if ap.k_major else 1}" if a_smem else "")
-                        + f", {0 if bp.k_major else 1}")
-            else:
-                tail = ", 1, 1"
-            calls.append(f"wgmma.mma_async.sync.aligned.m64n{N}k{K}.{types} {{{', '.join(cur[(mi, ni)])}}}, "
-                         f"{asrc}, {bd}, {scale}{tail};")
+        runs = _runs(em, b, len(cols), N, ki, K, fuse, t)
+        for mi in sorted({mi for mi, _ in gc}):
+            for j0, n in runs:
+                bp = _desc_plan(em, op, b, False, j0 * N, ki * K, n * N, K, "B")
+                if not transposable and not bp.k_major:
+                    raise CompileError(f"warpgroup_mma: {t} B must be K-major in shared memory", op.loc)
+                bd = _descriptor(em, b, bp, b_off)
+                if a_smem:
+                    ap = _desc_plan(em, op, a, True, mi * 64, ki * K, 64, K, "A")
+                    if not transposable and not ap.k_major:
+                        raise CompileError(f"warpgroup_mma: {t} A must be K-major in shared memory", op.loc)
+                    asrc = _descriptor(em, a, ap, a_off)
+                else:
+                    regs = ga[(mi, ki)]
+                    asrc = "{" + ", ".join(_pack(em, t, [av[r] if len(av) > 1 else av[0]
+                                                         for r in regs[i:i + kw]])
+                                           for i in range(0, 4 * kw, kw)) + "}"
+                scale = use if ki == 0 else true
+                if t.name in ("int8", "uint8"):   # the integer forms take scale-d only
+                    tail = ""
+                elif t.is_fp8:  # 8-bit floats: K-major operands only, no transpose flags
+                    tail = ", 1, 1"
+                elif transposable:
+                    tail = (", 1, 1" + (f", {0 if ap.k_major else 1}" if a_smem else "")
+                            + f", {0 if bp.k_major else 1}")
+                else:
+                    tail = ", 1, 1"
+                d = [x for p, ni in cols[j0:j0 + n] for x in curs[p][(mi, ni)]]
+                calls.append(f"wgmma.mma_async.sync.aligned.m64n{n * N}k{K}.{types} {{{', '.join(d)}}}, "
+                             f"{asrc}, {bd}, {scale}{tail};")
     em.emit("wgmma.fence.sync.aligned;")
     for c in calls:
         em.emit(c)
     em.emit("wgmma.commit_group.sync.aligned;")
     if not op.attrs.get("is_async"):
         em.emit("wgmma.wait_group.sync.aligned 0;")
-    out = [None] * lc.num_regs
-    for key, regs in gc.items():
-        for r, x in zip(regs, cur[key]):
-            out[r] = x
-    for x in out:  # overwritten in place: a 16-bit pattern remembered for the old value is stale
-        em.bits16.pop((x, "float16"), None)
-        em.bits16.pop((x, "bfloat16"), None)
+    outs = []
+    for cur in curs:
+        out = [None] * lc.num_regs
+        for key, regs in gc.items():
+            for r, x in zip(regs, cur[key]):
+                out[r] = x
+        for x in out:  # overwritten in place: a 16-bit pattern remembered for the old value is stale
+            em.bits16.pop((x, "float16"), None)
+            em.bits16.pop((x, "bfloat16"), None)
+        outs.append(out)
+    group = set().union(*outs)
     if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
-        em.flags.setdefault("wgmma_inflight", []).append(set(out))
+        em.flags.setdefault("wgmma_inflight", []).append(group)
         if round16:
-            em.flags.setdefault("wgmma_round16", set()).update(out)
+            em.flags.setdefault("wgmma_round16", set()).update(group)
     elif round16:
-        out = [_round16(em, x) for x in out]
-    return [out]
+        outs = [[_round16(em, x) for x in out] for out in outs]
+    return outs
 
 
 def _round16(em, r: str) -> str:

@@ -16,15 +16,26 @@ def fence_async_shared(cluster=False) -> None:
 
 
 def warpgroup_mma(a, b, acc, *, use_acc=True, precision=None, max_num_imprecise_acc=0,
-                  is_async=False) -> tensor:
+                  is_async=False):
     """``acc (+)= a @ b`` on wgmma: acc in NVMMADistributedLayout([3, 0], ...), a a register
     tile in DotOperandLayout(0, acc.layout, ...) or a shared buffer, b a shared buffer in
     NVMMASharedLayout. With ``is_async=True`` the result may be read only after
-    ``warpgroup_mma_wait`` (it may still be passed as the next wgmma's acc)."""
+    ``warpgroup_mma_wait`` (it may still be passed as the next wgmma's acc).
+
+    **Pieces** (a tile N that is no power of two, e.g. 160 = 5 x 32): ``acc`` a list of P
+    tiles [M, n] and ``b`` a stacked shared view [P, K, n]; each ``acc[p] (+)= a @ b[p]``,
+    returned as a tuple, all in one wgmma group. Where the pieces lie in shared memory as one
+    operand of P * n columns would (consecutive slots of one NVMMA buffer), the NVIDIA backend
+    issues one m64n(P*n) instruction a K step instead of P narrow ones."""
     u = use_acc_operand(use_acc)
+    attrs = {"is_async": bool(getattr(is_async, "value", is_async)), "precision": precision or "tf32"}
+    if isinstance(acc, (list, tuple)):
+        accs = [to_tensor(x).value for x in acc]
+        attrs["pieces"] = len(accs)
+        op = current().create("wgmma", [to_tensor(a).value, b.value, *accs, u.value], attrs)
+        return tuple(wrap(r) for r in op.results)
     ops = [to_tensor(a).value, b.value, to_tensor(acc).value, u.value]
-    return tensor(current().value("wgmma", ops, {"is_async": bool(getattr(is_async, "value", is_async)),
-                                                 "precision": precision or "tf32"}))
+    return tensor(current().value("wgmma", ops, attrs))
 
 
 def warpgroup_mma_wait(num_outstanding=0, deps=None):

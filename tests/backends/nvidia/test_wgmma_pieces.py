@@ -1,0 +1,101 @@
+"""warpgroup_mma with a list of accumulators (pieces): B a stacked shared view [P, K, n],
+each accumulator [M, n] taking one piece, so a tile N that is no power of two (160 = 5 x 32)
+runs as one m64n(P*n) instruction a K step. Run on ptxsim_hopper against the interpreter and
+numpy on fresh random inputs, NaN-poisoned outputs; the PTX checked for the fused shape."""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import gluon_trace as gt  # noqa: E402
+from gluon_trace import language as gl  # noqa: E402
+from gluon_trace.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait  # noqa: E402
+
+pytest.importorskip("gluon_trace.backends.nvidia")
+from test_hopper_sim import run_both  # noqa: E402
+
+NV = gl.NVMMASharedLayout.get_default_for
+
+
+def _grid_ptrs(ptr, rows, cols, layout, stride):
+    r = gl.arange(0, rows, layout=gl.SliceLayout(1, layout))
+    c = gl.arange(0, cols, layout=gl.SliceLayout(0, layout))
+    return ptr + r[:, None] * stride + c[None, :]
+
+
+@gt.jit
+def wgmma_pieces(c_ptr, a_ptr, b_ptr, c0_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr,
+                 P: gl.constexpr, B_T: gl.constexpr, A_REGS: gl.constexpr, INSTR_N: gl.constexpr,
+                 IS_ASYNC: gl.constexpr):
+    """C[:, p*N:(p+1)*N] = A @ B[:, p*N:(p+1)*N] + C0[...] for p < P, one warpgroup_mma over
+    P pieces. B_T: B is given as [P*N, K] and its pieces are K-major slots [P, N, K]; else
+    B is [K, P*N] and its pieces MN-major slots [P, K, N]."""
+    W: gl.constexpr = P * N
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+                                                    instr_shape=[16, INSTR_N, 16])
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+    if B_T:
+        bufs = gl.allocate_shared_memory(gl.float16, [P, N, K], NV([N, K], gl.float16))
+        for p in gl.static_range(P):
+            bufs.index(p).store(gl.load(_grid_ptrs(b_ptr + p * N * K, N, K, ld, K)))
+        b_op = bufs.permute((0, 2, 1))
+    else:
+        b_op = gl.allocate_shared_memory(gl.float16, [P, K, N], NV([K, N], gl.float16))
+        for p in gl.static_range(P):
+            b_op.index(p).store(gl.load(_grid_ptrs(b_ptr + p * N, K, N, ld, W)))
+    if A_REGS:
+        a_op = gl.load(_grid_ptrs(a_ptr, M, K, gl.DotOperandLayout(0, acc_l, k_width=2), K))
+    else:
+        a_op = gl.allocate_shared_memory(gl.float16, [M, K], NV([M, K], gl.float16),
+                                         gl.load(_grid_ptrs(a_ptr, M, K, ld, K)))
+    fence_async_shared()
+    accs = [gl.load(_grid_ptrs(c0_ptr + p * N, M, N, acc_l, W)) for p in range(P)]
+    outs = warpgroup_mma(a_op, b_op, accs, is_async=IS_ASYNC)
+    if IS_ASYNC:
+        outs = warpgroup_mma_wait(0, deps=outs)
+    for p in gl.static_range(P):
+        gl.store(_grid_ptrs(c_ptr + p * N, M, N, acc_l, W), outs[p])
+
+
+def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True):
+    rng = np.random.default_rng()
+    w = p * n
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((w, k) if b_t else (k, w)).astype(np.float16)
+    c0 = rng.standard_normal((m, w)).astype(np.float32)
+
+    def args():
+        return [np.full((m, w), np.nan, np.float32), a.copy(), b.copy(), c0.copy()]
+    ref, sim, text = run_both(wgmma_pieces, args, (1,), num_warps=warps, M=m, N=n, K=k, P=p, B_T=b_t,
+                              A_REGS=a_regs, INSTR_N=instr_n, IS_ASYNC=is_async)
+    exact = a.astype(np.float64) @ (b.T if b_t else b).astype(np.float64) + c0
+    tol = 1e-4 * np.abs(exact).max()
+    np.testing.assert_allclose(ref[0], exact, rtol=1e-5, atol=tol)
+    np.testing.assert_allclose(sim[0], exact, rtol=1e-5, atol=tol)
+    np.testing.assert_allclose(sim[0], ref[0], rtol=1e-5, atol=tol)
+    return text
+
+
+def _shapes(text):
+    return re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k", text)
+
+
+@pytest.mark.parametrize("m, n, k, p, b_t, a_regs, instr_n, warps, is_async, fused", [
+    (64, 32, 64, 5, True, False, 32, 4, True, 160),      # the 160-wide tile: K-major pieces
+    (64, 32, 32, 5, False, False, 32, 4, True, 160),     # MN-major pieces (LBO = a piece)
+    (64, 64, 32, 3, True, True, 64, 4, False, 192),      # A from registers, synchronous
+    (128, 32, 32, 3, True, False, 32, 8, True, 96),      # two warpgroups along M
+    (64, 64, 16, 5, True, False, 64, 4, True, 256),      # 320 columns: a 256 and a 64
+    (64, 64, 32, 2, True, False, 32, 4, True, 128),      # two instructions a piece, fused
+])
+def test_pieces_match_the_interpreter_and_fuse(m, n, k, p, b_t, a_regs, instr_n, warps, is_async, fused):
+    text = _run(m, n, k, p, b_t, a_regs, instr_n, warps, is_async)
+    shapes = _shapes(text)
+    steps = k // 16
+    assert int(shapes[0]) == fused, shapes
+    # every column once a K step, for each 64 rows a warpgroup owns
+    assert sum(map(int, shapes)) == (m // 64) // (warps // 4) * p * n * steps
