@@ -99,3 +99,24 @@ def test_pieces_match_the_interpreter_and_fuse(m, n, k, p, b_t, a_regs, instr_n,
     assert int(shapes[0]) == fused, shapes
     # every column once a K step, for each 64 rows a warpgroup owns
     assert sum(map(int, shapes)) == (m // 64) // (warps // 4) * p * n * steps
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, p, b_t, a_regs", [(32, 5, True, False), (32, 5, False, False), (64, 3, True, True),
+                                               (64, 5, True, False)])
+def test_gpu_pieces_match_numpy(n, p, b_t, a_regs):
+    """The fused m64n(P*n) instruction (and, for 320 columns, a 256 and a 64) on the GPU."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    rng = np.random.default_rng()
+    m, k, w = 64, 64, p * n
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((w, k) if b_t else (k, w)).astype(np.float16)
+    c0 = rng.standard_normal((m, w)).astype(np.float32)
+    dev = [torch.full((m, w), float("nan"), device="cuda"), *(torch.from_numpy(x).cuda() for x in (a, b, c0))]
+    wgmma_pieces[(1,)](*dev, M=m, N=n, K=k, P=p, B_T=b_t, A_REGS=a_regs, INSTR_N=n, IS_ASYNC=True, num_warps=4,
+                       backend="nvidia")
+    torch.cuda.synchronize()
+    exact = a.astype(np.float64) @ (b.T if b_t else b).astype(np.float64) + c0
+    np.testing.assert_allclose(dev[0].cpu().numpy(), exact, rtol=1e-5, atol=1e-4 * np.abs(exact).max())
