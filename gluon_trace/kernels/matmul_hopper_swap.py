@@ -72,10 +72,13 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
 
 def _consumer(a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES,
               WHICH):
-    """Consumer WHICH: columns WHICH*64 .. +64 of every tile, all its rows."""
+    """Consumer WHICH: columns WHICH*64 .. +64 of every tile, all its rows. Its output buffers
+    (``c_bufs.index(WHICH)``): one a piece, filled after the previous tile's stores are done;
+    or fewer, taken in turn, each once the store that last read it is done."""
     ROWS, BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, M, N, K, CONSUMERS, PIECES)
     acc_l = wgmma_layout(COLUMNS, ROWS, gl.num_warps())
     c_mine = c_bufs.index(WHICH)
+    nbuf: gl.constexpr = c_bufs.shape[1]
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
@@ -95,23 +98,35 @@ def _consumer(a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STA
             it += 1
         accs = warpgroup_mma_wait(0, deps=accs)
         mbarrier.arrive(empty.index(ring_slot(prev, STAGES)[0]))
-        tma.store_wait(0)   # the previous tile's stores have read the buffers
-        for p in gl.static_range(PIECES):
-            c_mine.index(p).permute((1, 0)).store(accs[p].to(c_desc.dtype))
-        fence_async_shared()
         off_n = pid_n * BN + WHICH * COLUMNS
-        for p in gl.static_range(PIECES):
-            tma.async_store(c_desc, [pid_m * BM + p * ROWS, off_n], c_mine.index(p))
+        if nbuf == PIECES:
+            tma.store_wait(0)   # the previous tile's stores have read the buffers
+            for p in gl.static_range(PIECES):
+                c_mine.index(p).permute((1, 0)).store(accs[p].to(c_desc.dtype))
+            fence_async_shared()
+            for p in gl.static_range(PIECES):
+                tma.async_store(c_desc, [pid_m * BM + p * ROWS, off_n], c_mine.index(p))
+        else:
+            tma.store_wait(0)   # the previous tile's (long done: its pieces may end on either buffer)
+            for p in gl.static_range(PIECES):
+                buf = c_mine.index(p % nbuf)
+                if p >= nbuf:
+                    tma.store_wait(nbuf - 1)   # the store that last read buf is done
+                buf.permute((1, 0)).store(accs[p].to(c_desc.dtype))
+                fence_async_shared()
+                tma.async_store(c_desc, [pid_m * BM + p * ROWS, off_n], buf)
     tma.store_wait(0)
 
 
 @gt.jit
 def matmul_hopper_swap(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                       CONSUMERS: gl.constexpr = 3, PIECES: gl.constexpr = 5):
+                       CONSUMERS: gl.constexpr = 3, PIECES: gl.constexpr = 5, EPI_BUFS: gl.constexpr = 0):
     """C = A @ B in tiles of PIECES x PIECE_ROWS rows by CONSUMERS x 64 columns. A is [M, K] and
     B [K, N] (16-bit, row-major); ``a_desc`` is A's descriptor with block [PIECE_ROWS, BK],
     ``b_desc`` B's with block [BK, 64], ``c_desc`` C's with block [PIECE_ROWS, 64]
-    (``swap_descriptors`` makes them). Launch with num_warps=4 (one warpgroup a consumer)."""
+    (``swap_descriptors`` makes them). Launch with num_warps=4 (one warpgroup a consumer).
+    ``EPI_BUFS``: output buffers a consumer (default 0: one a piece); fewer leave shared
+    memory for another stage (160x192 with 4 stages needs 2)."""
     ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(gl.num_warps() == 4, "matmul_hopper_swap: one warpgroup a consumer (num_warps=4)")
@@ -121,7 +136,8 @@ def matmul_hopper_swap(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GR
     gl.static_assert(PIECES * ROWS <= 256, "matmul_hopper_swap: a tile has at most 256 rows (wgmma's N)")
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, PIECES, ROWS, BK], a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES * CONSUMERS, BK, COLUMNS], b_desc.layout)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, PIECES, ROWS, COLUMNS], c_desc.layout)
+    gl.static_assert(0 <= EPI_BUFS <= PIECES, "matmul_hopper_swap: EPI_BUFS from 1 to PIECES (0: PIECES)")
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [CONSUMERS, EPI_BUFS or PIECES, ROWS, COLUMNS], c_desc.layout)
     ready = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
     for s in gl.static_range(STAGES):

@@ -35,17 +35,15 @@ CASES = [  # (M, N, K, PIECE_ROWS, PIECES, BK, CONSUMERS, programs)
 ]
 
 
-@pytest.mark.parametrize("order", ["pc", "random"])
-@pytest.mark.parametrize("m, n, k, rows, pieces, bk, consumers, programs", CASES)
-def test_swapped_gemm_on_the_simulator_and_interpreter(m, n, k, rows, pieces, bk, consumers, programs, order):
+def _check(m, n, k, rows, pieces, bk, consumers, programs, order, stages=3, epi_bufs=0):
     rng = np.random.default_rng()
     a, b = (padded(x) for x in operands(rng, m, n, k, BF16))
 
     def args():
         c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
         return [*descs(_fresh(a), _fresh(b), c, rows, bk), m, n, k]
-    g, text, smem = trace(matmul_hopper_swap, args(), (programs,), STAGES=3, GROUP_M=2, CONSUMERS=consumers,
-                          PIECES=pieces, num_warps=4)
+    g, text, smem = trace(matmul_hopper_swap, args(), (programs,), STAGES=stages, GROUP_M=2, CONSUMERS=consumers,
+                          PIECES=pieces, EPI_BUFS=epi_bufs, num_warps=4)
     c_ref = interpret(g, (programs,), args())[2].base[:, :n].astype(np.float32)
     check(c_ref, a, b, 1e-2)
     sim_args = args()
@@ -54,6 +52,19 @@ def test_swapped_gemm_on_the_simulator_and_interpreter(m, n, k, rows, pieces, bk
     check(c_sim, a, b, 1e-2)
     np.testing.assert_allclose(c_sim, c_ref, rtol=1e-2, atol=1e-2 * np.abs(c_ref).max())
     assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", text)) == {f"m64n{rows * pieces}k16"}
+
+
+@pytest.mark.parametrize("order", ["pc", "random"])
+@pytest.mark.parametrize("m, n, k, rows, pieces, bk, consumers, programs", CASES)
+def test_swapped_gemm_on_the_simulator_and_interpreter(m, n, k, rows, pieces, bk, consumers, programs, order):
+    _check(m, n, k, rows, pieces, bk, consumers, programs, order)
+
+
+@pytest.mark.parametrize("order", ["pc", "random"])
+def test_fewer_output_buffers_than_pieces(order):
+    """160x192 with 4 stages: two output buffers a consumer, each refilled once the store that
+    last read it is done (the race-checking simulator would see a store overwritten early)."""
+    _check(200, 250, 330, 32, 5, 64, 3, 2, order, stages=4, epi_bufs=2)
 
 
 def test_the_160x192_tile_takes_one_m64n160_and_stores_transposed():
@@ -89,6 +100,21 @@ def test_gpu_swapped_gemm_matches_torch(m, n, k, rows, pieces, consumers):
     programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
     matmul_hopper_swap[(programs,)](*descs(a, b, c, rows, 64), m, n, k, STAGES=3, GROUP_M=8,
                                     CONSUMERS=consumers, PIECES=pieces, num_warps=4, backend="nvidia")
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1000, 1000, 1000), (4000, 520, 333)])
+@pytest.mark.parametrize("rows, pieces, bk, stages, epi_bufs", [(32, 5, 64, 4, 2), (32, 5, 32, 8, 2), (64, 3, 64, 4, 1)])
+def test_gpu_swapped_gemm_with_fewer_output_buffers(m, n, k, rows, pieces, bk, stages, epi_bufs):
+    torch = _gpu()
+    a, b, c = gpu_bf16(m, k), gpu_bf16(k, n), gpu_bf16(m, n, float("nan"))
+    tiles = -(-m // (rows * pieces)) * -(-n // 192)
+    programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+    matmul_hopper_swap[(programs,)](*descs(a, b, c, rows, bk), m, n, k, STAGES=stages, GROUP_M=8, CONSUMERS=3,
+                                    PIECES=pieces, EPI_BUFS=epi_bufs, num_warps=4, backend="nvidia")
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
