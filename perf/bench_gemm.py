@@ -69,8 +69,9 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
 SWAP = [  # (PIECE_ROWS, PIECES, BK, STAGES, CONSUMERS[, GROUP_M[, EPI_BUFS]]): matmul_hopper_swap's tiles of
     # PIECES x PIECE_ROWS rows by CONSUMERS x 64 columns, one m64n(rows) wgmma a consumer and K step.
     # 160x192 (cuBLAS's tile at 4000^3): 525 tiles, 3.98 waves on 132 SMs, where 128x256 makes 512
-    # tiles of which the last wave fills 88%
-    (32, 5, 64, 3, 3), (32, 5, 64, 4, 3, 8, 2), (32, 5, 32, 8, 3, 8, 2), (64, 3, 64, 3, 3),
+    # tiles of which the last wave fills 88%. 4 stages (two output buffers a consumer to fit) ran at 1.013x
+    # cuBLAS at 4000^3 where 3 stages ran at 0.887x, BK 32 in 8 stages at 0.714x (probe_swap, session 20)
+    (32, 5, 64, 4, 3, 8, 2), (32, 5, 64, 4, 3, 16, 2), (64, 3, 64, 3, 3),
 ]
 STREAMK = [  # (BM, BN, BK, STAGES, num_warps, EPI_N, SPLIT): the warp-specialized kernel, one CTA an SM,
     # the tiles past the last full wave cut along K over every SM (at most SPLIT CTAs a tile)
@@ -509,8 +510,7 @@ def f16_row(m=8192, n=8192, k=8192):
 
 
 ALL_KERNELS = ("mma.sync", "hopper", "ws", "pingpong", "cluster", "clusterws", "swap", "streamk", "triton", "f16", "fp8")
-# the swapped kernel's odd tiles run 0.77-0.99x cuBLAS (perf/probe_swap.py): measured on request only
-KERNELS = set(ALL_KERNELS) - {"swap"}
+KERNELS = set(ALL_KERNELS)
 
 
 def main() -> int:
@@ -518,7 +518,7 @@ def main() -> int:
     global SHAPES, KERNELS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", help="e.g. 4096x4096x4096,4000x4000x4000 (default: the issue's four; none: only the f16/fp8 rows)")
-    ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all but swap)")
+    ap.add_argument("--kernels", help=f"a subset of {','.join(ALL_KERNELS)} (default: all)")
     ap.add_argument("--group-m", help="the cluster kernels' GROUP_M values to sweep, e.g. 4,8,16 (default 8)")
     ap.add_argument("--only-configs", help="cluster configs whose STAGES is this (e.g. 4), to shorten a sweep")
     opts = ap.parse_args()
