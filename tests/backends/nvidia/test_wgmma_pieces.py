@@ -30,27 +30,28 @@ def _grid_ptrs(ptr, rows, cols, layout, stride):
 @gt.jit
 def wgmma_pieces(c_ptr, a_ptr, b_ptr, c0_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr,
                  P: gl.constexpr, B_T: gl.constexpr, A_REGS: gl.constexpr, INSTR_N: gl.constexpr,
-                 IS_ASYNC: gl.constexpr):
+                 IS_ASYNC: gl.constexpr, DT: gl.constexpr = gl.float16):
     """C[:, p*N:(p+1)*N] = A @ B[:, p*N:(p+1)*N] + C0[...] for p < P, one warpgroup_mma over
     P pieces. B_T: B is given as [P*N, K] and its pieces are K-major slots [P, N, K]; else
     B is [K, P*N] and its pieces MN-major slots [P, K, N]."""
     W: gl.constexpr = P * N
+    KI: gl.constexpr = 256 // DT.primitive_bitwidth     # the instruction's K: 32 bytes
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
-                                                    instr_shape=[16, INSTR_N, 16])
+                                                    instr_shape=[16, INSTR_N, KI])
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
     if B_T:
-        bufs = gl.allocate_shared_memory(gl.float16, [P, N, K], NV([N, K], gl.float16))
+        bufs = gl.allocate_shared_memory(DT, [P, N, K], NV([N, K], DT))
         for p in gl.static_range(P):
             bufs.index(p).store(gl.load(_grid_ptrs(b_ptr + p * N * K, N, K, ld, K)))
         b_op = bufs.permute((0, 2, 1))
     else:
-        b_op = gl.allocate_shared_memory(gl.float16, [P, K, N], NV([K, N], gl.float16))
+        b_op = gl.allocate_shared_memory(DT, [P, K, N], NV([K, N], DT))
         for p in gl.static_range(P):
             b_op.index(p).store(gl.load(_grid_ptrs(b_ptr + p * N, K, N, ld, W)))
     if A_REGS:
-        a_op = gl.load(_grid_ptrs(a_ptr, M, K, gl.DotOperandLayout(0, acc_l, k_width=2), K))
+        a_op = gl.load(_grid_ptrs(a_ptr, M, K, gl.DotOperandLayout(0, acc_l, k_width=32 // DT.primitive_bitwidth), K))
     else:
-        a_op = gl.allocate_shared_memory(gl.float16, [M, K], NV([M, K], gl.float16),
+        a_op = gl.allocate_shared_memory(DT, [M, K], NV([M, K], DT),
                                          gl.load(_grid_ptrs(a_ptr, M, K, ld, K)))
     fence_async_shared()
     accs = [gl.load(_grid_ptrs(c0_ptr + p * N, M, N, acc_l, W)) for p in range(P)]
@@ -61,17 +62,34 @@ def wgmma_pieces(c_ptr, a_ptr, b_ptr, c0_ptr, M: gl.constexpr, N: gl.constexpr, 
         gl.store(_grid_ptrs(c_ptr + p * N, M, N, acc_l, W), outs[p])
 
 
-def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True):
+def _operands(m, k, w, b_t, dtype, rng):
+    if dtype == "int8":
+        a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+        b = rng.integers(-128, 128, (w, k) if b_t else (k, w)).astype(np.int8)
+        return a, b, rng.integers(-2**20, 2**20, (m, w)).astype(np.int32)
+    host = np.float32 if dtype == "float32" else np.float16
+    a = rng.standard_normal((m, k)).astype(host)
+    b = rng.standard_normal((w, k) if b_t else (k, w)).astype(host)
+    if dtype == "float32":   # tf32 keeps 10 bits: operands that have no more are exact
+        a, b = (x.astype(np.float16).astype(np.float32) for x in (a, b))
+    return a, b, rng.standard_normal((m, w)).astype(np.float32)
+
+
+def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True, dtype="float16"):
     rng = np.random.default_rng()
     w = p * n
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((w, k) if b_t else (k, w)).astype(np.float16)
-    c0 = rng.standard_normal((m, w)).astype(np.float32)
+    a, b, c0 = _operands(m, k, w, b_t, dtype, rng)
+    poison = np.iinfo(np.int32).min if dtype == "int8" else np.nan
 
     def args():
-        return [np.full((m, w), np.nan, np.float32), a.copy(), b.copy(), c0.copy()]
+        return [np.full((m, w), poison, c0.dtype), a.copy(), b.copy(), c0.copy()]
     ref, sim, text = run_both(wgmma_pieces, args, (1,), num_warps=warps, M=m, N=n, K=k, P=p, B_T=b_t,
-                              A_REGS=a_regs, INSTR_N=instr_n, IS_ASYNC=is_async)
+                              A_REGS=a_regs, INSTR_N=instr_n, IS_ASYNC=is_async, DT=getattr(gl, dtype))
+    if dtype == "int8":
+        exact = a.astype(np.int64) @ (b.T if b_t else b).astype(np.int64) + c0
+        np.testing.assert_array_equal(ref[0], exact)
+        np.testing.assert_array_equal(sim[0], exact)
+        return text
     exact = a.astype(np.float64) @ (b.T if b_t else b).astype(np.float64) + c0
     tol = 1e-4 * np.abs(exact).max()
     np.testing.assert_allclose(ref[0], exact, rtol=1e-5, atol=tol)
@@ -99,6 +117,16 @@ def test_pieces_match_the_interpreter_and_fuse(m, n, k, p, b_t, a_regs, instr_n,
     assert int(shapes[0]) == fused, shapes
     # every column once a K step, for each 64 rows a warpgroup owns
     assert sum(map(int, shapes)) == (m // 64) // (warps // 4) * p * n * steps
+
+
+@pytest.mark.parametrize("dtype, n, p, k, shapes", [
+    ("int8", 32, 5, 64, ["160"] * 2),            # 8-bit integers: N past 32 a multiple of 16
+    ("int8", 8, 5, 32, ["32", "8"]),             # 40 is no integer wgmma's N: 32 + 8
+    ("float32", 32, 3, 16, ["96"] * 2),          # tf32: K-major pieces, k8
+])
+def test_pieces_of_other_types(dtype, n, p, k, shapes):
+    text = _run(64, n, k, p, True, False, n, dtype=dtype)
+    assert _shapes(text) == shapes
 
 
 @pytest.mark.gpu
