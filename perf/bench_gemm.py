@@ -66,7 +66,7 @@ CLUSTER_WS = [  # the same, warp-specialized: a producer warp, num_warps consume
     (64, 128, 64, 8, 4, 1, 64), (64, 128, 64, 8, 4, 2, 64),  # the skinny shape's fastest (probe_skinny.py)
     (64, 128, 64, 8, 8, 1, 64), (64, 128, 64, 8, 8, 2, 64),  # two consumer warpgroups of 64x64 (cuBLAS's)
 ]
-SWAP = [  # (PIECE_ROWS, PIECES, BK, STAGES, CONSUMERS[, GROUP_M[, EPI_BUFS]]): matmul_hopper_swap's tiles of
+SWAP = [  # (PIECE_ROWS, PIECES, BK, STAGES, CONSUMERS[, GROUP_M[, EPI_BUFS[, OVERLAP]]]): matmul_hopper_swap's tiles of
     # PIECES x PIECE_ROWS rows by CONSUMERS x 64 columns, one m64n(rows) wgmma a consumer and K step.
     # 160x192 (cuBLAS's tile at 4000^3): 525 tiles, 3.98 waves on 132 SMs, where 128x256 makes 512
     # tiles of which the last wave fills 88%. 4 stages (two output buffers a consumer to fit) ran at 1.013x
@@ -278,13 +278,14 @@ def swap_run(cfg, a, b, c, shape):
     rows, pieces, bk, stages, consumers = cfg[:5]
     group_m = cfg[5] if len(cfg) > 5 else 8
     epi_bufs = cfg[6] if len(cfg) > 6 else 0
+    overlap = bool(cfg[7]) if len(cfg) > 7 else False
     m, n, k = shape
     descs = swap_descriptors(a, b, c, rows, bk, gl.float16 if a.dtype == torch.float16 else gl.bfloat16)
     tiles = -(-m // (rows * pieces)) * -(-n // (64 * consumers))
     programs = min(torch.cuda.get_device_properties(0).multi_processor_count, tiles)
     return lambda: matmul_hopper_swap[(programs,)](*descs, m, n, k, STAGES=stages, GROUP_M=group_m,
-                                                   CONSUMERS=consumers, PIECES=pieces, EPI_BUFS=epi_bufs, num_warps=4,
-                                                   backend="nvidia")
+                                                   CONSUMERS=consumers, PIECES=pieces, EPI_BUFS=epi_bufs, OVERLAP=overlap,
+                                                   num_warps=4, backend="nvidia")
 
 
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, swizzle=None, **constexprs):

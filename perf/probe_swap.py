@@ -15,9 +15,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bench_gemm as bg  # noqa: E402
 
-SWAPS = {"swap 160x192": (32, 5, 64, 3, 3), "swap 160x192 4 stages": (32, 5, 64, 4, 3, 8, 2),
-         "swap 160x192 BK 32 8 stages": (32, 5, 32, 8, 3, 8, 2), "swap 192x192": (64, 3, 64, 3, 3),
-         "swap 192x192 4 stages": (64, 3, 64, 4, 3, 8, 1)}
+SWAPS = {"swap 160x192 4 stages": (32, 5, 64, 4, 3, 8, 2),
+         "swap 160x192 4 stages overlap": (32, 5, 64, 4, 3, 8, 2, 1),
+         "swap 160x192 4 stages overlap GROUP_M 16": (32, 5, 64, 4, 3, 16, 2, 1),
+         "swap 192x192": (64, 3, 64, 3, 3), "swap 192x192 overlap": (64, 3, 64, 3, 3, 8, 2, 1)}
 CLUSTER = {"cluster-ws x1": (128, 256, 64, 4, 8, 1, 64)}
 
 

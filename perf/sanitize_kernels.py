@@ -137,18 +137,21 @@ def streamk() -> int:
     return bad
 
 
-def swap() -> int:
+def swap(overlap=False) -> int:
     """matmul_hopper_swap's 160x192 tiles (three consumer partitions, transposed stores) on 2 CTAs
-    over 3 x 2 tiles, ragged in M, N and K."""
+    over 3 x 2 tiles, ragged in M, N and K; with ``overlap`` in 4 stages, each tile's epilogue
+    during the next tile's first K steps through two output buffers a consumer."""
     from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap, swap_descriptors
     m, n, k = 330, 370, 200
     a = torch.randn(m, k + 8, device="cuda", dtype=torch.bfloat16)[:, :k]
     b = torch.randn(k, n + 14, device="cuda", dtype=torch.bfloat16)[:, :n]
     c = torch.full((m, n + 14), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
-    matmul_hopper_swap[(2,)](*swap_descriptors(a, b, c, 32, 64, gl.bfloat16), m, n, k, STAGES=3, GROUP_M=2,
-                             CONSUMERS=3, PIECES=5, num_warps=4)
+    extra = dict(STAGES=4, EPI_BUFS=2, OVERLAP=True) if overlap else dict(STAGES=3)
+    matmul_hopper_swap[(2,)](*swap_descriptors(a, b, c, 32, 64, gl.bfloat16), m, n, k, GROUP_M=2,
+                             CONSUMERS=3, PIECES=5, num_warps=4, **extra)
     torch.cuda.synchronize()
-    return _report("matmul_hopper_swap (160x192 tiles, 2 CTAs, 6 tiles)", c, a.double() @ b.double())
+    what = "4 stages, epilogue overlapped" if overlap else "3 stages"
+    return _report(f"matmul_hopper_swap (160x192 tiles, {what}, 2 CTAs, 6 tiles)", c, a.double() @ b.double())
 
 
 def _attention(kernel_name, stages, bn=64, ctas=None, d=128, consumers=2):
@@ -185,7 +188,7 @@ def attention_ws() -> int:
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
            "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
-           "swap": swap, "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
+           "swap": swap, "swap_overlap": lambda: swap(overlap=True), "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 
 def main() -> int:

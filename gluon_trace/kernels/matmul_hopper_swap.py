@@ -70,17 +70,42 @@ def _producer(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GRO
             it += 1
 
 
+def _store_piece(c_desc, c_mine, p, piece, off_m, off_n):
+    """Piece ``p`` of a tile (C^T rows, converted to C's dtype) by TMA through output buffer
+    p % (buffers): the first piece waits for every earlier store (a tile ago: long done, and
+    with an odd piece count the last one may have used any buffer), a later one for the store
+    that last read its buffer."""
+    ROWS: gl.constexpr = c_desc.block_type.shape[0]
+    nbuf: gl.constexpr = c_mine.shape[0]
+    buf = c_mine.index(p % nbuf)
+    if p == 0:
+        tma.store_wait(0)
+    elif p >= nbuf:
+        tma.store_wait(nbuf - 1)
+    buf.permute((1, 0)).store(piece)
+    fence_async_shared()
+    tma.async_store(c_desc, [off_m + p * ROWS, off_n], buf)
+
+
 def _consumer(a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES,
-              WHICH):
+              OVERLAP, WHICH):
     """Consumer WHICH: columns WHICH*64 .. +64 of every tile, all its rows. Its output buffers
     (``c_bufs.index(WHICH)``): one a piece, filled after the previous tile's stores are done;
-    or fewer, taken in turn, each once the store that last read it is done."""
+    or fewer, taken in turn, each once the store that last read it is done. With ``OVERLAP``
+    a tile's pieces are kept (converted: 16-bit pairs, half the accumulator's registers) and
+    stored one a K step of the next tile, after that step's wgmma is issued, so the tensor
+    cores are not idle while the epilogue runs."""
     ROWS, BM, BK, BN, num_m, num_n, k_tiles = _tiling(a_desc, M, N, K, CONSUMERS, PIECES)
     acc_l = wgmma_layout(COLUMNS, ROWS, gl.num_warps())
     c_mine = c_bufs.index(WHICH)
     nbuf: gl.constexpr = c_bufs.shape[1]
+    first = gl.program_id(0)
+    stop = num_m * num_n
     it = gl.full([], 0, gl.int32)
-    for tile in gl.range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+    outs = tuple(gl.zeros([COLUMNS, ROWS], c_desc.dtype, acc_l) for _ in range(PIECES)) if OVERLAP else None
+    out_m = gl.full([], 0, gl.int32)
+    out_n = gl.full([], 0, gl.int32)
+    for tile in gl.range(first, stop, gl.num_programs(0)):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         # C^T: this consumer's columns x the tile's rows, a piece of ROWS rows an accumulator
         accs = [gl.zeros([COLUMNS, ROWS], gl.float32, acc_l) for _ in range(PIECES)]
@@ -90,43 +115,55 @@ def _consumer(a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STA
             mbarrier.wait(ready.index(s), phase)
             bt = b_bufs.index(s * CONSUMERS + WHICH).permute((1, 0))
             accs = warpgroup_mma(bt, a_bufs.index(s).permute((0, 2, 1)), accs, is_async=True)
+            if OVERLAP:   # one test a step once the pieces are out, not one a piece
+                with gl.if_((k < PIECES) & (tile > first)):
+                    for p in gl.static_range(PIECES):
+                        with gl.if_(k == p):
+                            _store_piece(c_desc, c_mine, p, outs[p], out_m, out_n)
             # this step's group may run on; the previous step's has retired: release its stage
             accs = warpgroup_mma_wait(1, deps=accs)
             with gl.if_(k > 0):
                 mbarrier.arrive(empty.index(ring_slot(prev, STAGES)[0]))
             prev = it
             it += 1
+        if OVERLAP:   # K had fewer steps than the tile has pieces
+            for p in gl.static_range(PIECES):
+                with gl.if_((k_tiles <= p) & (tile > first)):
+                    _store_piece(c_desc, c_mine, p, outs[p], out_m, out_n)
         accs = warpgroup_mma_wait(0, deps=accs)
         mbarrier.arrive(empty.index(ring_slot(prev, STAGES)[0]))
-        off_n = pid_n * BN + WHICH * COLUMNS
-        if nbuf == PIECES:
+        out_m = pid_m * BM
+        out_n = pid_n * BN + WHICH * COLUMNS
+        if OVERLAP:
+            outs = tuple(a.to(c_desc.dtype) for a in accs)
+        elif nbuf == PIECES:
             tma.store_wait(0)   # the previous tile's stores have read the buffers
             for p in gl.static_range(PIECES):
                 c_mine.index(p).permute((1, 0)).store(accs[p].to(c_desc.dtype))
             fence_async_shared()
             for p in gl.static_range(PIECES):
-                tma.async_store(c_desc, [pid_m * BM + p * ROWS, off_n], c_mine.index(p))
+                tma.async_store(c_desc, [out_m + p * ROWS, out_n], c_mine.index(p))
         else:
-            tma.store_wait(0)   # the previous tile's (long done: its pieces may end on either buffer)
             for p in gl.static_range(PIECES):
-                buf = c_mine.index(p % nbuf)
-                if p >= nbuf:
-                    tma.store_wait(nbuf - 1)   # the store that last read buf is done
-                buf.permute((1, 0)).store(accs[p].to(c_desc.dtype))
-                fence_async_shared()
-                tma.async_store(c_desc, [pid_m * BM + p * ROWS, off_n], buf)
+                _store_piece(c_desc, c_mine, p, accs[p].to(c_desc.dtype), out_m, out_n)
+    if OVERLAP:
+        with gl.if_(first < stop):
+            for p in gl.static_range(PIECES):
+                _store_piece(c_desc, c_mine, p, outs[p], out_m, out_n)
     tma.store_wait(0)
 
 
 @gt.jit
 def matmul_hopper_swap(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-                       CONSUMERS: gl.constexpr = 3, PIECES: gl.constexpr = 5, EPI_BUFS: gl.constexpr = 0):
+                       CONSUMERS: gl.constexpr = 3, PIECES: gl.constexpr = 5, EPI_BUFS: gl.constexpr = 0,
+                       OVERLAP: gl.constexpr = False):
     """C = A @ B in tiles of PIECES x PIECE_ROWS rows by CONSUMERS x 64 columns. A is [M, K] and
     B [K, N] (16-bit, row-major); ``a_desc`` is A's descriptor with block [PIECE_ROWS, BK],
     ``b_desc`` B's with block [BK, 64], ``c_desc`` C's with block [PIECE_ROWS, 64]
     (``swap_descriptors`` makes them). Launch with num_warps=4 (one warpgroup a consumer).
     ``EPI_BUFS``: output buffers a consumer (default 0: one a piece); fewer leave shared
-    memory for another stage (160x192 with 4 stages needs 2)."""
+    memory for another stage (160x192 with 4 stages needs 2). ``OVERLAP``: each tile's
+    epilogue runs during the next tile's first K steps, a piece a step."""
     ROWS: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     gl.static_assert(gl.num_warps() == 4, "matmul_hopper_swap: one warpgroup a consumer (num_warps=4)")
@@ -143,7 +180,8 @@ def matmul_hopper_swap(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GR
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=CONSUMERS)
-    common = (a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES)
+    common = (a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES,
+              OVERLAP)
     consumers = [(functools.partial(_consumer, WHICH=w), common) for w in range(CONSUMERS)]
     gl.warp_specialize(consumers + [
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES)),

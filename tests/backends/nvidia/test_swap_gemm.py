@@ -35,7 +35,7 @@ CASES = [  # (M, N, K, PIECE_ROWS, PIECES, BK, CONSUMERS, programs)
 ]
 
 
-def _check(m, n, k, rows, pieces, bk, consumers, programs, order, stages=3, epi_bufs=0):
+def _check(m, n, k, rows, pieces, bk, consumers, programs, order, stages=3, epi_bufs=0, overlap=False):
     rng = np.random.default_rng()
     a, b = (padded(x) for x in operands(rng, m, n, k, BF16))
 
@@ -43,7 +43,7 @@ def _check(m, n, k, rows, pieces, bk, consumers, programs, order, stages=3, epi_
         c = padded(np.full((m, n), np.nan, np.float32).astype(BF16))
         return [*descs(_fresh(a), _fresh(b), c, rows, bk), m, n, k]
     g, text, smem = trace(matmul_hopper_swap, args(), (programs,), STAGES=stages, GROUP_M=2, CONSUMERS=consumers,
-                          PIECES=pieces, EPI_BUFS=epi_bufs, num_warps=4)
+                          PIECES=pieces, EPI_BUFS=epi_bufs, OVERLAP=overlap, num_warps=4)
     c_ref = interpret(g, (programs,), args())[2].base[:, :n].astype(np.float32)
     check(c_ref, a, b, 1e-2)
     sim_args = args()
@@ -65,6 +65,18 @@ def test_fewer_output_buffers_than_pieces(order):
     """160x192 with 4 stages: two output buffers a consumer, each refilled once the store that
     last read it is done (the race-checking simulator would see a store overwritten early)."""
     _check(200, 250, 330, 32, 5, 64, 3, 2, order, stages=4, epi_bufs=2)
+
+
+@pytest.mark.parametrize("order", ["pc", "random"])
+@pytest.mark.parametrize("m, n, k, rows, pieces, bk, programs, stages, epi_bufs", [
+    (330, 250, 330, 32, 5, 64, 2, 4, 2),   # 3 x 2 tiles on 2 CTAs, each stored during the next's first steps
+    (330, 250, 130, 32, 5, 64, 2, 4, 2),   # 3 K steps: two pieces go out after the loop
+    (200, 250, 200, 32, 5, 64, 3, 3, 5),   # one buffer a piece
+])
+def test_epilogue_overlapped_with_the_next_tile(m, n, k, rows, pieces, bk, programs, stages, epi_bufs, order):
+    """OVERLAP: a tile's pieces are stored one a K step of the next tile; the race-checking
+    simulator and the interpreter would see a buffer refilled while its store reads it."""
+    _check(m, n, k, rows, pieces, bk, 3, programs, order, stages=stages, epi_bufs=epi_bufs, overlap=True)
 
 
 def test_the_160x192_tile_takes_one_m64n160_and_stores_transposed():
@@ -107,14 +119,15 @@ def test_gpu_swapped_gemm_matches_torch(m, n, k, rows, pieces, consumers):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, n, k", [(1000, 1000, 1000), (4000, 520, 333)])
-@pytest.mark.parametrize("rows, pieces, bk, stages, epi_bufs", [(32, 5, 64, 4, 2), (32, 5, 32, 8, 2), (64, 3, 64, 4, 1)])
-def test_gpu_swapped_gemm_with_fewer_output_buffers(m, n, k, rows, pieces, bk, stages, epi_bufs):
+@pytest.mark.parametrize("rows, pieces, bk, stages, epi_bufs, overlap", [
+    (32, 5, 64, 4, 2, False), (32, 5, 32, 8, 2, False), (64, 3, 64, 4, 1, False), (32, 5, 64, 4, 2, True)])
+def test_gpu_swapped_gemm_with_fewer_output_buffers(m, n, k, rows, pieces, bk, stages, epi_bufs, overlap):
     torch = _gpu()
     a, b, c = gpu_bf16(m, k), gpu_bf16(k, n), gpu_bf16(m, n, float("nan"))
     tiles = -(-m // (rows * pieces)) * -(-n // 192)
     programs = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
     matmul_hopper_swap[(programs,)](*descs(a, b, c, rows, bk), m, n, k, STAGES=stages, GROUP_M=8, CONSUMERS=3,
-                                    PIECES=pieces, EPI_BUFS=epi_bufs, num_warps=4, backend="nvidia")
+                                    PIECES=pieces, EPI_BUFS=epi_bufs, OVERLAP=overlap, num_warps=4, backend="nvidia")
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
