@@ -452,18 +452,23 @@ def _wgmma_n_ok(n: int, t) -> bool:
     return not (t.name in ("int8", "uint8") and n > 32 and n % 16)
 
 
-def _runs(em, b: Smem, cols: int, N: int, ki: int, K: int, fuse: bool, t) -> list[tuple[int, int]]:
-    """(first column tile, tile count) of each instruction over ``cols`` column tiles of N:
-    with ``fuse``, each as long as one descriptor places all its columns as the table does."""
+def _runs(em, b: Smem, starts: list[int], N: int, ki: int, K: int, fuse: bool, t) -> list[tuple[int, int]]:
+    """(first tile, tile count) of each instruction over column tiles of N starting at
+    ``starts`` (columns of B): with ``fuse``, each run of adjacent tiles as long as one
+    descriptor places all its columns as the table does."""
     if not fuse:
-        return [(j, 1) for j in range(cols)]
+        return [(j, 1) for j in range(len(starts))]
     from .wgmma import plan
     es = max(b.dtype.bits // 8, 1)
     table = _table(b, False)
     out, j = [], 0
-    while j < cols:
-        n = next((n for n in range(cols - j, 1, -1) if _wgmma_n_ok(n * N, t)
-                  and plan(table, es, j * N, ki * K, n * N, K) is not None), 1)
+    while j < len(starts):
+        n = 1
+        for m in range(len(starts) - j, 1, -1):
+            if (starts[j + m - 1] == starts[j] + (m - 1) * N and _wgmma_n_ok(m * N, t)
+                    and plan(table, es, starts[j], ki * K, m * N, K) is not None):
+                n = m
+                break
         out.append((j, n))
         j += n
     return out
@@ -540,17 +545,18 @@ def _wgmma(em, op):
     # pieces: a run of column tiles across pieces is one instruction (its accumulator registers
     # are the pieces' in order: the m64nN fragment walks N in 8-column blocks); a second
     # warpgroup along N would interleave the pieces' columns, so then each tile is its own
-    n_tiles = 1 + max(ni for _, ni in gc)
+    width = int(c_v.type.shape[1])   # a piece's columns: piece p's start at p * width in B
+    cols = [(p, ni) for p in range(len(c_vs)) for ni in sorted({ni for _, ni in gc})]
+    starts = [p * width + ni * N for p, ni in cols]
     fuse = pieces and not any(int(bb[1]) for bb in lc.warp_bases[2:])
-    cols = [(p, ni) for p in range(len(c_vs)) for ni in range(n_tiles)]
     # every operand (the packed A registers, the descriptors) is made before the fence: an A
     # register written between the fence and its wgmma makes ptxas fence and wait before each
     calls = []
     for ki in range(kdim // K):
-        runs = _runs(em, b, len(cols), N, ki, K, fuse, t)
+        runs = _runs(em, b, starts, N, ki, K, fuse, t)
         for mi in sorted({mi for mi, _ in gc}):
             for j0, n in runs:
-                bp = _desc_plan(em, op, b, False, j0 * N, ki * K, n * N, K, "B")
+                bp = _desc_plan(em, op, b, False, starts[j0], ki * K, n * N, K, "B")
                 if not transposable and not bp.k_major:
                     raise CompileError(f"warpgroup_mma: {t} B must be K-major in shared memory", op.loc)
                 bd = _descriptor(em, b, bp, b_off)

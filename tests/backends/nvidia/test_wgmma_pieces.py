@@ -30,13 +30,13 @@ def _grid_ptrs(ptr, rows, cols, layout, stride):
 @gt.jit
 def wgmma_pieces(c_ptr, a_ptr, b_ptr, c0_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr,
                  P: gl.constexpr, B_T: gl.constexpr, A_REGS: gl.constexpr, INSTR_N: gl.constexpr,
-                 IS_ASYNC: gl.constexpr, DT: gl.constexpr = gl.float16):
+                 IS_ASYNC: gl.constexpr, DT: gl.constexpr = gl.float16, WN: gl.constexpr = 1):
     """C[:, p*N:(p+1)*N] = A @ B[:, p*N:(p+1)*N] + C0[...] for p < P, one warpgroup_mma over
     P pieces. B_T: B is given as [P*N, K] and its pieces are K-major slots [P, N, K]; else
     B is [K, P*N] and its pieces MN-major slots [P, K, N]."""
     W: gl.constexpr = P * N
     KI: gl.constexpr = 256 // DT.primitive_bitwidth     # the instruction's K: 32 bytes
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps() // WN, WN],
                                                     instr_shape=[16, INSTR_N, KI])
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
     if B_T:
@@ -75,7 +75,7 @@ def _operands(m, k, w, b_t, dtype, rng):
     return a, b, rng.standard_normal((m, w)).astype(np.float32)
 
 
-def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True, dtype="float16"):
+def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True, dtype="float16", wn=1):
     rng = np.random.default_rng()
     w = p * n
     a, b, c0 = _operands(m, k, w, b_t, dtype, rng)
@@ -84,7 +84,7 @@ def _run(m, n, k, p, b_t, a_regs, instr_n, warps=4, is_async=True, dtype="float1
     def args():
         return [np.full((m, w), poison, c0.dtype), a.copy(), b.copy(), c0.copy()]
     ref, sim, text = run_both(wgmma_pieces, args, (1,), num_warps=warps, M=m, N=n, K=k, P=p, B_T=b_t,
-                              A_REGS=a_regs, INSTR_N=instr_n, IS_ASYNC=is_async, DT=getattr(gl, dtype))
+                              A_REGS=a_regs, INSTR_N=instr_n, IS_ASYNC=is_async, DT=getattr(gl, dtype), WN=wn)
     if dtype == "int8":
         exact = a.astype(np.int64) @ (b.T if b_t else b).astype(np.int64) + c0
         np.testing.assert_array_equal(ref[0], exact)
@@ -117,6 +117,20 @@ def test_pieces_match_the_interpreter_and_fuse(m, n, k, p, b_t, a_regs, instr_n,
     assert int(shapes[0]) == fused, shapes
     # every column once a K step, for each 64 rows a warpgroup owns
     assert sum(map(int, shapes)) == (m // 64) // (warps // 4) * p * n * steps
+
+
+@pytest.mark.parametrize("n, p, instr_n, a_regs, shapes", [
+    (64, 3, 32, False, ["32"] * 6),      # each warpgroup owns half of every piece: not adjacent, not fused
+    (64, 2, 32, True, ["32"] * 4),
+    (128, 2, 64, False, ["64"] * 4),
+    (64, 2, 64, False, ["128"] * 2),     # warps along N replicate a 64-wide piece: both own all, fused
+])
+def test_pieces_with_two_warpgroups_along_n(n, p, instr_n, a_regs, shapes):
+    """Two warpgroups side by side along N (warps_per_cta [4, 2]). A thread's tiles of piece p
+    start at p * n + (its tile) * instr_n in B, not at consecutive instr_n steps: the first
+    draft put the second piece's descriptor at column 32 instead of 64 and computed garbage."""
+    text = _run(64, n, 32, p, True, a_regs, instr_n, warps=8, wn=2)
+    assert _shapes(text) == shapes
 
 
 @pytest.mark.parametrize("dtype, n, p, k, shapes", [
