@@ -2,7 +2,7 @@
 for the Hopper GEMM (128x256x64, 3 stages, 8 warps) and attention (D128, causal, 8 warps) the
 issue's targets name, and the kernels the benchmarks found fastest (the warp-specialized
 attention, D128 causal, two consumer warpgroups; the warp-specialized cluster GEMM with a
-64-column epilogue, 4 stages; the stream-K GEMM), beside Triton's compile of its tutorial matmul
+64-column epilogue, 4 stages; the swapped 160x192 GEMM; the stream-K GEMM), beside Triton's compile of its tutorial matmul
 (the one perf/bench_gemm.py times) in the same run when Triton is installed. Fresh traces each
 time (caches cleared), medians of several runs.
 
@@ -24,6 +24,7 @@ from gluon_trace.kernels.attention_hopper import attention_fwd  # noqa: E402
 from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk  # noqa: E402
+from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
 from gluon_trace.kernels.matmul_hopper import matmul_hopper  # noqa: E402
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
@@ -68,8 +69,16 @@ def gemm_streamk():
                                        SPLIT=4, num_warps=8, target="sm_90a")
 
 
+def gemm_swap():
+    matmul_hopper_swap.cache.clear()
+    # 160x192 tiles: 5 pieces of A's 32 rows, 3 consumer warpgroups, 4 stages, the epilogue overlapped
+    return matmul_hopper_swap.trace(_spec([32, 64]), _spec([64, 64]), _spec([32, 64]), gl.int32, gl.int32, gl.int32,
+                                    STAGES=4, GROUP_M=8, CONSUMERS=3, PIECES=5, EPI_BUFS=2, OVERLAP=True,
+                                    num_warps=4, target="sm_90a")
+
+
 KERNELS = {"gemm": gemm, "attention": attention, "attention_ws": attention_ws, "gemm_cluster_ws": gemm_cluster_ws,
-           "gemm_streamk": gemm_streamk}
+           "gemm_streamk": gemm_streamk, "gemm_swap": gemm_swap}
 
 
 def _median(fn, n=7) -> float:
