@@ -18,7 +18,8 @@ import bench_gemm as bg  # noqa: E402
 SWAPS = {"swap 160x192 4 stages": (32, 5, 64, 4, 3, 8, 2),
          "swap 160x192 4 stages overlap": (32, 5, 64, 4, 3, 8, 2, 1),
          "swap 160x192 4 stages overlap GROUP_M 16": (32, 5, 64, 4, 3, 16, 2, 1),
-         "swap 192x192": (64, 3, 64, 3, 3), "swap 192x192 overlap": (64, 3, 64, 3, 3, 8, 2, 1)}
+         "swap 256x128 4 stages overlap": (64, 4, 64, 4, 2, 8, 2, 1),
+         "swap 256x128 4 stages": (64, 4, 64, 4, 2, 8, 2)}
 CLUSTER = {"cluster-ws x1": (128, 256, 64, 4, 8, 1, 64)}
 
 

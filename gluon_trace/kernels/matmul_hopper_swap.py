@@ -183,6 +183,9 @@ def matmul_hopper_swap(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GR
     common = (a_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES,
               OVERLAP)
     consumers = [(functools.partial(_consumer, WHICH=w), common) for w in range(CONSUMERS)]
+    # the register file (64K) shared out: the producer warp (padded to a warpgroup) keeps 40,
+    # each consumer warpgroup the rest (setmaxnreg: multiples of 8, at most 256)
+    regs: gl.constexpr = min(256, (65536 - 128 * 40) // (128 * CONSUMERS) // 8 * 8)
     gl.warp_specialize(consumers + [
         (_producer, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, STAGES, GROUP_M, CONSUMERS, PIECES)),
-    ], worker_num_warps=[4] * (CONSUMERS - 1) + [1], worker_num_regs=[152] * (CONSUMERS - 1) + [40])
+    ], worker_num_warps=[4] * (CONSUMERS - 1) + [1], worker_num_regs=[regs] * (CONSUMERS - 1) + [40])
