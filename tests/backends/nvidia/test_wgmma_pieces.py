@@ -16,15 +16,9 @@ from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait  # noqa: E402
 
 pytest.importorskip("gluon_trace.backends.nvidia")
-from test_hopper_sim import run_both  # noqa: E402
+from test_hopper_sim import _grid_ptrs, run_both  # noqa: E402
 
 NV = gl.NVMMASharedLayout.get_default_for
-
-
-def _grid_ptrs(ptr, rows, cols, layout, stride):
-    r = gl.arange(0, rows, layout=gl.SliceLayout(1, layout))
-    c = gl.arange(0, cols, layout=gl.SliceLayout(0, layout))
-    return ptr + r[:, None] * stride + c[None, :]
 
 
 @gt.jit
