@@ -289,24 +289,30 @@ def swap_run(cfg, a, b, c, shape):
                                                    num_warps=4, backend="nvidia")
 
 
+_GL = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16, torch.float8_e4m3fn: gl.float8e4nv}
+
+
 def cluster_run(cfg, a, b, c, shape, kernel=matmul_hopper_cluster, promotion=256, swizzle=None, **constexprs):
     """A cluster kernel, persistent over as many clusters as the GPU runs at once (``constexprs``
     go to the kernel besides the config's; ``promotion``: A's and B's descriptors' L2 promotion;
-    ``swizzle``: A's and B's NVMMA swizzle in bytes, default the widest their blocks allow)."""
+    ``swizzle``: A's and B's NVMMA swizzle in bytes, default the widest their blocks allow). With
+    ``B_KMAJOR=True`` among the constexprs, ``b`` is B's transpose [N, K]."""
     bm, bn, bk, stages, warps, n = cfg[:6]
     epi_n = cfg[6] if len(cfg) > 6 else bn
     share_a = len(cfg) > 7 and cfg[7]   # False, True or k: a grid of n/k by k CTAs sharing both
     cn = (n if share_a else 1) if isinstance(share_a, bool) else share_a
     m, nn, k = shape
     lay = gl.NVMMASharedLayout.get_default_for
-    gd = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
+    gd = _GL[a.dtype]
     ablk, bblk = [bm // cn, bk], [bk, bn // (n // cn)]
+    if constexprs.get("B_KMAJOR"):
+        bblk = bblk[::-1]
     if swizzle is not None:
         lay = lambda blk, dt: gl.NVMMASharedLayout(swizzle, dt.primitive_bitwidth)  # noqa: E731
     da = TensorDescriptor.from_tensor(a, ablk, lay(ablk, gd), l2_promotion=promotion)
     db = TensorDescriptor.from_tensor(b, bblk, lay(bblk, gd), l2_promotion=promotion)
     lay = gl.NVMMASharedLayout.get_default_for
-    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], gd))
+    dc = TensorDescriptor.from_tensor(c, [bm, epi_n], lay([bm, epi_n], _GL[c.dtype]))
     group_m = cfg[8] if len(cfg) > 8 else 8
     kw = dict(STAGES=stages, GROUP_M=group_m, num_warps=warps, num_ctas=n,
               SHARE_A=share_a if isinstance(share_a, int) and not isinstance(share_a, bool) else bool(share_a),
@@ -422,6 +428,8 @@ def fastest(name, configs, shape, ref, make):
 
 
 FP8 = [(128, 256, 128, 3, 8), (128, 128, 128, 4, 4), (128, 128, 128, 5, 8)]  # B K-major, matmul_hopper
+# matmul_hopper_cluster_ws with B K-major (CLUSTER_WS's form): 4 stages of 48 KB and a 64-column epilogue
+FP8_CLUSTER_WS = [(128, 256, 128, 4, 8, 1, 64), (128, 256, 128, 4, 8, 2, 64), (128, 256, 64, 8, 8, 1, 64)]
 
 
 def fp8_row(m=8192, n=8192, k=8192):
@@ -434,28 +442,38 @@ def fp8_row(m=8192, n=8192, k=8192):
     lt = lambda: torch._scaled_mm(a, bt.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
     t_lt = gpu_time(lt)
     lay = gl.NVMMASharedLayout.get_default_for
+
+    def persistent(cfg, c):
+        bm, bn, bk, stages, warps = cfg
+        da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.float8e4nv))
+        db = TensorDescriptor.from_tensor(bt, [bn, bk], lay([bn, bk], gl.float8e4nv))
+        dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
+        progs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
+        return lambda: matmul_hopper[(progs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,
+                                               B_KMAJOR=True, num_warps=warps, backend="nvidia")
+
+    def cluster_ws(cfg, c):
+        return cluster_run(cfg, a, bt, c, (m, n, k), matmul_hopper_cluster_ws, B_KMAJOR=True)
+
     best = None
-    for bm, bn, bk, stages, warps in FP8:
+    for name, cfg, make in [("persistent", cfg, persistent) for cfg in FP8] + \
+            [("cluster-ws", cfg, cluster_ws) for cfg in FP8_CLUSTER_WS]:
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         try:
-            da = TensorDescriptor.from_tensor(a, [bm, bk], lay([bm, bk], gl.float8e4nv))
-            db = TensorDescriptor.from_tensor(bt, [bn, bk], lay([bn, bk], gl.float8e4nv))
-            dc = TensorDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], gl.bfloat16))
-            progs = min(torch.cuda.get_device_properties(0).multi_processor_count, -(-m // bm) * -(-n // bn))
-            run = lambda: matmul_hopper[(progs,)](da, db, dc, m, n, k, STAGES=stages, GROUP_M=8,  # noqa: E731
-                                                  B_KMAJOR=True, num_warps=warps, backend="nvidia")
+            run = make(cfg, c)
             run()
             torch.cuda.synchronize()
             err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
             if not err < 2e-2:
-                print(f"  fp8 {(bm, bn, bk, stages, warps)}: wrong result (rel err {err})")
+                print(f"  fp8 {name} {cfg}: wrong result (rel err {err})")
                 continue
             t = gpu_time(run)
         except Exception as e:  # noqa: BLE001  (a configuration that fails is reported, not fatal)
-            print(f"  fp8 {(bm, bn, bk, stages, warps)}: {type(e).__name__}: {str(e)[:300]}")
+            print(f"  fp8 {name} {cfg}: {type(e).__name__}: {str(e)[:300]}")
             continue
+        print(f"  fp8 {name} {cfg}: {flop / t / 1e9:.0f} TFLOP/s")
         if best is None or t < best[0]:
-            best = (t, (bm, bn, bk, stages, warps), run)
+            best = (t, (name, cfg), run)
     row = {"shape": [m, n, k], "dtype": "float8e4nv", "cublaslt_tflops": flop / t_lt / 1e9}
     if best:
         # the best configuration again, in turn with cuBLASLt, timed alone and sustained

@@ -57,16 +57,19 @@ def _load_shared(desc, at, dim, full, buf, rank, SHARE_A, along_m):
                        pred=rank == r, multicast=mask if parts > 1 else 0)
 
 
-def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both"):
+def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part="both",
+             B_KMAJOR=False):
     """Load ring step ``it`` (K step ``k``): this CTA's own operand block, and its part of the
     shared one (B's columns, or with SHARE_A A's rows) for every CTA of the cluster. With
     ``empty`` a pair (shared, own) of barrier arrays the two are loaded apart (``part`` "own"
     or "shared", each by its own warp): the own block waits only for this CTA's release. In a
-    grid of CTAs (SHARE_A=k) both operands are shared, each among its grid row or column."""
+    grid of CTAs (SHARE_A=k) both operands are shared, each among its grid row or column.
+    ``B_KMAJOR``: B's blocks are [N, K] (its N along dim 0)."""
     n: gl.constexpr = gl.num_ctas()
     cm, cn = _grid(SHARE_A)
     BK: gl.constexpr = a_desc.block_type.shape[1]
-    a_at, b_at = [off_m, k * BK], [k * BK, off_n]
+    b_n = 0 if B_KMAJOR else 1   # B's N dim: where a shared B block is split among the CTAs
+    a_at, b_at = [off_m, k * BK], ([off_n, k * BK] if B_KMAJOR else [k * BK, off_n])
     s, phase = ring_slot(it, STAGES)
     phase = phase ^ 1  # the first pass finds the ring empty: the phase before counts
     if cm > 1 and cn > 1:
@@ -74,12 +77,12 @@ def _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, r
         mbarrier.wait(empty.index(s), phase)
         mbarrier.expect(full.index(s), cn * a_desc.block_type.nbytes + cm * b_desc.block_type.nbytes)
         _load_shared(a_desc, a_at, 0, full.index(s), a_bufs.index(s), rank, SHARE_A, False)
-        _load_shared(b_desc, b_at, 1, full.index(s), b_bufs.index(s), rank, SHARE_A, True)
+        _load_shared(b_desc, b_at, b_n, full.index(s), b_bufs.index(s), rank, SHARE_A, True)
         return
     if cn > 1:
         own, shared, dim = (b_desc, b_at, b_bufs), (a_desc, a_at, a_bufs), 0
     else:
-        own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), 1
+        own, shared, dim = (a_desc, a_at, a_bufs), (b_desc, b_at, b_bufs), b_n
     shared_empty, own_empty = empty if isinstance(empty, tuple) else (empty, empty)
     if part != "shared":
         # a coupled refill writes into every CTA's stage s: wait until all of them released it
@@ -112,18 +115,18 @@ def _release(empty, it, STAGES, SHARE_A=False):
         mbarrier.arrive(empty.index(s), cta=r if n > 1 else None)
 
 
-def _tile_shape(a_desc, b_desc, SHARE_A):
+def _tile_shape(a_desc, b_desc, SHARE_A, B_KMAJOR=False):
     """(BM, BN): a CTA's output tile; a shared operand's block is its part of the tile's."""
     cm, cn = _grid(SHARE_A)
-    return a_desc.block_type.shape[0] * cn, b_desc.block_type.shape[1] * cm
+    return a_desc.block_type.shape[0] * cn, b_desc.block_type.shape[0 if B_KMAJOR else 1] * cm
 
 
-def _tiles(a_desc, b_desc, M, N, K, SHARE_A):
+def _tiles(a_desc, b_desc, M, N, K, SHARE_A, B_KMAJOR=False):
     """(cluster tiles along M, along N, K steps) that every partition walks alike: a
     cluster's CTAs are stacked along M (sharing B), with SHARE_A side by side along N, with
     SHARE_A=k a grid of both."""
     cm, cn = _grid(SHARE_A)
-    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A, B_KMAJOR)
     k_tiles = gl.cdiv(K, a_desc.block_type.shape[1])
     return gl.cdiv(gl.cdiv(M, BM), cm), gl.cdiv(gl.cdiv(N, BN), cn), k_tiles
 
@@ -136,15 +139,15 @@ def _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A):
     return (pid_m * cm + rm) * BM, (pid_n * cn + rn) * BN
 
 
-def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False):
+def _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART=False, B_KMAJOR=False):
     """The stages of A and B, the output buffers (one of c_desc's block for a whole tile, two
     for column blocks: one fills while the other's store drains), and the full/empty
     mbarriers, initialised and made visible to the cluster: (a_bufs, b_bufs, c_bufs, full, empty).
     With ``APART`` empty is a pair: (every CTA's release, count num_ctas; this CTA's, count 1)."""
-    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A, B_KMAJOR)
     BK: gl.constexpr = a_desc.block_type.shape[1]
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
+    b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + ([BN, BK] if B_KMAJOR else [BK, BN]), b_desc.layout)
     c_bufs = output_buffers(c_desc, BM, BN)
     full = mbarrier.allocate_mbarrier(batch=STAGES)
     empty = mbarrier.allocate_mbarrier(batch=STAGES)
@@ -205,26 +208,27 @@ def matmul_hopper_cluster(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr,
 
 
 def produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, stop=None,
-                  part="both"):
+                  part="both", B_KMAJOR=False):
     """One warp: every TMA load of the ring (this CTA's own operand, its part of the shared
     one for all CTAs; or one of the two, ``part``), for the cluster's tiles below ``stop``
     (default: all). Returns the ring position reached."""
     n: gl.constexpr = gl.num_ctas()
-    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
-    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A, B_KMAJOR)
+    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A, B_KMAJOR)
     rank = cluster.cta_rank()
     it = gl.full([], 0, gl.int32)
     for tile in gl.range(gl.program_id(0) // n, num_m * num_n if stop is None else stop, gl.num_programs(0) // n):
         pid_m, pid_n = grouped_tile(tile, num_m, num_n, GROUP_M)
         off_m, off_n = _offsets(pid_m, pid_n, rank, BM, BN, SHARE_A)
         for k in gl.range(0, k_tiles):
-            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part)
+            _produce(a_desc, b_desc, a_bufs, b_bufs, full, empty, it, off_m, off_n, k, rank, STAGES, SHARE_A, part,
+                     B_KMAJOR)
             it += 1
     return it
 
 
 def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A,
-                  stop=None, SPREAD=True):
+                  stop=None, SPREAD=True, B_KMAJOR=False):
     """The wgmma warpgroup(s): each stage released to every CTA once the wgmma after the one
     that read it is issued. A tile's epilogue waits for the next tile's wgmma: the tile,
     converted to c_desc's dtype, is carried over, and its stores through c_bufs run while
@@ -233,11 +237,12 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
     without it all blocks after the first step, where the third waits for the first's TMA
     store with one wgmma step in flight. Measured on the H200 beside each other: 0.3-0.7%
     faster at 4096^3 and 4000^3 (perf/README.md). The cluster's tiles below ``stop``
-    (default: all); returns the ring position reached."""
+    (default: all); returns the ring position reached. ``B_KMAJOR``: B's stages are [BN, BK]
+    (K contiguous: what 8-bit and tf32 wgmma operands need), read through a permuted view."""
     n: gl.constexpr = gl.num_ctas()
-    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A)
+    BM, BN = _tile_shape(a_desc, b_desc, SHARE_A, B_KMAJOR)
     acc_l: gl.constexpr = wgmma_layout(BM, BN, gl.num_warps())
-    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A)
+    num_m, num_n, k_tiles = _tiles(a_desc, b_desc, M, N, K, SHARE_A, B_KMAJOR)
     rank = cluster.cta_rank()
     first = gl.program_id(0) // n
     it = gl.full([], 0, gl.int32)
@@ -254,7 +259,8 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
         for k in gl.range(0, k_tiles):
             s, phase = ring_slot(it, STAGES)
             mbarrier.wait(full.index(s), phase)
-            acc = warpgroup_mma(a_bufs.index(s), b_bufs.index(s), acc, is_async=True)
+            b = b_bufs.index(s).permute((1, 0)) if B_KMAJOR else b_bufs.index(s)
+            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True)
             # one test a step once the blocks are out, not one a block (these run every K step)
             with gl.if_((k < len(blocks)) & (tile > first)):
                 for j, block in enumerate(blocks):
@@ -281,20 +287,22 @@ def consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M
     return it
 
 
-def _ws_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part="both"):
-    produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part=part)
+def _ws_producer(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part="both",
+                 B_KMAJOR=False):
+    produce_tiles(a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A, part=part,
+                  B_KMAJOR=B_KMAJOR)
 
 
 def _ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A,
-                 SPREAD):
+                 SPREAD, B_KMAJOR=False):
     consume_tiles(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A,
-                  SPREAD=SPREAD)
+                  SPREAD=SPREAD, B_KMAJOR=B_KMAJOR)
 
 
 @gt.jit
 def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
                              SHARE_A: gl.constexpr = False, SPREAD: gl.constexpr = True,
-                             APART: gl.constexpr = False):
+                             APART: gl.constexpr = False, B_KMAJOR: gl.constexpr = False):
     """The cluster GEMM warp-specialized (CUTLASS's shape of it): a one-warp producer partition
     issues the loads and alone waits for stages to be released; the consumer warpgroup(s) only
     wait for loaded stages and release each to every CTA. Same descriptors as
@@ -302,14 +310,17 @@ def matmul_hopper_cluster_ws(a_desc, b_desc, c_desc, M, N, K, STAGES: gl.constex
     ``SPREAD`` one column block of c_desc a K step, without it every block after the first
     step (:func:`consume_tiles`). With ``APART`` two producer warps: one loads this CTA's own
     block as soon as this CTA released its stage, the other its part of the shared block once
-    every CTA did, so the own block's stream never waits for a peer."""
-    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART)
+    every CTA did, so the own block's stream never waits for a peer. With ``B_KMAJOR`` B is
+    given as [N, K] (``b_desc``'s block [BN / num_ctas, BK]): the fp8 GEMM's layout."""
+    a_bufs, b_bufs, c_bufs, full, empty = _ring(a_desc, b_desc, c_desc, STAGES, SHARE_A, APART, B_KMAJOR)
     producer = (a_desc, b_desc, a_bufs, b_bufs, full, empty, M, N, K, STAGES, GROUP_M, SHARE_A)
     consumer = (_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, full, empty, M, N, K, STAGES,
-                               GROUP_M, SHARE_A, SPREAD))
+                               GROUP_M, SHARE_A, SPREAD, B_KMAJOR))
     if APART:
-        gl.warp_specialize([consumer, (_ws_producer, producer + ("own",)), (_ws_producer, producer + ("shared",))],
+        gl.warp_specialize([consumer, (_ws_producer, producer + ("own", B_KMAJOR)),
+                            (_ws_producer, producer + ("shared", B_KMAJOR))],
                            worker_num_warps=[1, 1], worker_num_regs=[40, 40])
     else:
-        gl.warp_specialize([consumer, (_ws_producer, producer)], worker_num_warps=[1], worker_num_regs=[40])
+        gl.warp_specialize([consumer, (_ws_producer, producer + ("both", B_KMAJOR))], worker_num_warps=[1],
+                           worker_num_regs=[40])
     cluster.barrier()

@@ -376,3 +376,43 @@ def test_a_release_counted_twice_in_its_own_cta_is_a_race_on_the_peers_stage(ker
     if order == "pc":   # no wgmma in flight when the refill comes: unseen without the detector
         sim = simulate(bad, (2,), args(), smem, order, races=False, seed=0)
         assert sim.peer_arrivals == 0
+
+
+# -- B given K-major ([N, K]): the fp8 GEMM's layout ---------------------------------------------
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+E4M3 = ml_dtypes.float8_e4m3fn
+
+
+@pytest.mark.parametrize("order", ["cta", "random"])
+@pytest.mark.parametrize("m, n, k, programs, ctas, share_a", [
+    (192, 130, 160, 2, 1, False),   # clusters of one: 3 x 3 tiles of 64x64 on 2 CTAs, 3 K steps (one ragged)
+    (130, 192, 96, 2, 2, False),    # pairs sharing B: each CTA loads half of B's [64, 64] block's rows (N)
+    (128, 190, 96, 4, 2, True),     # pairs sharing A, B ragged in N
+])
+def test_cluster_ws_with_k_major_fp8_b(m, n, k, programs, ctas, share_a, order):
+    """matmul_hopper_cluster_ws with B_KMAJOR: B as [N, K] e4m3 (K contiguous: fp8 wgmma's B),
+    its blocks [BN / (CTAs sharing it), BK] split along N among a cluster, read through a
+    permuted view; on the race-checking simulator and the interpreter against numpy."""
+    rng = np.random.default_rng()
+    a = padded(rng.standard_normal((m, k)).astype(np.float32).astype(E4M3))
+    bt = padded(rng.standard_normal((n, k)).astype(np.float32).astype(E4M3))
+    bm, bn, bk = 64, 64, 64
+    cn = ctas if share_a else 1
+    am, bn_ = bm // cn, bn // (ctas // cn)
+
+    def args():
+        c = padded(np.full((m, n), np.nan, np.float32))
+        return [TensorDescriptor.from_tensor(_fresh(a), [am, bk], NV([am, bk], gl.float8e4nv)),
+                TensorDescriptor.from_tensor(_fresh(bt), [bn_, bk], NV([bn_, bk], gl.float8e4nv)),
+                TensorDescriptor.from_tensor(c, [bm, bn], NV([bm, bn], gl.float32)), m, n, k]
+    g, text, smem = trace(matmul_hopper_cluster_ws, args(), (programs,), STAGES=3, GROUP_M=2, SHARE_A=share_a,
+                          B_KMAJOR=True, num_warps=4, num_ctas=ctas)
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k32\.f32\.e4m3\.e4m3", text)
+    ref = interpret(g, (programs,), args())
+    out = args()
+    simulate(text, (programs,), out, smem, order)
+    exact = a.astype(np.float64) @ bt.astype(np.float64).T
+    tol = 1e-5 * np.abs(exact).max()
+    np.testing.assert_allclose(ref[2].base[:, :n], exact, rtol=1e-5, atol=tol)
+    np.testing.assert_allclose(out[2].base[:, :n], exact, rtol=1e-5, atol=tol)
