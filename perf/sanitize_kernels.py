@@ -107,6 +107,22 @@ def cluster_ws_blocks() -> int:
     return cluster(ws=True, epi_n=64, stages=4, bk=64)
 
 
+def cluster_ws_fp8() -> int:
+    """fp8 e4m3 with B given K-major ([N, K], B_KMAJOR): pairs of CTAs, each loading half of B's
+    rows for both, 4 stages of BK 128, bf16 out in 64-column blocks."""
+    from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws
+    m, n, k, bm, bn, bk = 330, 700, 384, 128, 256, 128
+    a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    bt = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    c = torch.full((m, n + 12), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.float8e4nv))
+    db = TensorDescriptor.from_tensor(bt, [bn // 2, bk], NV([bn // 2, bk], gl.float8e4nv))
+    dc = TensorDescriptor.from_tensor(c, [bm, 64], NV([bm, 64], gl.bfloat16))
+    matmul_hopper_cluster_ws[(4,)](da, db, dc, m, n, k, STAGES=4, GROUP_M=2, num_warps=8, num_ctas=2, B_KMAJOR=True)
+    torch.cuda.synchronize()
+    return _report("matmul_hopper_cluster_ws fp8, B K-major (2 CTAs a cluster)", c, a.double() @ bt.double().T)
+
+
 def cluster_ws_apart() -> int:
     """Two producer warps sharing a warpgroup (APART): each CTA's own A block loaded on its own
     release, its part of B (multicast) once both CTAs released the stage."""
@@ -187,7 +203,7 @@ def attention_ws() -> int:
 
 
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
-           "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
+           "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_fp8": cluster_ws_fp8, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
            "swap": swap, "swap_overlap": lambda: swap(overlap=True), "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
 
 

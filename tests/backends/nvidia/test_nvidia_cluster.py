@@ -251,6 +251,29 @@ def test_gpu_cluster_gemm_sharing_a_matches_torch(m, n, k, bm, bn, bk, ctas, sta
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1000, 1000), (4096, 512, 384)])
+@pytest.mark.parametrize("bm, bn, bk, stages, ctas", [(128, 256, 128, 4, 1), (128, 256, 128, 4, 2), (128, 256, 64, 8, 1)])
+def test_gpu_cluster_ws_fp8_with_k_major_b_matches_torch(m, n, k, bm, bn, bk, stages, ctas):
+    """B_KMAJOR: e4m3 A [M, K] and B given as [N, K] (fp8 wgmma reads both K-major), B's block
+    split along N among a pair's CTAs; bf16 out in 64-column blocks; the benchmark's fp8 configs."""
+    torch = _gpu()
+    from gluon_trace.nvidia import max_active_clusters
+    a = _padded(torch, m, k, torch.float8_e4m3fn)
+    bt = _padded(torch, n, k, torch.float8_e4m3fn)
+    c = _padded(torch, m, n, torch.bfloat16, fill=float("nan"))
+    da = TensorDescriptor.from_tensor(a, [bm, bk], NV([bm, bk], gl.float8e4nv))
+    db = TensorDescriptor.from_tensor(bt, [bn // ctas, bk], NV([bn // ctas, bk], gl.float8e4nv))
+    dc = TensorDescriptor.from_tensor(c, [bm, 64], NV([bm, 64], gl.bfloat16))
+    kw = dict(STAGES=stages, GROUP_M=8, num_warps=8, num_ctas=ctas, B_KMAJOR=True)
+    ck = matmul_hopper_cluster_ws.trace(da, db, dc, m, n, k, target="sm_90a", **kw).compile("sm_90a")
+    clusters = max_active_clusters(ck, ctas)
+    matmul_hopper_cluster_ws[(ctas * clusters,)](da, db, dc, m, n, k, backend=NVIDIA, **kw)
+    torch.cuda.synchronize()
+    ref = a.double() @ bt.double().T
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
 def test_gpu_multicast_lands_in_both_ctas_and_a_bad_grid_is_refused():
     """Repeated launches of a cluster kernel take the generated fast path (the checked path
     cost ~100 us of host time a launch, measured on the H200: longer than the skinny GEMM
