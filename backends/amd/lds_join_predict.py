@@ -148,8 +148,10 @@ def start_spec(em, op, i: int):
     None: a later join's demand (_rescue), else shift_join's, else one its arms' joins would give
     carrying their starts instead of an XOR."""
     views = arm_views(em, op, i)
-    return _demanded(em, op.results[i], views) or shift_join(views) or \
-        (_rescue(em, [b.yielded(i) for b in op.regions], views, {}) if None not in views else None)
+    p = _demanded(em, op.results[i], views) or shift_join(views)
+    if p is not None or None in views or all(_same(views[0], y) for y in views[1:]):
+        return p   # (one table: carried in one register, as before)
+    return _rescue(em, [b.yielded(i) for b in op.regions], views, {})
 
 
 # -- a run-time XOR a later join needs as a run-time start ------------------------------------

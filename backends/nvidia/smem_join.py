@@ -166,6 +166,12 @@ def _start_arms(em, arms: list, views: list, env: dict, marks: set, every: bool)
             for a, s in zip(arms, views)]
 
 
+def _one_table(views: list) -> bool:
+    """Whether a join carries ``views`` in one register (their tables one: no plan needed)."""
+    return all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape
+               and np.array_equal(s.rel, views[0].rel) for s in views)
+
+
 def _rescue(em, arms: list, views: list, env: dict) -> Smem | None:
     """A run-time-start spec (aligned) for a join of ``views`` (of ``arms``) that has no plan, from
     its arms made by branches not emitted yet joined at a run-time start instead (recorded: their
@@ -245,9 +251,7 @@ def _static(em, v, env: dict) -> Smem | None:
         if p is not None:   # (the join's registers: as aligned as its weakest arm's)
             p.align = min(home_align(a, p) for a in views)
             return p
-        same = all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape and np.array_equal(s.rel, views[0].rel)
-                   for s in views)
-        if not same:
+        if not _one_table(views):
             return _rescue(em, arms, views, env)
         from .rules_control import _kept_const
         if _linear(views[0].rel):   # (carried whole in the register: as aligned as its weakest arm's)
@@ -342,7 +346,7 @@ def branch_specs(em, op) -> dict:
                 out[i] = _demanded(em, r, views) or out[i]
         else:
             p = smem_padded.join(views) or smem_swizzled_runtime.join(views) or \
-                _rescue(em, arms, views, {})
+                (None if _one_table(views) else _rescue(em, arms, views, {}))
             if p is None and r in em.flags.get("padded_demand", ()):
                 from .rules_control import _joined_plin
                 if _joined_plin(views[0]) is None:   # (carried in one register, S would be lost)
