@@ -30,6 +30,7 @@ NVMMA_T = gl.NVMMASharedLayout.get_default_for([32, 2], gl.float32, transposed=T
 SWZ = gl.SwizzledSharedLayout(4, 1, 8, [1, 0])   # 16-byte chunks of f32 swizzled over 8 rows
 NVMMA_128 = gl.NVMMASharedLayout(128, 32, 2)     # the 128-byte swizzle of [.., 8, 32] f32
 SWZ_COL = gl.SwizzledSharedLayout(2, 2, 2, [0, 1])   # column-major, pairs of columns a phase
+SWZ4 = gl.SwizzledSharedLayout(4, 1, 4, [1, 0])   # chunks of 4 swizzled over 4 rows
 PAD = gl.PaddedSharedLayout.with_identity_for([[8, 4]], [8, 32], [1, 0])   # 4 elements after every 8
 
 # (name, buffer shape, layout, recipes[, after]): every recipe's view has one shape; recipe 0 is the
@@ -69,6 +70,22 @@ CASES = [
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 17), (1, 17), (2, 19))]),
     ("rows_twice_then_another", (4, 32, 2), NVMMA_T,
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 8, 0)) for s, a in ((1, 8), (1, 8), (2, 3))]),
+    # a first branch whose views are one table up to an XOR (columns 1.. and 5.., a 16-byte chunk
+    # apart: carried with a run-time XOR), then one picking columns 3.. (across two chunks: a run-time
+    # start, which that XOR does not give): refused ('placed differently') on both backends (the
+    # stacked fuzz preset, seeds 300526, 300562, 504538, 506361 and more); the first join now carries
+    # its start too. xor_start_xor: an XOR again after the start; *_128: rows of 128 bytes
+    ("xor_then_start", (4, 4, 32), SWZ,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 1), (1, 5), (2, 3))]),
+    ("xor_then_start_128", (4, 8, 32), NVMMA_128,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 1), (1, 5), (0, 3))]),
+    ("xor_start_xor", (4, 4, 32), SWZ,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", a, 2, 1)) for s, a in ((1, 1), (1, 5), (2, 3), (2, 9))]),
+    # the same where the first join is one table (slot 0 columns 2.. and slot 1 columns 10.., two
+    # chunks apart in rows swizzled by their parity: AMD's XOR form with no XOR bit): refused on AMD
+    # (seed 503688)
+    ("one_table_then_start", (2, 4, 16), SWZ4,
+     [(("slice", s, 1, 0), ("index", 0), ("slice", 0, 2, 0), ("slice", a, 4, 1)) for s, a in ((0, 2), (1, 10), (1, 0))]),
     # padded (a run-time start of its own kind, smem_padded.py): lowered before
     ("padded_slots", (4, 8, 32), PAD,
      [(("slice", s, 1, 0), ("index", 0), ("slice", a, 4, 1)) for s, a in ((1, 3), (2, 1), (1, 6))]),

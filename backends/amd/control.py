@@ -188,13 +188,11 @@ def rule_if(em, op):
         return
     xor = lds_join_predict.branch_specs(em, op)
     add = {i for i, r in enumerate(op.results) if _is_view(r) and i not in xor and lds_join.padded_join(
-           [lds_join_predict._static(em, a, {}) if a is not None else None
-            for a in (b.yielded(i) for b in op.regions)])}
-    sh = {}   # (padded views at run-time starts: lds_join_start.shift_join)
+           lds_join_predict.arm_views(em, op, i))}
+    sh = {}   # (views at run-time starts: lds_join_start.shift_join)
     for i, r in enumerate(op.results):
         if _is_view(r) and i not in xor and i not in add:
-            j = lds_join_start.shift_join([lds_join_predict._static(em, a, {}) if a is not None else None
-                                           for a in (b.yielded(i) for b in op.regions)])
+            j = lds_join_predict.start_spec(em, op, i)
             if j is not None:
                 sh[i] = j
     homes = [lds_join.homes(em, r.type, xor[i][1]) if i in xor else

@@ -79,6 +79,8 @@ class Emitter:
         self.mults: dict = {}        # elem_key -> a power of two the value is a multiple of
         self.homes: set = set()      # ids of loop/branch registers (they hold several values)
         self.vcc_holds = None        # elem_key of the 0/1 element whose mask vcc holds
+        self.start_demand: set = set()   # branch results a later join needs at a run-time start
+        self.start_ahead: set = set()    # branches whose later ones were predicted (lds_join_predict)
 
     # -- common subexpressions and known multiples ------------------------------------------
     def cse_get(self, key):

@@ -15,7 +15,7 @@ from gluon_trace.ir import MemDescType
 
 from .lds_buffer import _BIG, Lds, _fresh, _pow2_div, additive
 from .lds_join import _STATIC, _same, _spec, _split, join, padded_join
-from .lds_join_start import shift_join, shifted
+from .lds_join_start import coord_join, shift_join, shifted
 from .mir import Imm
 
 _PURE = ("smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret")  # rules that emit nothing
@@ -54,6 +54,9 @@ def _static(em, v, env: dict):
         views = [_static(em, a, env) if a is not None else None for a in (b.yielded(i) for b in op.regions)]
         if None in views:
             return None
+        s = _demanded(em, v, views)
+        if s is not None:
+            return s
         j = join(views)
         if j is not None:
             return _spec(*j)
@@ -62,7 +65,9 @@ def _static(em, v, env: dict):
         s = shift_join(views)
         if s is not None:
             return s
-        return views[0] if all(_same(views[0], y) for y in views[1:]) else None
+        if all(_same(views[0], y) for y in views[1:]):
+            return views[0]
+        return _rescue(em, [b.yielded(i) for b in op.regions], views, env)
     if op.name == "for":
         return _static_loop(em, op, v, env)
     if op.name == "smem_alloc":
@@ -123,10 +128,109 @@ def branch_specs(em, op) -> dict:
         views = [_static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)]
         if None in views:
             continue
+        if _demanded(em, r, views) is not None:
+            continue
         j = join(views)
         if j is not None:
-            out[i] = j
+            _look_ahead(em, op)
+            if _demanded(em, r, views) is None:   # (else a later join needs it at a run-time start)
+                out[i] = j
     return out
+
+
+def arm_views(em, op, i: int) -> list:
+    """The views an ``if``'s arms yield as its result ``i``, predicted (None: not a view known ahead)."""
+    return [_static(em, a, {}) if a is not None else None for a in (b.yielded(i) for b in op.regions)]
+
+
+def start_spec(em, op, i: int):
+    """The joined view (lds_join_start) of an ``if``'s result ``i`` carried at a run-time start, or
+    None: a later join's demand (_rescue), else shift_join's, else one its arms' joins would give
+    carrying their starts instead of an XOR."""
+    views = arm_views(em, op, i)
+    p = _demanded(em, op.results[i], views) or shift_join(views)
+    if p is not None or None in views or all(_same(views[0], y) for y in views[1:]):
+        return p   # (one table: carried in one register, as before)
+    return _rescue(em, [b.yielded(i) for b in op.regions], views, {})
+
+
+# -- a run-time XOR a later join needs as a run-time start ------------------------------------
+# A branch picking columns 1.. or 5.. of a slot (a 16-byte chunk apart) is one table up to an XOR,
+# carried with X; a later branch picking that or columns 3.. (across the chunks) needs the start
+# instead, which X does not give (no register maps X back to a start). Both forms are decided
+# before the code is emitted, so the later join's plan, where it finds no other, asks for the
+# earlier ones not emitted yet to carry their starts (coord_join) and, where that gives it one,
+# records them (em.start_demand); their own plans then take that form. A loop predicts its body's
+# joins before emitting it; a branch whose join is planned with an XOR looks at the branches
+# after it in its block first (_look_ahead). Only joins refused before change.
+
+def _coord_join(views: list):
+    """coord_join of swizzled views, even of ones an XOR join would carry."""
+    fs = [shifted(y) for y in views]
+    return None if None in fs or any(f.pads for f in fs) else coord_join(fs)
+
+
+def _demanded(em, v, views: list):
+    """The run-time-start spec of a branch's result ``v`` that a later join asked for, or None."""
+    return _coord_join(views) if v in em.start_demand else None
+
+
+def _as_start(em, v, env: dict, marks: set, every: bool = False):
+    """The branch result ``v`` (not emitted yet) joined at a run-time start, its arms made by
+    branches likewise where they carry a run-time XOR (and, ``every``, where they are carried
+    plainly and can be), into ``marks``; None where it cannot be."""
+    op = v.owner if v is not None else None
+    if v in env or em.vals.get(v) is not None or op is None or op.name != "if":
+        return None
+    i = next(k for k, r in enumerate(op.results) if r is v)
+    arms = [b.yielded(i) for b in op.regions]
+    views = [_static(em, a, env) if a is not None else None for a in arms]
+    if None in views:
+        return None
+    inner: set = set()
+    p = _coord_join(_start_arms(em, arms, views, env, inner, every))
+    if p is not None:
+        marks |= inner | {v}
+    return p
+
+
+def _start_arms(em, arms: list, views: list, env: dict, marks: set, every: bool) -> list:
+    """``views`` (of ``arms``) with those made by branches not emitted yet joined at a run-time
+    start (_as_start): every one with a run-time XOR (None where one cannot be), and, ``every``,
+    the ones carried plainly that can be."""
+    return [_as_start(em, a, env, marks, every) if y.xreg is not None else
+            (_as_start(em, a, env, marks, every) or y) if every and y.sreg is None else y
+            for a, y in zip(arms, views)]
+
+
+def _rescue(em, arms: list, views: list, env: dict):
+    """A run-time-start spec for a join of ``views`` (of ``arms``) that has no plan, from its arms
+    made by branches not emitted yet joined at a run-time start instead (recorded: their plans
+    take it): those with a run-time XOR, then also those carried plainly (one table: slot 0 columns
+    2.. and slot 1 columns 10.., two chunks apart, whose one address keeps neither start); None
+    where that gives none."""
+    for every in (False, True):
+        marks: set = set()
+        alt = _start_arms(em, arms, views, env, marks, every)
+        p = _coord_join(alt) if marks and None not in alt else None
+        if p is not None:
+            em.start_demand |= marks
+            return p
+    return None
+
+
+def _look_ahead(em, op) -> None:
+    """Predict the branches after ``op`` in its block (once): a join among them refused with
+    ``op``'s run-time XOR asks for its start instead (_rescue)."""
+    block = op.results[0].block if op.results else None
+    if op in em.start_ahead or block is None:
+        return
+    em.start_ahead.add(op)
+    for later in block.ops[block.ops.index(op) + 1:]:
+        if later.name == "if":
+            for r in later.results:
+                if isinstance(r.type, MemDescType):
+                    _static(em, r, {})
 
 
 def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
@@ -211,7 +315,9 @@ def _static_align(em, v, env: dict, form, known: dict) -> int:
         i = next(k for k, r in enumerate(op.results) if r is v)
         arms = [b.yielded(i) for b in op.regions]
         views = [_static(em, a, env) if a is not None else None for a in arms]
-        if None not in views and join(views) is not None:   # (the form rule_if carries the arms in:
+        if None not in views and _demanded(em, v, views) is not None:   # (a later join's run-time start)
+            form = shifted
+        elif None not in views and join(views) is not None:   # (the form rule_if carries the arms in:
             form = _split                                    # a slot's origin in const, lds_join.carried)
         elif padded_join(views):
             form = additive

@@ -32,5 +32,9 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     table) were lowered before. *_twice_then_another (the stacked fuzz preset): a first branch
     picking the first view again joined it plainly, its register holding the whole address, but
     its coff kept the buffer-relative root (smem_swizzled.joined_coff), so the next branch's
-    run-time-start join refused it ('placed differently')."""
+    run-time-start join refused it ('placed differently'). xor_then_start, xor_then_start_128,
+    xor_start_xor (the stacked fuzz preset, seeds 300526, 300562, 504538, 506361): a first branch
+    joined with a run-time XOR (columns a chunk apart), a later one needing a run-time start
+    (columns across chunks) refused it ('placed differently'), in the arms, before the branch
+    and in the loop; the first join now carries its start (smem_join._rescue)."""
     K.check(both, target, case, mode)
