@@ -99,6 +99,7 @@ class CoordSplit:
             self.corg = k
         self.v, self.shift, self.clead = v, 0, None
         lb = lambda b: sum(int(b[d]) * s for d, s in enumerate(v.lead))  # noqa: E731
+        self.spairs = tid_pairs(em, lay, lb)
         ndim = len(starts)
         pairs = [tid_pairs(em, lay, lambda b, d=d: int(b[nl + d])) for d in range(ndim)]
         rbits = [possible_bits((0, int(b[nl + d])) for b in lay.reg_bases) for d in range(ndim)]
@@ -112,27 +113,12 @@ class CoordSplit:
             lw = ((poss | s) & -(poss | s)) - 1 if poss | s else 0  # (pass through the sum: offset)
             core.append((((1 << (reach_s[d] + poss).bit_length()) - 1) if reach_s[d] else poss) & ~lw)
             low.append(lw)
-        # (the register bits that join the thread part below are summed with the start too: rows
-        # 1..4 in registers, start 1 + 3 = 4 reaches row bit 2, whose image may hold a register's
-        # column bit. ``carry`` counts them in the reach; tried only where the split without fails)
-        for carry in (False, True):
-            if self._coords_try(v, lay, nl, lb, pairs, rbits, core, low, reach_s, starts, images, sd, svals,
-                                carry):
-                return True
-        return False
-
-
-    def _coords_try(self, v, lay, nl, lb, pairs, rbits, core, low, reach_s, starts, images, sd, svals,
-                    carry: bool) -> bool:
-        """_split_coords for the thread part's bits ``core`` (per dim) and those that join them."""
-        em, ndim = self.em, len(starts)
-        self.spairs = tid_pairs(em, lay, lb)
         # A swizzle XORs row bits into column bits: a register bit whose lin shares a bit with what
         # the thread register may hold cannot be added as an offset; it joins the thread part too
         # (one more thread register per value, as _split's possible bits do for aligned views)
         extra = [0] * ndim
         while True:
-            reach = [(((1 << (s + (c | x if carry else c)).bit_length()) - 1) & ~lw if s else c) | x
+            reach = [(((1 << (s + c).bit_length()) - 1) & ~lw if s else c) | x
                      for s, c, lw, x in zip(reach_s, core, low, extra)]
             timg = v.xmask if v.xreg is not None else 0   # (a register part under X's bits: the thread's)
             for m, im in zip(reach, images):
