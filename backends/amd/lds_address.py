@@ -81,6 +81,15 @@ class Access(CoordSplit, ThreadRegs):
             self.cdims, self.slead, self.corg, self.carry = None, None, 0, True
             if self._split(w, tuple(ty.shape), shift):
                 return
+        # lin need not be XOR-linear over the register bits: rows 1..4 of a swizzle period held in
+        # registers are start 1 + rows 0..3, whose sum carries into row bit 2 (its swizzle image
+        # XORs a column bit a register holds too; _split_coords bounds the carries by the thread's
+        # own row bits). Where the thread holds none of such a dim's bits, each register's part
+        # is its own entry of the table and the thread part still XORs into it. Tried last:
+        # nothing lowered before takes it
+        self.cdims, self.slead, self.corg, self.carry = None, None, 0, False
+        if self._split(v, tuple(ty.shape), tabled=True):
+            return
         raise em.error("this shared-memory view is not addressable as thread part + register part "
                        "(a slice at an unaligned start of a swizzled dim?); the AMD backend lowers "
                        "views whose offsets split that way")
@@ -135,9 +144,10 @@ class Access(CoordSplit, ThreadRegs):
         return np.array_equal(self._predict(), table)
 
 
-    def _split(self, v: Lds, shape, shift: int = 0) -> bool:
+    def _split(self, v: Lds, shape, shift: int = 0, tabled: bool = False) -> bool:
         """Whether thread part + register part of ``v`` (its table added to ``shift`` before the
-        padding) reproduce ``self.bytes``; the parts are kept in ``self`` either way."""
+        padding) reproduce ``self.bytes``; the parts are kept in ``self`` either way. ``tabled``:
+        each register's part is the table's entry at its coordinate, not the XOR of its bases'."""
         em, lay = self.em, self.lay
         self.v, self.shift = v, shift
         nl = len(v.lead)
@@ -177,7 +187,12 @@ class Access(CoordSplit, ThreadRegs):
         self.clead = None
         self.regL = []
         self.regS = []  # (additive lead bytes; per register [(lo_d, hi_d)] once _coord_lead ran)
+        rc = lay.coords()[0, 0] if tabled else None   # (thread 0's coordinate of each register)
         for r in range(lay.num_regs):
+            if tabled:
+                self.regL.append(int(v.lin[tuple(rc[r][nl:])]) if v.lin.ndim else L0)
+                self.regS.append(lb(rc[r]))
+                continue
             x, s = L0, 0
             for j, b in enumerate(lay.reg_bases):
                 if r >> j & 1:
