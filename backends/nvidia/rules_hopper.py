@@ -37,6 +37,9 @@ the DotOperand layout. A warpgroup past the first adds its rows' (or columns') b
 to its descriptors at run time. Every call is ``wgmma.fence``, the instructions, one
 ``commit_group``; a synchronous call also waits for it; ``warpgroup_mma_wait`` is
 ``wait_group``. The accumulator is updated in place when it is a chain's own registers.
+With pieces (a list of accumulators over a stacked B [P, K, n]) a run of adjacent column tiles
+across pieces is one m64n(run) instruction, where the descriptor model places every column of
+it as the view's table does (the tile that is no power of two: 5 x 32 = one m64n160).
 """
 from __future__ import annotations
 
