@@ -10,6 +10,7 @@ carried views to a fixed point over its steps.
 """
 from __future__ import annotations
 
+from gluon_trace import start_rescue
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
@@ -67,7 +68,7 @@ def _static(em, v, env: dict):
             return s
         if all(_same(views[0], y) for y in views[1:]):
             return views[0]
-        return _rescue(em, [b.yielded(i) for b in op.regions], views, env)
+        return start_rescue.rescue(_planner(em), [b.yielded(i) for b in op.regions], views, env)
     if op.name == "for":
         return _static_loop(em, op, v, env)
     if op.name == "smem_alloc":
@@ -132,7 +133,7 @@ def branch_specs(em, op) -> dict:
             continue
         j = join(views)
         if j is not None:
-            _look_ahead(em, op)
+            start_rescue.look_ahead(_planner(em), op)
             if _demanded(em, r, views) is None:   # (else a later join needs it at a run-time start)
                 out[i] = j
     return out
@@ -145,24 +146,16 @@ def arm_views(em, op, i: int) -> list:
 
 def start_spec(em, op, i: int):
     """The joined view (lds_join_start) of an ``if``'s result ``i`` carried at a run-time start, or
-    None: a later join's demand (_rescue), else shift_join's, else one its arms' joins would give
-    carrying their starts instead of an XOR."""
+    None: a later join's demand (start_rescue.rescue), else shift_join's, else one its arms'
+    joins would give carrying their starts instead of an XOR."""
     views = arm_views(em, op, i)
     p = _demanded(em, op.results[i], views) or shift_join(views)
     if p is not None or None in views or all(_same(views[0], y) for y in views[1:]):
         return p   # (one table: carried in one register, as before)
-    return _rescue(em, [b.yielded(i) for b in op.regions], views, {})
+    return start_rescue.rescue(_planner(em), [b.yielded(i) for b in op.regions], views, {})
 
 
-# -- a run-time XOR a later join needs as a run-time start ------------------------------------
-# A branch picking columns 1.. or 5.. of a slot (a 16-byte chunk apart) is one table up to an XOR,
-# carried with X; a later branch picking that or columns 3.. (across the chunks) needs the start
-# instead, which X does not give (no register maps X back to a start). Both forms are decided
-# before the code is emitted, so the later join's plan, where it finds no other, asks for the
-# earlier ones not emitted yet to carry their starts (coord_join) and, where that gives it one,
-# records them (em.start_demand); their own plans then take that form. A loop predicts its body's
-# joins before emitting it; a branch whose join is planned with an XOR looks at the branches
-# after it in its block first (_look_ahead). Only joins refused before change.
+# -- a run-time XOR a later join needs as a run-time start (gluon_trace.start_rescue) ---------
 
 def _coord_join(views: list):
     """coord_join of swizzled views, even of ones an XOR join would carry."""
@@ -175,62 +168,12 @@ def _demanded(em, v, views: list):
     return _coord_join(views) if v in em.start_demand else None
 
 
-def _as_start(em, v, env: dict, marks: set, every: bool = False):
-    """The branch result ``v`` (not emitted yet) joined at a run-time start, its arms made by
-    branches likewise where they carry a run-time XOR (and, ``every``, where they are carried
-    plainly and can be), into ``marks``; None where it cannot be."""
-    op = v.owner if v is not None else None
-    if v in env or em.vals.get(v) is not None or op is None or op.name != "if":
-        return None
-    i = next(k for k, r in enumerate(op.results) if r is v)
-    arms = [b.yielded(i) for b in op.regions]
-    views = [_static(em, a, env) if a is not None else None for a in arms]
-    if None in views:
-        return None
-    inner: set = set()
-    p = _coord_join(_start_arms(em, arms, views, env, inner, every))
-    if p is not None:
-        marks |= inner | {v}
-    return p
-
-
-def _start_arms(em, arms: list, views: list, env: dict, marks: set, every: bool) -> list:
-    """``views`` (of ``arms``) with those made by branches not emitted yet joined at a run-time
-    start (_as_start): every one with a run-time XOR (None where one cannot be), and, ``every``,
-    the ones carried plainly that can be."""
-    return [_as_start(em, a, env, marks, every) if y.xreg is not None else
-            (_as_start(em, a, env, marks, every) or y) if every and y.sreg is None else y
-            for a, y in zip(arms, views)]
-
-
-def _rescue(em, arms: list, views: list, env: dict):
-    """A run-time-start spec for a join of ``views`` (of ``arms``) that has no plan, from its arms
-    made by branches not emitted yet joined at a run-time start instead (recorded: their plans
-    take it): those with a run-time XOR, then also those carried plainly (one table: slot 0 columns
-    2.. and slot 1 columns 10.., two chunks apart, whose one address keeps neither start); None
-    where that gives none."""
-    for every in (False, True):
-        marks: set = set()
-        alt = _start_arms(em, arms, views, env, marks, every)
-        p = _coord_join(alt) if marks and None not in alt else None
-        if p is not None:
-            em.start_demand |= marks
-            return p
-    return None
-
-
-def _look_ahead(em, op) -> None:
-    """Predict the branches after ``op`` in its block (once): a join among them refused with
-    ``op``'s run-time XOR asks for its start instead (_rescue)."""
-    block = op.results[0].block if op.results else None
-    if op in em.start_ahead or block is None:
-        return
-    em.start_ahead.add(op)
-    for later in block.ops[block.ops.index(op) + 1:]:
-        if later.name == "if":
-            for r in later.results:
-                if isinstance(r.type, MemDescType):
-                    _static(em, r, {})
+def _planner(em) -> start_rescue.Planner:
+    """This backend's side of the rescue: views from _static, joined at a run-time start by
+    coord_join, demands kept on the emitter."""
+    return start_rescue.Planner(static=lambda v, env: _static(em, v, env), join=_coord_join,
+                                emitted=lambda v: em.vals.get(v) is not None, plain=lambda y: y.sreg is None,
+                                demand=em.start_demand, ahead=em.start_ahead)
 
 
 def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:

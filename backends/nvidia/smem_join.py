@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gluon_trace import start_rescue
 from gluon_trace.errors import CompileError
 from gluon_trace.ir import MemDescType
 
@@ -110,15 +111,7 @@ def _spec(s: Smem, mask: int, lin: np.ndarray) -> Smem:
     return Smem(s.base, a, lin, s.dtype, s.align, _STATIC, mask)
 
 
-# -- a run-time XOR a later join needs as a run-time start ------------------------------------
-# A branch picking columns 1.. or 8.. of a slot (a 16-byte chunk apart) is one table up to an XOR,
-# carried with X; a later branch picking that or columns 7.. (across the chunks) needs the start
-# instead, which X does not give (no register maps X back to a start). Both forms are decided
-# before the code is emitted, so the later join's plan, where it finds no other, asks for the
-# earlier ones not emitted yet to carry their starts (smem_swizzled_runtime.join) and, where that
-# gives it one, records them (em.flags[_DEMAND]); their own plans then take that form. A loop
-# predicts its body's joins before emitting it; a branch whose join is planned with an XOR looks
-# at the branches after it in its block first (_look_ahead). Only joins refused before change.
+# -- a run-time XOR a later join needs as a run-time start (gluon_trace.start_rescue) ---------
 
 _DEMAND = "start_demand"
 
@@ -136,70 +129,23 @@ def _aligned(p: Smem, views: list) -> Smem:
     return p
 
 
-def _as_start(em, v, env: dict, marks: set, every: bool = False) -> Smem | None:
-    """The branch result ``v`` (not emitted yet) joined at a run-time start, its arms made by
-    branches likewise where they carry a run-time XOR (and, ``every``, where they are carried
-    plainly and can be), into ``marks``; None where it cannot be."""
-    op = v.owner if v is not None else None
-    if v in env or v in em.vals or op is None or op.name != "if":
-        return None
-    i = next(k for k, r in enumerate(op.results) if r is v)
-    arms = [b.yielded(i) for b in op.regions]
-    views = [_static(em, a, env) if a is not None else None for a in arms]
-    if None in views:
-        return None
-    inner: set = set()
-    views = _start_arms(em, arms, views, env, inner, every)
-    p = smem_swizzled_runtime.join(views) if None not in views else None
-    if p is not None:
-        marks |= inner | {v}
-        _aligned(p, views)
-    return p
-
-
-def _start_arms(em, arms: list, views: list, env: dict, marks: set, every: bool) -> list:
-    """``views`` (of ``arms``) with those made by branches not emitted yet joined at a run-time
-    start (_as_start): every one with a run-time XOR (None where one cannot be), and, ``every``,
-    the ones carried plainly that can be."""
-    return [_as_start(em, a, env, marks, every) if s.xreg is not None else
-            (_as_start(em, a, env, marks, every) or s) if every and s.creg is None and s.sreg is None else s
-            for a, s in zip(arms, views)]
+def _planner(em) -> start_rescue.Planner:
+    """This backend's side of the rescue: views from _static, joined at a run-time start by
+    smem_swizzled_runtime (aligned as their weakest arm), demands kept in the emitter's flags."""
+    def join(views: list) -> Smem | None:
+        p = smem_swizzled_runtime.join(views)
+        return None if p is None else _aligned(p, views)
+    return start_rescue.Planner(static=lambda v, env: _static(em, v, env), join=join,
+                                emitted=lambda v: v in em.vals,
+                                plain=lambda s: s.creg is None and s.sreg is None,
+                                demand=em.flags.setdefault(_DEMAND, set()),
+                                ahead=em.flags.setdefault("start_ahead", set()))
 
 
 def _one_table(views: list) -> bool:
     """Whether a join carries ``views`` in one register (their tables one: no plan needed)."""
     return all(s.xreg is None and s.sreg is None and s.creg is None and s.rel.shape == views[0].rel.shape
                and np.array_equal(s.rel, views[0].rel) for s in views)
-
-
-def _rescue(em, arms: list, views: list, env: dict) -> Smem | None:
-    """A run-time-start spec (aligned) for a join of ``views`` (of ``arms``) that has no plan, from
-    its arms made by branches not emitted yet joined at a run-time start instead (recorded: their
-    plans take it): those with a run-time XOR, then also those carried plainly (one table, whose
-    one address keeps neither start); None where that gives none."""
-    for every in (False, True):
-        marks: set = set()
-        alt = _start_arms(em, arms, views, env, marks, every)
-        p = smem_swizzled_runtime.join(alt) if marks and None not in alt else None
-        if p is not None:
-            em.flags.setdefault(_DEMAND, set()).update(marks)
-            return _aligned(p, alt)
-    return None
-
-
-def _look_ahead(em, op) -> None:
-    """Predict the branches after ``op`` in its block (once): a join among them refused with
-    ``op``'s run-time XOR asks for its start instead (_rescue)."""
-    seen = em.flags.setdefault("start_ahead", set())
-    block = op.results[0].block if op.results else None
-    if op in seen or block is None:
-        return
-    seen.add(op)
-    for later in block.ops[block.ops.index(op) + 1:]:
-        if later.name == "if":
-            for r in later.results:
-                if isinstance(r.type, MemDescType):
-                    _static(em, r, {})
 
 
 # -- what a view is at compile time ------------------------------------------------------------
@@ -252,7 +198,7 @@ def _static(em, v, env: dict) -> Smem | None:
             p.align = min(home_align(a, p) for a in views)
             return p
         if not _one_table(views):
-            return _rescue(em, arms, views, env)
+            return start_rescue.rescue(_planner(em), arms, views, env)
         from .rules_control import _kept_const
         if _linear(views[0].rel):   # (carried whole in the register: as aligned as its weakest arm's)
             import copy
@@ -341,12 +287,12 @@ def branch_specs(em, op) -> dict:
         j = _join(views)
         if j is not None:
             out[i] = _spec(views[0], *j)
-            _look_ahead(em, op)
+            start_rescue.look_ahead(_planner(em), op)
             if r in em.flags.get(_DEMAND, ()):   # (a later join needs this one at a run-time start)
                 out[i] = _demanded(em, r, views) or out[i]
         else:
             p = smem_padded.join(views) or smem_swizzled_runtime.join(views) or \
-                (None if _one_table(views) else _rescue(em, arms, views, {}))
+                (None if _one_table(views) else start_rescue.rescue(_planner(em), arms, views, {}))
             if p is None and r in em.flags.get("padded_demand", ()):
                 from .rules_control import _joined_plin
                 if _joined_plin(views[0]) is None:   # (carried in one register, S would be lost)

@@ -1,0 +1,93 @@
+"""A run-time XOR that a later join needs as a run-time start: the planning both backends share.
+
+A branch picking columns 1.. or 8.. of a slot (a 16-byte chunk apart) joins one table up to an
+XOR, carried with X; a later branch picking that or columns 7.. (across the chunks) needs the
+start instead, which X does not give (no register maps X back to a start). Both forms are
+decided before the code is emitted, so the later join's plan, where it finds no other, asks the
+earlier ones not emitted yet to carry their starts and, where that gives it a plan, records them
+(``Planner.demand``); their own plans then take that form. A loop predicts its body's joins
+before emitting it; a branch whose join is planned with an XOR predicts the branches after it in
+its block first (:func:`look_ahead`). Only joins refused before change.
+
+The backends differ in what a view is and how views join at a run-time start; they pass those
+as a :class:`Planner` (NVIDIA ``smem_join``, AMD ``lds_join_predict``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .ir import MemDescType
+
+
+@dataclass(frozen=True)
+class Planner:
+    """A backend's side of the rescue: ``static(v, env)`` the view ``v`` will be (None where not
+    known ahead); ``join(views)`` their join at a run-time start (None where none); ``emitted(v)``
+    whether ``v``'s code exists already; ``plain(view)`` whether a view carried plainly may be
+    re-planned at a start; ``demand`` the branch results recorded; ``ahead`` the branches whose
+    later ones were predicted."""
+    static: Callable[[Any, dict], Any]
+    join: Callable[[list], Any]
+    emitted: Callable[[Any], bool]
+    plain: Callable[[Any], bool]
+    demand: set
+    ahead: set
+
+
+def as_start(pl: Planner, v, env: dict, marks: set, every: bool = False):
+    """The branch result ``v`` (not emitted yet) joined at a run-time start, its arms made by
+    branches likewise where they carry a run-time XOR (and, ``every``, where they are carried
+    plainly and can be), into ``marks``; None where it cannot be."""
+    op = v.owner if v is not None else None
+    if v in env or pl.emitted(v) or op is None or op.name != "if":
+        return None
+    i = next(k for k, r in enumerate(op.results) if r is v)
+    arms = [b.yielded(i) for b in op.regions]
+    views = [pl.static(a, env) if a is not None else None for a in arms]
+    if None in views:
+        return None
+    inner: set = set()
+    alt = start_arms(pl, arms, views, env, inner, every)
+    p = pl.join(alt) if None not in alt else None
+    if p is not None:
+        marks |= inner | {v}
+    return p
+
+
+def start_arms(pl: Planner, arms: list, views: list, env: dict, marks: set, every: bool) -> list:
+    """``views`` (of ``arms``) with those made by branches not emitted yet joined at a run-time
+    start (:func:`as_start`): every one with a run-time XOR (None where one cannot be), and,
+    ``every``, the ones carried plainly that can be."""
+    return [as_start(pl, a, env, marks, every) if s.xreg is not None else
+            (as_start(pl, a, env, marks, every) or s) if every and pl.plain(s) else s
+            for a, s in zip(arms, views)]
+
+
+def rescue(pl: Planner, arms: list, views: list, env: dict):
+    """A run-time-start join of ``views`` (of ``arms``) that has no plan, from its arms made by
+    branches not emitted yet joined at a run-time start instead (recorded: their plans take it):
+    those with a run-time XOR, then also those carried plainly (one table, whose one address keeps
+    neither start); None where that gives none."""
+    for every in (False, True):
+        marks: set = set()
+        alt = start_arms(pl, arms, views, env, marks, every)
+        p = pl.join(alt) if marks and None not in alt else None
+        if p is not None:
+            pl.demand.update(marks)
+            return p
+    return None
+
+
+def look_ahead(pl: Planner, op) -> None:
+    """Predict the branches after ``op`` in its block (once): a join among them refused with
+    ``op``'s run-time XOR asks for its start instead (:func:`rescue`)."""
+    block = op.results[0].block if op.results else None
+    if op in pl.ahead or block is None:
+        return
+    pl.ahead.add(op)
+    for later in block.ops[block.ops.index(op) + 1:]:
+        if later.name == "if":
+            for r in later.results:
+                if isinstance(r.type, MemDescType):
+                    pl.static(r, {})
