@@ -8,6 +8,8 @@ so the error names the user's line.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from . import dtypes as dt
 from .errors import LayoutError
 from .ir import MemDescType, TensorDescType, Type
@@ -167,7 +169,6 @@ define("dot_fma", _dot_fma, doc="acc + A @ B with FMAs on the CUDA/vector cores;
 def _wgmma_pieces(ctx, name, b, accs):
     """Pieces: b a stacked view [P, K, n], accs P tiles of one type [M, n]. Returns the view
     one piece of b is (what each acc multiplies), for the checks a single wgmma gets."""
-    import dataclasses
     if not accs:
         raise ctx.error(f"{name}: acc is an empty list; give one accumulator a piece of B")
     if not isinstance(b, MemDescType) or len(b.shape) != 3:
