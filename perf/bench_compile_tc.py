@@ -6,7 +6,14 @@ attention, D128 causal, two consumer warpgroups; the warp-specialized cluster GE
 (the one perf/bench_gemm.py times) in the same run when Triton is installed. Fresh traces each
 time (caches cleared), medians of several runs.
 
+The Hopper GEMM's compile is also split into its phases (trace, emit, ptxas's wall time and the
+part of it ptxas reports as its own "Compile time", the rest), and its ratio to Triton is taken
+in ROUNDS rounds, each timing ours and then Triton's, so that a machine that slows down for a
+while shows in the spread, not in one ratio. With PTXAS_ALT=<path> the GEMM is also compiled
+with that ptxas (e.g. the pip wheel's, when the machine's own is another version).
+
     python perf/bench_compile_tc.py        # prints a table, writes perf/results/compile-tc.json
+    ROUNDS=5 PTXAS_ALT=/path/to/ptxas python perf/bench_compile_tc.py
 """
 from __future__ import annotations
 
@@ -102,7 +109,52 @@ def _full(make):
     return run
 
 
-def triton_compile_s():
+def phases(make, n=7) -> dict:
+    """Median milliseconds of each phase of a fresh compile: trace, emit, ptxas (its wall time,
+    and the "Compile time" ptxas -v reports, which leaves out its start and its file I/O), and
+    the rest (cache key, packing, the cache write)."""
+    import re
+    from gluon_trace.backends.nvidia import emitter, ptxas
+    assemble, emit = ptxas.assemble, emitter.emit
+    rec: dict = {}
+
+    def timed_assemble(*a, **k):
+        t0 = time.perf_counter()
+        out = assemble(*a, **k)
+        rec["ptxas"] = rec.get("ptxas", 0.0) + time.perf_counter() - t0
+        m = re.search(r"Compile time = ([\d.]+) ms", out[1]["log"])
+        rec["ptxas_self"] = rec.get("ptxas_self", 0.0) + (float(m.group(1)) / 1e3 if m else float("nan"))
+        return out
+
+    def timed_emit(*a, **k):
+        t0 = time.perf_counter()
+        out = emit(*a, **k)
+        rec["emit"] = time.perf_counter() - t0
+        return out
+
+    runs = []
+    ptxas.assemble, emitter.emit = timed_assemble, timed_emit
+    try:
+        for i in range(n + 1):
+            rec.clear()
+            with tempfile.TemporaryDirectory() as d:
+                os.environ["GLUON_TRACE_CACHE_DIR"] = d
+                from gluon_trace.backends.nvidia import compiler
+                compiler._memory.clear()
+                t0 = time.perf_counter()
+                graph = make()
+                rec["trace"] = time.perf_counter() - t0
+                graph.compile("sm_90a")
+                rec["total"] = time.perf_counter() - t0
+            rec["rest"] = rec["total"] - rec["trace"] - rec["emit"] - rec["ptxas"]
+            if i:  # the first warms imports and caches
+                runs.append(dict(rec))
+    finally:
+        ptxas.assemble, emitter.emit = assemble, emit
+    return {k: 1e3 * statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def triton_compile_s(n=3):
     """Seconds of Triton's first call of its tutorial matmul (perf/bench_gemm.py) with an empty
     cache, less a warm call: its JIT compile for this GPU, which needs the GPU (torch tensors)."""
     try:
@@ -113,7 +165,7 @@ def triton_compile_s():
     except Exception as e:  # noqa: BLE001  (an anchor that cannot run is reported)
         return None, f"no torch/Triton ({type(e).__name__}: {e})"
     times = []
-    for _ in range(3):
+    for _ in range(n):
         with tempfile.TemporaryDirectory() as d:
             os.environ["TRITON_CACHE_DIR"] = d
             run = triton_matmul()  # a fresh @triton.jit function: no in-memory cache either
@@ -146,15 +198,41 @@ def ptxas_alone(make, flags) -> float:
                                                os.path.join(d, "k.cubin")], capture_output=True, check=True), 5)
 
 
+def _with_ptxas(path, fn):
+    """fn() with ``path`` as the ptxas to use (the located one is forgotten before and after)."""
+    from gluon_trace.backends.nvidia import ptxas
+    old = os.environ.get(ptxas.ENV)
+    os.environ[ptxas.ENV] = path
+    ptxas._found = None
+    try:
+        return fn(), ptxas.locate()[1]
+    finally:
+        if old is None:
+            del os.environ[ptxas.ENV]
+        else:
+            os.environ[ptxas.ENV] = old
+        ptxas._found = None
+
+
 def main() -> int:
-    rows = {}
+    from gluon_trace.backends.nvidia import ptxas
+    rows = {"ptxas": " ".join(ptxas.locate())}
     for name, make in KERNELS.items():
         rows[f"{name}_trace_emit_ms"] = 1e3 * _median(lambda: make().ptx("sm_90a"))
         rows[f"{name}_full_s"] = _median(_full(make), 3)
     for name, flags in (("lineinfo", ["-lineinfo"]), ("plain", []), ("O1", ["-O1", "-lineinfo"])):
         rows[f"gemm_ptxas_{name}_s"] = ptxas_alone(gemm, flags)
+    print(f"ptxas {rows['ptxas']}")
     print("ptxas alone on the Hopper GEMM: " + ", ".join(f"{k[11:-2]} {v:.3f} s" for k, v in rows.items()
                                                          if k.startswith("gemm_ptxas_")))
+    rows["gemm_phases_ms"] = phases(gemm)
+    print("Hopper GEMM compile, median ms per phase: " + ", ".join(f"{k} {v:.1f}"
+                                                                   for k, v in rows["gemm_phases_ms"].items()))
+    alt = os.environ.get("PTXAS_ALT")
+    if alt:
+        rows["gemm_phases_alt_ms"], rows["ptxas_alt"] = _with_ptxas(alt, lambda: phases(gemm))
+        print(f"the same with ptxas {rows['ptxas_alt']} ({alt}): " + ", ".join(
+            f"{k} {v:.1f}" for k, v in rows["gemm_phases_alt_ms"].items()))
     t_tri, why = triton_compile_s()
     rows["triton_matmul_compile_s"] = t_tri
     if why:
@@ -167,6 +245,14 @@ def main() -> int:
     if t_tri:
         print(f"Triton's tutorial matmul compile: {t_tri:.3f} s -> ratio {rows['gemm_full_s'] / t_tri:.3f} "
               "(target <= 0.25)")
+        rounds = []
+        for _ in range(int(os.environ.get("ROUNDS", "3"))):
+            ours = _median(_full(gemm), 3)
+            theirs, _ = triton_compile_s()
+            rounds.append((ours, theirs, ours / theirs))
+        rows["rounds"] = rounds
+        print("rounds (ours s, Triton s, ratio): " + "; ".join(f"{a:.3f} {b:.3f} {r:.3f}" for a, b, r in rounds)
+              + f" -> median ratio {statistics.median(r for *_, r in rounds):.3f}")
     else:
         print(f"Triton anchor: {why}")
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
