@@ -112,10 +112,10 @@ def main() -> int:
             for name in ("cudnn", "fa2"):
                 if f"{name}_tflops" in row:
                     row[f"ratio_to_{name}"] = row["ours_tflops"] / row[f"{name}_tflops"]
-            # head to head: the three fastest configurations and cuDNN timed in turn, several
+            # head to head: the three fastest configurations (GLUON_TRACE_ATTN_TOP) and cuDNN timed in turn, several
             # rounds (the clock drifts with power draw over a sweep: one round's ratio is fairer)
             if "cudnn_tflops" in row:
-                top = sorted(kept, key=lambda c: kept[c][0])[:3]
+                top = sorted(kept, key=lambda c: kept[c][0])[:int(os.environ.get("GLUON_TRACE_ATTN_TOP", "3"))]
                 ref_fn = sdpa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
                 ratios = {c: [] for c in top}
                 for _ in range(ROUNDS):
