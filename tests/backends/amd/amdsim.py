@@ -19,6 +19,7 @@ from gluon_trace import dtypes
 from gluon_trace.backends.interpreter.interpreter import fma as _fma
 from gluon_trace.backends.amd.mir import Fixed, Imm, Inst, Label, Neg, Reg, Sub
 from amdsim_fp8 import vector_op as fp8_op
+import amdsim_div
 import amdsim_dma
 from amdsim_mma import step as mma_step
 
@@ -930,10 +931,12 @@ def vector_op(op, srcs, w, i):
                          "rndne": np.rint}[op.split("_")[1]](F(0)))
         if op == "v_ldexp_f32":
             return outf(np.ldexp(F(0), np.clip(I(1), -1000, 1000).astype(np.int32)))
-        if op in ("v_div_scale_f32", "v_div_scale_f64"):
-            return (srcs[0][0], np.zeros(w.W, bool))
-        if op == "v_div_fmas_f32":
-            return outf(F(0).astype(np.float64) * F(1) + F(2))
+        if op.startswith(("v_div_scale_f", "v_div_fmas_f")):  # amdsim_div.py
+            bits = 64 if op.endswith("64") else 32
+            a, b, c = (_neg(v, n, bits) & np.uint64((1 << bits) - 1) for v, n in srcs[:3])
+            if op.startswith("v_div_scale"):
+                return amdsim_div.div_scale(a, b, c, bits == 64)
+            return amdsim_div.div_fmas(a, b, c, w.mask_lanes(w.vcc), bits == 64)
         if op == "v_div_fixup_f32":
             q, den, num = F(0), F(1), F(2)
             ok = np.isfinite(q) & np.isfinite(den) & np.isfinite(num) & (den != 0)
@@ -968,7 +971,7 @@ def vector_op(op, srcs, w, i):
             return outd(D(0) + D(1))
         if op == "v_mul_f64":
             return outd(D(0) * D(1))
-        if op in ("v_fma_f64", "v_div_fmas_f64"):  # one rounding (the interpreter's exact fma)
+        if op == "v_fma_f64":  # one rounding (the interpreter's exact fma)
             return outd(_fma(D(0), D(1), D(2), dtypes.float64))
         if op in ("v_max_f64", "v_min_f64"):
             return outd(fminmax(op, D(0), D(1)))
