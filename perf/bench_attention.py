@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bench_gemm import ROUNDS, SUSTAIN_S, gpu_time, sustained_time  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.attention_hopper import attention_fwd, attention_fwd_pipelined  # noqa: E402
-from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws  # noqa: E402
+from gluon_trace.kernels.attention_hopper_ws import (attention_fwd_ws, attention_fwd_ws_split,  # noqa: E402
+                                                     attention_split_workspace)
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
@@ -30,14 +31,17 @@ CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 1
            ("ws", 64, 128, 4, 2), ("ws", 64, 64, 4, 2), ("ws", 64, 64, 4, 4),
            ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4), ("ws3", 64, 128, 4, 2),  # ws3: three consumers
            ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4),
-           ("ws3p", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 3), ("ws3", 64, 128, 4, 3)]  # stages ("ws": BM per consumer)
+           ("ws3p", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 3), ("ws3", 64, 128, 4, 3),  # stages ("ws": BM per consumer)
+           ("wsps", 64, 128, 4, 2), ("ws3ps", 64, 128, 4, 3)]
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined}
 # ws: warp-specialized, one tile a CTA; p: persistent (one CTA per SM); 3: three consumer
 # warpgroups. (Causal tiles in longest-first order across heads, instead of grouped by head,
 # ran at 0.64-0.76x of the grouped order on the H100: 357/400 against 559/526 TFLOP/s.)
+# s: the persistent grid's last, partial round of tiles cut along KV (non-causal only)
 EXTRA = {"ws": {}, "wsp": {}, "ws3": dict(CONSUMERS=3, CONSUMER_REGS=160),
-         "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160)}
-KERNELS.update({name: attention_fwd_ws for name in EXTRA})
+         "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160), "wsps": dict(SPLIT=8),
+         "ws3ps": dict(CONSUMERS=3, CONSUMER_REGS=160, SPLIT=8)}
+KERNELS.update({name: attention_fwd_ws_split if "SPLIT" in x else attention_fwd_ws for name, x in EXTRA.items()})
 
 
 def ours(cfg, q, k, v, o, causal):
@@ -55,6 +59,12 @@ def ours(cfg, q, k, v, o, causal):
     grid = (-(-s // rows), b * h)
     if kernel.startswith("ws") and "p" in kernel[2:]:
         grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, grid[0] * grid[1]),)
+    if "SPLIT" in extra:
+        size, count = attention_split_workspace(grid[0], bm, d, extra.get("CONSUMERS", 2))
+        parts = torch.empty(size, device="cuda", dtype=torch.float32)
+        counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+        return lambda: KERNELS[kernel][grid](qd, kd, vd, od, parts, counters, s, scale, CAUSAL=causal,
+                                             STAGES=stages, num_warps=warps, backend="nvidia", **extra)
     return lambda: KERNELS[kernel][grid](qd, kd, vd, od, s, scale, CAUSAL=causal,
                                                            STAGES=stages, num_warps=warps, backend="nvidia",
                                                            **extra)
@@ -89,7 +99,8 @@ def main() -> int:
                 print(f"  {name} failed: {type(e).__name__}: {str(e)[:200]}")
         best, kept = None, {}
         only = os.environ.get("GLUON_TRACE_ATTN_ONLY")  # e.g. "ws,pipelined": fewer configurations
-        for cfg in [c for c in CONFIGS if not only or c[0] in only.split(",")]:
+        for cfg in [c for c in CONFIGS if (not only or c[0] in only.split(","))
+                    and not (causal and "SPLIT" in EXTRA.get(c[0], {}))]:
             o = torch.full_like(q, float("nan"))
             try:
                 fn = ours(cfg, q, k, v, o, causal)

@@ -202,9 +202,34 @@ def attention_ws() -> int:
             + _attention("attention_fwd_ws", 3, bn=128, ctas=2, d=64, consumers=3))
 
 
+def attention_split() -> int:
+    """attention_fwd_ws_split on 5 CTAs over 6 tiles (3 heads of 256 rows, D128): 5 whole, the
+    last one's KV range cut in parts published through the workspace, launched twice."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws_split, attention_split_workspace
+    bh, seq, d, bm, bn, programs = 3, 256, 128, 64, 64, 5
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lm, ln = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lm) for x in (q, o))
+    kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], ln) for x in (k, v))
+    size, count = attention_split_workspace(programs, bm, d)
+    parts = torch.full((size,), float("nan"), device="cuda")
+    counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    bad = 0
+    for _ in range(2):
+        attention_fwd_ws_split[(programs,)](qd, kd, vd, od, parts, counters, seq, d ** -0.5, CAUSAL=False,
+                                            STAGES=2, num_warps=4)
+        torch.cuda.synchronize()
+        bad += _report("attention_fwd_ws_split D128 (5 CTAs, 6 tiles, the last cut in parts)", o, ref, tol=3e-2)
+        bad += int(bool(counters.any()))
+    return bad
+
+
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
            "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_fp8": cluster_ws_fp8, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
-           "swap": swap, "swap_overlap": lambda: swap(overlap=True), "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws}
+           "swap": swap, "swap_overlap": lambda: swap(overlap=True), "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws,
+           "attention_split": attention_split}
 
 
 def main() -> int:

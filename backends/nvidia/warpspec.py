@@ -163,12 +163,19 @@ def launch_warps(graph: Graph, target: str) -> int:
 
 
 def captured(op) -> list:
-    """Values defined outside the op that a worker partition reads, in first-use order."""
+    """Values defined outside the op that a worker partition reads, in first-use order. What is
+    inside is found by walking the region, not from each value's ``block``: schedule.hoist_stores
+    gives the backend a copy of each block it reorders, whose values still name the original."""
     out, seen = [], set()
     for region in op.regions[1:]:
+        inside = set(region.args)
+        for inner in region.walk():
+            inside.update(inner.results)
+            for r in inner.regions:
+                inside.update(r.args)
         for inner in region.walk():
             for v in inner.operands:
-                if v.block is not None and not v.block.is_within(region) and v not in seen:
+                if v.block is not None and v not in inside and v not in seen:
                     seen.add(v)
                     out.append(v)
     return out

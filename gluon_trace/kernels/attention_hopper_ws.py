@@ -17,6 +17,13 @@ each, and a one-warp producer streams K and V tiles by TMA into rings of STAGES 
   last S has retired, so the next tile's Q loads during this tile's last P V and epilogue, and
   O leaves through a buffer of its own whose TMA store is waited for only a tile later.
 
+- A persistent grid of P CTAs over T tiles leaves T % P of them to a last round that keeps
+  only T % P SMs busy: B4 H32 S4096 with 128-row tiles is 4096 tiles, 31.03 rounds on 132 SMs,
+  timed as 32. :func:`attention_fwd_ws_split` cuts the KV range of each of those tiles into
+  parts, one per otherwise idle CTA: a part publishes its unnormalized O with its row maxima
+  and sums, and the last part of a tile to count itself in combines them all, in part order
+  (the result does not depend on which came last), and stores O. Nobody waits for anybody.
+
 Tensors are [B*H, S, D] behind 3-D TMA descriptors whose boxes are [1, BM, D] (Q, O) and
 [1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing.
 """
@@ -24,6 +31,8 @@ import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                 warpgroup_mma_wait)
+
+from .matmul_hopper_streamk import _tile_offsets
 
 LOG2E = 1.4426950408889634
 
@@ -65,32 +74,69 @@ def _kv_tiles(start, seq_len, BM, BN, CAUSAL, C):
     return n_tiles, n_free
 
 
+def _split_tail(n_m, heads, seq_len, BN, SPLIT):
+    """(tiles taken whole, parts of each tail tile, units): the last T % P tiles' KV ranges cut
+    into ``parts`` (at most SPLIT, at most the KV tiles, at most what the idle CTAs can take),
+    unit u being part u % parts of tail tile u // parts; no cut when a part would be a whole tile."""
+    T = n_m * heads
+    if SPLIT == 1:
+        return T, T * 0 + 1, T * 0
+    P = gl.num_programs(0) * gl.num_programs(1)
+    R = T % P
+    parts = gl.minimum(gl.minimum(gl.cdiv(seq_len, BN), P // gl.maximum(R, 1)), SPLIT)
+    cut = ((R > 0) & (parts >= 2)).to(gl.int32)
+    return T - R * cut, parts, R * parts * cut
+
+
+def _unit_range(unit, parts, n_kv):
+    """(tail tile index, part, first KV tile, end KV tile) of a unit."""
+    r, part = unit // parts, unit % parts
+    return r, part, part * n_kv // parts, (part + 1) * n_kv // parts
+
+
+def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
+               bh, start, kv0, kv1, it, t, STAGES, C):
+    """Q for the C consumers, then KV tiles kv0 .. kv1-1 through the rings; returns the ring step."""
+    BM: gl.constexpr = q_desc.block_type.shape[1]
+    BN: gl.constexpr = k_desc.block_type.shape[1]
+    for w in gl.static_range(C):
+        mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
+        mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
+        tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
+    for j in gl.range(kv0, kv1):
+        s = it % STAGES
+        free = ((it // STAGES) & 1) ^ 1  # the first pass finds every slot free
+        mbarrier.wait(k_empty.index(s), free)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
+        mbarrier.wait(v_empty.index(s), free)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
+        it += 1
+    return it
+
+
 def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
-            seq_len, heads, CAUSAL, STAGES, C):
+            seq_len, heads, CAUSAL, STAGES, C, SPLIT):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     BN: gl.constexpr = k_desc.block_type.shape[1]
     first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
+    whole, parts, units = _split_tail(n_m, heads, seq_len, BN, SPLIT)
     it = gl.full([], 0, gl.int32)   # KV ring steps over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
-    for tile in gl.range(first, n_m * heads, stride):
+    for tile in gl.range(first, whole, stride):
         mb, bh = _tile_coords(tile, n_m)
         start = _block_order(mb, n_m, CAUSAL) * (C * BM)
-        for w in gl.static_range(C):
-            mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
-            mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
-            tma.async_load(q_desc, [bh, start + w * BM, 0], q_bars.index(w), q_bufs.index(w))
         n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
-        for j in gl.range(0, n_tiles):
-            s = it % STAGES
-            free = ((it // STAGES) & 1) ^ 1  # the first pass finds every slot free
-            mbarrier.wait(k_empty.index(s), free)
-            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-            tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
-            mbarrier.wait(v_empty.index(s), free)
-            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-            tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
-            it += 1
+        it = _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty,
+                        v_empty, bh, start, 0, n_tiles, it, t, STAGES, C)
         t += 1
+    if SPLIT > 1:
+        with gl.if_(first < units):
+            r, part, kv0, kv1 = _unit_range(first, parts, gl.cdiv(seq_len, BN))
+            mb, bh = _tile_coords(whole + r, n_m)
+            it = _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready,
+                            k_empty, v_empty, bh, mb * (C * BM), kv0, kv1, it, t, STAGES, C)
 
 
 def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
@@ -112,97 +158,161 @@ def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
     return p.to(dtype), alpha, m_new, l_i * alpha + gl.sum(p, 1)
 
 
+def _layouts(BM, BN, D):
+    W: gl.constexpr = gl.num_warps()
+    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, BN, 16])
+    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, D, 16])
+    return s_l, o_l
+
+
+def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn, row0, kv0, kv1, n_free, it, t,
+            seq_len, qk_scale, CAUSAL, STAGES, C, WHICH):
+    """This consumer's BM query rows from ``row0`` against KV tiles kv0 .. kv1-1 (kv1 > kv0):
+    (O not yet divided by the row sums, row maxima in exp2's scale, row sums)."""
+    BM: gl.constexpr = q.shape[0]
+    D: gl.constexpr = q.shape[1]
+    BN: gl.constexpr = k_bufs.shape[2]
+    s_l, o_l = _layouts(BM, BN, D)
+    p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
+    dtype = q.dtype
+    mask_kind = 2 if CAUSAL else 1
+    zero_s = gl.zeros([BM, BN], gl.float32, s_l)
+    nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
+    rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
+    m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
+    l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, s_l))
+    acc = gl.zeros([BM, D], gl.float32, o_l)
+    mbarrier.wait(q_bars.index(WHICH), t & 1)
+
+    # step 0: S(kv0) and its softmax (O is still zero: nothing to rescale)
+    s0 = it % STAGES
+    mbarrier.wait(turn.index(WHICH), it & 1)
+    mbarrier.wait(k_ready.index(s0), (it // STAGES) & 1)
+    qk = warpgroup_mma(q, k_bufs.index(s0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+                       is_async=True)
+    mbarrier.arrive(turn.index(nxt))
+    qk = warpgroup_mma_wait(0, deps=[qk])
+    mbarrier.arrive(k_empty.index(s0))
+    p, alpha = qk.to(dtype), m_i  # (both branches rebind them)
+    with gl.if_(kv0 < n_free):
+        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, kv0 * BN, seq_len, qk_scale, 0, dtype)
+    with gl.else_():
+        p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, kv0 * BN, seq_len, qk_scale, mask_kind, dtype)
+
+    for j in gl.range(kv0 + 1, kv1):
+        g = it + j - kv0
+        s = g % STAGES
+        ps = (g - 1) % STAGES
+        # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
+        mbarrier.wait(turn.index(WHICH), g & 1)
+        mbarrier.wait(k_ready.index(s), (g // STAGES) & 1)
+        qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
+                           is_async=True)
+        mbarrier.wait(v_ready.index(ps), ((g - 1) // STAGES) & 1)
+        # P is carried in its 16 bits, packed two to a register by its paired cvts
+        p_in = gl.convert_layout(p, p_op)
+        acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
+        mbarrier.arrive(turn.index(nxt))
+        qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
+        mbarrier.arrive(k_empty.index(s))
+        with gl.if_(j < n_free):
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, 0, dtype)
+        with gl.else_():
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, mask_kind, dtype)
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.arrive(v_empty.index(ps))
+        acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
+
+    last = it + kv1 - kv0 - 1
+    ls = last % STAGES
+    mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
+    p_in = gl.convert_layout(p, p_op)
+    acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=[acc])
+    mbarrier.arrive(v_empty.index(ls))
+    return acc, m_i, l_i
+
+
+def _store_o(acc, l_i, o_desc, o_smem, bh, row0):
+    """O / l through this consumer's buffer: one division a row, not one an element (the O tile
+    is BM*D/128 values a thread); the buffer's previous store is waited for first."""
+    BM: gl.constexpr = acc.shape[0]
+    D: gl.constexpr = acc.shape[1]
+    acc = acc * gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
+    tma.store_wait(0)  # the previous tile's O has left o_smem
+    o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
+    fence_async_shared()
+    tma.async_store(o_desc, [bh, row0, 0], o_smem)
+
+
+def _publish_and_combine(acc, m_i, l_i, parts_buf, counters, unit, r, parts, o_desc, o_smem, bh, row0, C, WHICH):
+    """This consumer computed part of a tail tile's rows: publish (O, m, l) in the unit's record;
+    the last part to count itself in combines every part's record in part order and stores O."""
+    BM: gl.constexpr = acc.shape[0]
+    D: gl.constexpr = acc.shape[1]
+    REC: gl.constexpr = BM * D + 2 * BM  # a record: O, then m, then l
+    o_l = acc.type.layout
+    v_l = m_i.type.layout
+    offs = _tile_offsets(BM, D, o_l)
+    rows = gl.arange(0, BM, layout=v_l)
+    rec = parts_buf + (unit * C + WHICH) * REC
+    gl.store(rec + offs, acc)
+    gl.store(rec + BM * D + rows, m_i)
+    gl.store(rec + BM * D + BM + rows, l_i)
+    gl.thread_barrier()  # every thread's share is stored before the count publishes it
+    arrived = gl.atomic_add(counters + r * C + WHICH, 1)  # acq_rel, gpu scope
+    with gl.if_(arrived == parts - 1):
+        gl.store(counters + r * C + WHICH, 0)  # every part has counted: ready for the next launch
+        first = parts_buf + (r * parts * C + WHICH) * REC
+        m = gl.full([BM], -float("inf"), gl.float32, v_l)
+        for q in gl.range(0, parts):
+            m = gl.maximum(m, gl.load(first + q * (C * REC) + BM * D + rows))
+        o = gl.zeros([BM, D], gl.float32, o_l)
+        ls = gl.zeros([BM], gl.float32, v_l)
+        for q in gl.range(0, parts):
+            part = first + q * (C * REC)
+            f = gl.exp2(gl.load(part + BM * D + rows) - m)
+            ls = ls + gl.load(part + BM * D + BM + rows) * f
+            o = o + gl.load(part + offs) * gl.convert_layout(f, gl.SliceLayout(1, o_l))[:, None]
+        _store_o(o, ls, o_desc, o_smem, bh, row0)
+
+
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
-              k_empty, v_empty, turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C, WHICH):
+              k_empty, v_empty, turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT, WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
-    W: gl.constexpr = gl.num_warps()
-    s_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
-                                                  instr_shape=[16, BN, 16])
-    o_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[W, 1],
-                                                  instr_shape=[16, D, 16])
-    p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
-    dtype = q_desc.dtype
-    mask_kind = 2 if CAUSAL else 1
     qk_scale = sm_scale * LOG2E
-    zero_s = gl.zeros([BM, BN], gl.float32, s_l)
-    q_smem = q_bufs.index(WHICH)
-    q = q_smem.reshape([BM, D])
+    q = q_bufs.index(WHICH).reshape([BM, D])
     o_smem = o_bufs.index(WHICH)
-    nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
+    ring = (q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn)
     if WHICH == C - 1:
         mbarrier.arrive(turn.index(0))  # the first turn is consumer 0's
 
     first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
+    whole, parts, units = _split_tail(n_m, heads, seq_len, BN, SPLIT)
     it = gl.full([], 0, gl.int32)   # KV ring steps (and turns) over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
-    for tile in gl.range(first, n_m * heads, stride):
+    for tile in gl.range(first, whole, stride):
         mb, bh = _tile_coords(tile, n_m)
         start = _block_order(mb, n_m, CAUSAL) * (C * BM)
         row0 = start + WHICH * BM
         n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
-        rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
-        m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
-        l_i = gl.zeros([BM], gl.float32, gl.SliceLayout(1, s_l))
-        acc = gl.zeros([BM, D], gl.float32, o_l)
-        mbarrier.wait(q_bars.index(WHICH), t & 1)
-
-        # step 0: S(0) and its softmax (O is still zero: nothing to rescale)
-        s0 = it % STAGES
-        mbarrier.wait(turn.index(WHICH), it & 1)
-        mbarrier.wait(k_ready.index(s0), (it // STAGES) & 1)
-        qk = warpgroup_mma(q, k_bufs.index(s0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
-                           is_async=True)
-        mbarrier.arrive(turn.index(nxt))
-        qk = warpgroup_mma_wait(0, deps=[qk])
-        mbarrier.arrive(k_empty.index(s0))
-        p, alpha = qk.to(dtype), m_i  # (both branches rebind them)
-        with gl.if_(0 < n_free):
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, 0, dtype)
-        with gl.else_():
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, 0, seq_len, qk_scale, mask_kind, dtype)
-
-        for j in gl.range(1, n_tiles):
-            g = it + j
-            s = g % STAGES
-            ps = (g - 1) % STAGES
-            # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
-            mbarrier.wait(turn.index(WHICH), g & 1)
-            mbarrier.wait(k_ready.index(s), (g // STAGES) & 1)
-            qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
-                               is_async=True)
-            mbarrier.wait(v_ready.index(ps), ((g - 1) // STAGES) & 1)
-            # P is carried in its 16 bits, packed two to a register by its paired cvts
-            p_in = gl.convert_layout(p, p_op)
-            acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
-            mbarrier.arrive(turn.index(nxt))
-            qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
-            mbarrier.arrive(k_empty.index(s))
-            with gl.if_(j < n_free):
-                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, 0, dtype)
-            with gl.else_():
-                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, mask_kind, dtype)
-            acc = warpgroup_mma_wait(0, deps=[acc])
-            mbarrier.arrive(v_empty.index(ps))
-            acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_l))[:, None]
-
+        acc, m_i, l_i = _attend(*ring, row0, 0, n_tiles, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, WHICH)
         mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
-        last = it + n_tiles - 1
-        ls = last % STAGES
-        mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
-        p_in = gl.convert_layout(p, p_op)
-        acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=[acc])
-        mbarrier.arrive(v_empty.index(ls))
-        # one division a row, not one an element (the O tile is BM*D/128 values a thread)
-        acc = acc * gl.convert_layout(1.0 / l_i, gl.SliceLayout(1, o_l))[:, None]
-        tma.store_wait(0)  # the previous tile's O has left o_smem
-        o_smem.reshape([BM, D]).store(acc.to(o_desc.dtype))
-        fence_async_shared()
-        tma.async_store(o_desc, [bh, row0, 0], o_smem)
+        _store_o(acc, l_i, o_desc, o_smem, bh, row0)
         it += n_tiles
         t += 1
+    if SPLIT > 1:
+        with gl.if_(first < units):
+            r, part, kv0, kv1 = _unit_range(first, parts, gl.cdiv(seq_len, BN))
+            mb, bh = _tile_coords(whole + r, n_m)
+            row0 = mb * (C * BM) + WHICH * BM
+            acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, seq_len // BN, it, t, seq_len, qk_scale, CAUSAL,
+                                    STAGES, C, WHICH)
+            mbarrier.arrive(q_free.index(WHICH))
+            _publish_and_combine(acc, m_i, l_i, parts_buf, counters, first, r, parts, o_desc, o_smem, bh, row0,
+                                 C, WHICH)
     tma.store_wait(0)
 
 
@@ -216,19 +326,14 @@ def _consumer_at(which):
 _CONSUMERS = [_consumer_at(w) for w in range(4)]
 
 
-@gt.jit
-def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
-                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
-    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
-    one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
-    one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
-    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
+def _build(q_desc, k_desc, v_desc, o_desc, parts_buf, counters, seq_len, sm_scale, CAUSAL, STAGES, C, REGS, SPLIT):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
     BN: gl.constexpr = k_desc.block_type.shape[1]
-    C: gl.constexpr = CONSUMERS
     gl.static_assert(2 <= C and C <= 4, "attention_fwd_ws takes 2 to 4 consumers")
     gl.static_assert(o_desc.block_type.shape[1] == BM, "O's box must have Q's rows")
+    gl.static_assert(SPLIT == 1 or not CAUSAL, "the split tail is for non-causal attention (causal tiles "
+                     "differ in length; the longest go first instead)")
     dtype = q_desc.dtype
     heads = q_desc.shape[0]
     q_bufs = gl.allocate_shared_memory(dtype, [C, 1, BM, D], q_desc.layout)
@@ -253,9 +358,39 @@ def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: 
         mbarrier.init(v_empty.index(s), count=C)
     rings = (k_ready, v_ready, k_empty, v_empty)
     consumer = ((q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free) + rings
-                + (turn, seq_len, sm_scale, heads, CAUSAL, STAGES, C))
+                + (turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT))
     loader = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free) + rings + (seq_len, heads, CAUSAL,
-                                                                                          STAGES, C)
+                                                                                          STAGES, C, SPLIT)
     gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)] + [(_loader, loader)],
                        worker_num_warps=[gl.num_warps()] * (C - 1) + [1],
-                       worker_num_regs=[CONSUMER_REGS] * (C - 1) + [24])
+                       worker_num_regs=[REGS] * (C - 1) + [24])
+
+
+@gt.jit
+def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
+                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
+    """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
+    one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
+    one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
+    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
+    _build(q_desc, k_desc, v_desc, o_desc, None, None, seq_len, sm_scale, CAUSAL, STAGES, CONSUMERS, CONSUMER_REGS,
+           1)
+
+
+def attention_split_workspace(programs: int, BM: int, D: int, consumers: int = 2) -> tuple[int, int]:
+    """(float32 elements of ``parts``, int32 elements of ``counters``) for
+    :func:`attention_fwd_ws_split` on a grid of ``programs`` CTAs with BM-row consumers of head
+    dim D; ``counters`` must start at zero (each launch leaves them at zero)."""
+    return programs * consumers * (BM * D + 2 * BM), programs * consumers
+
+
+@gt.jit
+def attention_fwd_ws_split(q_desc, k_desc, v_desc, o_desc, parts, counters, seq_len, sm_scale,
+                           CAUSAL: gl.constexpr, STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2,
+                           CONSUMER_REGS: gl.constexpr = 240, SPLIT: gl.constexpr = 8):
+    """:func:`attention_fwd_ws` on a persistent 1-D grid whose last, partial round of tiles is cut
+    along KV into at most SPLIT parts a tile, taken by the CTAs that round would leave idle (module
+    docstring); ``parts`` and ``counters`` as :func:`attention_split_workspace` sizes them.
+    Non-causal only."""
+    _build(q_desc, k_desc, v_desc, o_desc, parts, counters, seq_len, sm_scale, CAUSAL, STAGES, CONSUMERS,
+           CONSUMER_REGS, SPLIT)

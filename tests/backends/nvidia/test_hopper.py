@@ -791,6 +791,43 @@ def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, c
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d, bn, stages, consumers, bh, seq", [
+    (128, 128, 2, 2, 20, 1024),   # 160 tiles on the SMs: a partial round, its tiles cut along KV
+    (128, 128, 2, 2, 33, 1000),   # a ragged last KV tile in one part
+    (64, 128, 3, 3, 40, 1000),    # three consumers, 192-row tiles
+    (64, 64, 2, 2, 4, 256),       # fewer tiles than SMs: nothing to cut
+])
+def test_gpu_attention_split_tail_matches_sdpa_and_repeats_bit_for_bit(d, bn, stages, consumers, bh, seq):
+    """attention_fwd_ws_split on a grid of one CTA per SM: against SDPA, the same bits on a second
+    launch over the same workspace (parts combined in part order), counters back at zero."""
+    torch = _gpu()
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws_split, attention_split_workspace
+    bm = 64
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    lay_m, lay_n = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    kd, vd = (TensorDescriptor.from_tensor(x, [1, bn, d], lay_n) for x in (k, v))
+    scale = 1.0 / d ** 0.5
+    programs = torch.cuda.get_device_properties(0).multi_processor_count
+    size, count = attention_split_workspace(programs, bm, d, consumers)
+    parts = torch.full((size,), float("nan"), device="cuda")
+    counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=scale)
+    outs = []
+    for _ in range(2):
+        o = torch.full((bh, seq, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+        qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], lay_m) for x in (q, o))
+        attention_fwd_ws_split[(programs,)](qd, kd, vd, od, parts, counters, seq, scale, CAUSAL=False,
+                                            STAGES=stages, CONSUMERS=consumers,
+                                            CONSUMER_REGS=240 if consumers == 2 else 160, num_warps=4,
+                                            backend=NVIDIA)
+        torch.cuda.synchronize()
+        assert not o.isnan().any()
+        torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+        assert not counters.any()
+        outs.append(o)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("bm, bn, bk, dtype, warps, a_regs, b_kmajor", WGMMA_TILES)
 def test_gpu_wgmma_tiles(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
     """One wgmma tile per swizzle width, B major-ness and A source: the descriptors' first check

@@ -105,6 +105,39 @@ def test_partitions_keep_what_the_axis_analysis_knows_of_the_kernels_values():
     assert len(re.findall(r"st\.global\.v4\.f32", text)) == 2 and "st.global.f32" not in text
 
 
+
+def _store_twice(x_ptr, out_ptr, N, scale):
+    lay = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+    offs = gl.arange(0, N, layout=lay)
+    y = gl.load(x_ptr + offs)
+    k = scale * 3.0                          # pure, and not needed by the first store
+    gl.store(out_ptr + offs, y + 1.0)        # hoisted above k by schedule.hoist_stores
+    gl.store(out_ptr + N + offs, y * k)
+
+
+@gt.jit
+def worker_stores(x_ptr, out_ptr, scale, N: gl.constexpr):
+    """out[:N] = x + 1 and out[N:2N] = 3 * scale * x, both by the worker partition."""
+    gl.warp_specialize([(_add_one, (x_ptr, out_ptr + 2 * N, N)), (_store_twice, (x_ptr, out_ptr, N, scale))],
+                       [4], [48])
+
+
+def test_a_worker_whose_stores_are_hoisted_captures_only_what_it_reads_from_outside():
+    """hoist_stores hands the backend a reordered copy of the worker's block; the values made in
+    it (3.0, k) must not count as captured from outside (they did: a KeyError in the emitter)."""
+    from gluon_trace.backends.nvidia.warpspec import captured
+    from gluon_trace.schedule import hoist_stores
+    x = np.random.default_rng(2).standard_normal(128).astype(np.float32)
+    out = np.full(3 * 128, np.nan, np.float32)
+    worker_stores[(1,)](x, out, 0.5, N=128, num_warps=4, backend="interpreter", target="sm_90")
+    np.testing.assert_allclose(out[:128], x + 1, rtol=1e-6)
+    np.testing.assert_allclose(out[128:256], 1.5 * x, rtol=1e-6)
+    g = worker_stores.trace(x, out, 0.5, N=128, num_warps=4, target="sm_90").graph
+    ws = next(op for op in hoist_stores(g).body.walk() if op.name == "warp_specialize")
+    assert set(captured(ws)) <= set(g.args)  # x_ptr, out_ptr, scale: nothing the worker made
+    text = worker_stores.trace(x, out, 0.5, N=128, num_warps=4, target="sm_90").ptx()
+    _assemble(text, {}, "worker_stores", "sm_90")
+
 def test_partitions_branch_meet_and_use_their_own_barriers():
     text, locs, smem = emit(_handoff_graph("sm_90"), "sm_90")
     assert ".maxntid 192, 1, 1" in text          # 4 default warps + 2 worker warps, no padding

@@ -415,6 +415,56 @@ def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq, order):
     assert sim.mbarrier_parks > 0 or order != "pc"   # lowest pc first, the consumers wait for data
 
 
+
+def test_attention_split_tail():
+    """attention_fwd_ws_split's PTX: 6 tiles (3 heads of 256 rows) on 4 CTAs, the 2 tail tiles'
+    4 KV tiles cut in 2 parts each, each consumer publishing (O, m, l) and counting itself in with
+    atom.global.acq_rel.gpu.add; the last to count combines in part order. The CTAs run lowest
+    first, highest first and interleaved at random, so a different CTA combines each tile: O must
+    not change, bit for bit, and must match numpy and the interpreter; the counters are back at
+    zero."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws_split, attention_split_workspace
+    from test_kernels import attention_reference
+    rng = np.random.default_rng()
+    bh, seq, d, bm, bn, programs = 3, 256, 64, 64, 64, 4
+    q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
+    lq, lk = NV([bm, d], gl.bfloat16), NV([bn, d], gl.bfloat16)
+    size, count = attention_split_workspace(programs, bm, d)
+    scale = 1.0 / np.sqrt(d)
+
+    def args(parts, counters):
+        o = np.full((bh, seq, d), np.nan, BF16)
+        return [TensorDescriptor.from_tensor(q.copy(), [1, bm, d], lq),
+                TensorDescriptor.from_tensor(k.copy(), [1, bn, d], lk),
+                TensorDescriptor.from_tensor(v.copy(), [1, bn, d], lk),
+                TensorDescriptor.from_tensor(o, [1, bm, d], lq), parts, counters, seq, scale]
+
+    def workspace():
+        return np.full(size, np.nan, np.float32), np.zeros(count, np.int32)
+    g, text, smem = trace(attention_fwd_ws_split, args(*workspace()), (programs,), CAUSAL=False, num_warps=4)
+    assert "atom.global.acq_rel.gpu.add.u32" in text
+    ref = interpret(g, (programs,), args(*workspace()))[3].base.astype(np.float32)
+    np.testing.assert_allclose(ref, attention_reference(q, k, v, scale, False), atol=2e-2, rtol=2e-2)
+    outs, last = {}, {}
+    for order in ("cta", "cta_reversed", "random"):
+        parts, counters = workspace()
+        sim_args = args(parts, counters)
+        sim = simulate(text, (programs,), sim_args, smem, order)
+        out = sim_args[3].base.astype(np.float32)
+        assert not np.isnan(out).any()
+        np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)
+        assert not counters.any(), "the last part of each tail tile sets its counter back to zero"
+        assert (~np.isnan(parts.reshape(programs * 2, -1)).all(axis=1)).sum() == 4 * 2
+        outs[order] = sim_args[3].base.copy()
+        by_counter = {}
+        for cta, addr, old in sim.atomics:
+            by_counter.setdefault(addr, []).append((old, cta))
+        assert len(by_counter) == 2 * 2 and all(sorted(o for o, _ in v) == [0, 1] for v in by_counter.values())
+        last[order] = {addr: max(v)[1] for addr, v in by_counter.items()}
+    for order in ("cta_reversed", "random"):
+        assert np.array_equal(outs["cta"].view(np.uint16), outs[order].view(np.uint16)), order
+    assert all(last["cta"][a] != last["cta_reversed"][a] for a in last["cta"])  # another CTA combined
+
 # -- the scheduler on kernels that are not warp-specialized ----------------------------------------
 
 @pytest.mark.parametrize("order", ORDERS)
