@@ -24,14 +24,14 @@ import numpy as np
 from . import backend as backends
 from . import dtypes as dt
 from .errors import ArgumentError, user_location
-from .testing_mma import (MMAInstr, Tolerance, k_widths, mma_instrs, mma_tolerance, pipeline_depths,  # noqa: F401
-                          shared_layouts, smem_limit)
+from .testing_mma import (MMAInstr, Tolerance, WgmmaPieces, k_widths, mma_instrs, mma_tolerance, pipeline_depths,  # noqa: F401,E501
+                          shared_layouts, smem_limit, wgmma_pieces)
 
 __all__ = ["dtypes", "shapes", "blocked_layouts", "slice_layouts", "linear_layouts", "layouts",
            "arrays", "edge_values", "warp_size", "assert_kernel_matches", "MatchReport",
            "backend_status", "gpu_status", "compile_status", "TOLERANCES", "POISON_BYTE",
            # MMA kernels (gluon_trace/testing_mma.py)
-           "MMAInstr", "mma_instrs", "k_widths", "shared_layouts", "pipeline_depths", "smem_limit",
+           "MMAInstr", "mma_instrs", "WgmmaPieces", "wgmma_pieces", "k_widths", "shared_layouts", "pipeline_depths", "smem_limit",
            "Tolerance", "mma_tolerance"]
 
 POISON_BYTE = 0x5A

@@ -2,7 +2,8 @@
 valid for a target, and tolerances that follow the accumulation.
 
 Strategies (hypothesis, imported when first used): :func:`mma_instrs` (an MMA instruction:
-accumulator layout, operand layouts, instruction shape, dtype), :func:`k_widths` (the
+accumulator layout, operand layouts, instruction shape, dtype), :func:`wgmma_pieces` (a
+``warpgroup_mma`` over P column pieces: tiles whose N is not a power of two), :func:`k_widths` (the
 dot-operand k_widths an accumulator accepts), :func:`shared_layouts` (Swizzled and NVMMA
 shared layouts valid for a shape and dtype) and :func:`pipeline_depths` (ring depths whose
 buffers fit the target's shared memory).
@@ -19,7 +20,7 @@ import numpy as np
 
 from . import dtypes as dt
 
-__all__ = ["MMAInstr", "mma_instrs", "k_widths", "shared_layouts", "pipeline_depths", "smem_limit",
+__all__ = ["MMAInstr", "mma_instrs", "WgmmaPieces", "wgmma_pieces", "k_widths", "shared_layouts", "pipeline_depths", "smem_limit",
            "Tolerance", "mma_tolerance", "UNIT_ROUNDOFF"]
 
 
@@ -109,6 +110,46 @@ def mma_instrs(target: str = "sm_90a", num_warps: int = 4, dtypes=None, ops=None
         b = None if op == "wgmma" else gl.DotOperandLayout(1, acc, k_width=kw)  # wgmma: B from shared memory
         return MMAInstr(target, op, t, acc, gl.DotOperandLayout(0, acc, k_width=kw), b, instr,
                         tuple(acc.tile_shape), num_warps)
+
+    return draw()
+
+
+@dataclass(frozen=True)
+class WgmmaPieces:
+    """A ``warpgroup_mma`` over ``pieces`` column pieces of ``width`` columns each (a tile of
+    ``pieces * width`` columns, which need not be a power of two): each accumulator is [M,
+    width] in ``instr.acc``, B a stack of shared slots [pieces, K, width] (or K-major [pieces,
+    width, K] when ``b_kmajor``, which 8-bit operands need), A in shared memory or, with
+    ``a_regs``, in registers in ``instr.a``."""
+    instr: MMAInstr
+    pieces: int
+    width: int
+    b_kmajor: bool
+    a_regs: bool
+
+    @property
+    def columns(self) -> int:
+        return self.pieces * self.width
+
+
+def wgmma_pieces(target: str = "sm_90a", num_warps: int = 4, dtypes=None, max_columns: int = 256):
+    """warpgroup_mma over pieces valid on ``target``: an accumulator layout from
+    :func:`mma_instrs` whose instruction N is at most 64, a piece width (a power of two, a
+    multiple of the layout's N) and a count of 2 or more whose columns stay within
+    ``max_columns``; the backend issues one wide instruction where the pieces lie as one operand.
+    Tiles like 160 = 5 x 32 or 192 = 3 x 64 come out of it."""
+    st = _st()
+
+    @st.composite
+    def draw(draw):
+        instr = draw(mma_instrs(target, num_warps, dtypes, ops=("wgmma",))
+                     .filter(lambda i: i.instr[1] <= 64))
+        widths = [w for w in (8, 16, 32, 64, 128) if w % instr.tile[1] == 0 and 2 * w <= max_columns]
+        width = draw(st.sampled_from(widths))
+        pieces = draw(st.integers(2, max_columns // width))
+        # wgmma reads an MN-major B for 16-bit types only (tf32 and fp8: K-major)
+        b_kmajor = True if instr.dtype.bits != 16 else draw(st.booleans())
+        return WgmmaPieces(instr, pieces, width, b_kmajor, draw(st.booleans()))
 
     return draw()
 

@@ -15,7 +15,7 @@ from gluon_trace.errors import LayoutError, TraceError
 from gluon_trace.language.amd.cdna3 import mfma
 from gluon_trace.language.amd.rdna3 import wmma
 from gluon_trace.language.nvidia.ampere import mma_v2
-from gluon_trace.language.nvidia.hopper import fence_async_shared, warpgroup_mma
+from gluon_trace.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
 
 FEW = settings(max_examples=12, deadline=None, derandomize=True, database=None,
                suppress_health_check=list(HealthCheck))
@@ -96,6 +96,61 @@ def test_drawn_wgmma_with_drawn_nvmma_operand_layouts_matches_numpy(data, dtype)
                               backends=("interpreter",), tolerance=gtt.mma_tolerance(a, b),
                               M=m, N=n, K=k, num_warps=4, target="sm_90a")
 
+
+
+@FEW
+@given(st.data())
+def test_drawn_wgmma_pieces_match_numpy(data):
+    """A drawn warpgroup_mma over pieces (P accumulators of ``width`` columns, B a stack of P
+    shared slots, K-major or not, A from shared memory or registers) in the interpreter against
+    numpy: C[:, p*w:(p+1)*w] = A @ B[:, p*w:(p+1)*w] for every piece."""
+    pc = data.draw(gtt.wgmma_pieces("sm_90a", num_warps=4))
+    instr, P, W = pc.instr, pc.pieces, pc.width
+    assert P >= 2 and W % instr.tile[1] == 0 and W & (W - 1) == 0 and pc.columns <= 256
+    m, k = 64, instr.instr[2] * data.draw(st.sampled_from([1, 2]))
+    dt_ = getattr(gl, instr.dtype.name)
+    ld = gl.BlockedLayout([1, 1], [4, 8], [4, 1], [1, 0])
+
+    def grid(ptr, rows, cols, layout, stride):
+        r = gl.arange(0, rows, layout=gl.SliceLayout(1, layout))
+        c = gl.arange(0, cols, layout=gl.SliceLayout(0, layout))
+        return ptr + r[:, None] * stride + c[None, :]
+
+    @gt.jit
+    def pieces_kernel(a_ptr, b_ptr, c_ptr, M: gl.constexpr, K: gl.constexpr):
+        if pc.b_kmajor:   # B given as [P*W, K]: slots [P, W, K], seen as [P, K, W]
+            bufs = gl.allocate_shared_memory(dt_, [P, W, K], gl.NVMMASharedLayout.get_default_for([W, K], dt_))
+            for p in gl.static_range(P):
+                bufs.index(p).store(gl.load(grid(b_ptr + p * W * K, W, K, ld, K)))
+            b_op = bufs.permute((0, 2, 1))
+        else:             # B given as [K, P*W]: slots [P, K, W]
+            b_op = gl.allocate_shared_memory(dt_, [P, K, W], gl.NVMMASharedLayout.get_default_for([K, W], dt_))
+            for p in gl.static_range(P):
+                b_op.index(p).store(gl.load(grid(b_ptr + p * W, K, W, ld, P * W)))
+        if pc.a_regs:
+            a_op = gl.load(grid(a_ptr, M, K, instr.a, K))
+        else:
+            a_op = gl.allocate_shared_memory(dt_, [M, K], gl.NVMMASharedLayout.get_default_for([M, K], dt_),
+                                             gl.load(grid(a_ptr, M, K, ld, K)))
+        fence_async_shared()
+        accs = [gl.zeros([M, W], gl.float32, instr.acc) for _ in range(P)]
+        outs = warpgroup_mma_wait(0, deps=warpgroup_mma(a_op, b_op, accs, is_async=True))
+        for p in gl.static_range(P):
+            gl.store(grid(c_ptr + p * W, M, W, instr.acc, P * W), outs[p])
+
+    a, b = operands(np.random.default_rng(data.draw(st.integers(0, 2**16))), instr, m, pc.columns, k)
+    b_in = np.ascontiguousarray(b.T) if pc.b_kmajor else b
+    gtt.assert_kernel_matches(pieces_kernel, lambda a, b_in, c: a.astype(np.float64) @ b.astype(np.float64),
+                              a, b_in, np.empty((m, pc.columns), np.float32), grid=(1,), outputs=["c_ptr"],
+                              backends=("interpreter",), tolerance=gtt.mma_tolerance(a, b), M=m, K=k, num_warps=4,
+                              target="sm_90a")
+
+
+def test_wgmma_pieces_draws_tiles_that_are_not_powers_of_two():
+    widths = {p.columns for p in _all(gtt.wgmma_pieces(), 150)}
+    assert any(c & (c - 1) for c in widths) and max(widths) <= 256
+    assert find(gtt.wgmma_pieces(), lambda p: p.columns == 160 and not p.b_kmajor).width in (8, 16, 32)
+    assert all(p.b_kmajor for p in _all(gtt.wgmma_pieces(dtypes=("float8e4nv", "float32")), 40))
 
 def test_instruction_strategies_cover_each_target_and_refuse_what_is_not_there():
     seen = {t: {(i.op, i.dtype.name) for i in _all(gtt.mma_instrs(t), 120)}
