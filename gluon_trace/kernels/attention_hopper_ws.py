@@ -77,10 +77,11 @@ def _kv_tiles(start, seq_len, BM, BN, CAUSAL, C):
 def _split_tail(n_m, heads, seq_len, BN, SPLIT):
     """(tiles taken whole, parts of each tail tile, units): the last T % P tiles' KV ranges cut
     into ``parts`` (at most SPLIT, at most the KV tiles, at most what the idle CTAs can take),
-    unit u being part u % parts of tail tile u // parts; no cut when a part would be a whole tile."""
+    unit u being part u % parts of tail tile u // parts; no cut when a part would be a whole tile.
+    SPLIT = 1: every tile whole (no parts, no units)."""
     T = n_m * heads
     if SPLIT == 1:
-        return T, T * 0 + 1, T * 0
+        return T, None, None
     P = gl.num_programs(0) * gl.num_programs(1)
     R = T % P
     parts = gl.minimum(gl.minimum(gl.cdiv(seq_len, BN), P // gl.maximum(R, 1)), SPLIT)
