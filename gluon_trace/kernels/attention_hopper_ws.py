@@ -89,10 +89,24 @@ def _split_tail(n_m, heads, seq_len, BN, SPLIT):
     return T - R * cut, parts, R * parts * cut
 
 
-def _unit_range(unit, parts, n_kv):
-    """(tail tile index, part, first KV tile, end KV tile) of a unit."""
+def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT):
+    """What a CTA's loop item is: (head, first query row, first KV tile, end KV tile, KV tiles
+    below which no row needs a mask, tail tile index or None). Items below ``whole`` are whole
+    tiles; item ``whole + u`` is unit u (part u % parts of tail tile u // parts), which falls to
+    CTA u since ``whole`` is a multiple of the grid: one loop, one copy of the KV loop's code."""
+    if SPLIT == 1:
+        mb, bh = _tile_coords(item, n_m)
+        start = _block_order(mb, n_m, CAUSAL) * (C * BM)
+        n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
+        return bh, start, 0, n_tiles, n_free, None
+    n_kv = gl.cdiv(seq_len, BN)
+    unit = gl.maximum(item - whole, 0)
     r, part = unit // parts, unit % parts
-    return r, part, part * n_kv // parts, (part + 1) * n_kv // parts
+    is_unit = item >= whole
+    mb, bh = _tile_coords(gl.where(is_unit, whole + r, item), n_m)  # (non-causal: blocks in order)
+    kv0 = gl.where(is_unit, part * n_kv // parts, 0)
+    kv1 = gl.where(is_unit, (part + 1) * n_kv // parts, n_kv)
+    return bh, mb * (C * BM), kv0, kv1, seq_len // BN, gl.where(is_unit, r, -1)
 
 
 def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
@@ -125,19 +139,11 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_re
     whole, parts, units = _split_tail(n_m, heads, seq_len, BN, SPLIT)
     it = gl.full([], 0, gl.int32)   # KV ring steps over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
-    for tile in gl.range(first, whole, stride):
-        mb, bh = _tile_coords(tile, n_m)
-        start = _block_order(mb, n_m, CAUSAL) * (C * BM)
-        n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
+    for item in gl.range(first, whole if SPLIT == 1 else whole + units, stride):
+        bh, start, kv0, kv1, _, _ = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT)
         it = _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty,
-                        v_empty, bh, start, 0, n_tiles, it, t, STAGES, C)
+                        v_empty, bh, start, kv0, kv1, it, t, STAGES, C)
         t += 1
-    if SPLIT > 1:
-        with gl.if_(first < units):
-            r, part, kv0, kv1 = _unit_range(first, parts, gl.cdiv(seq_len, BN))
-            mb, bh = _tile_coords(whole + r, n_m)
-            it = _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready,
-                            k_empty, v_empty, bh, mb * (C * BM), kv0, kv1, it, t, STAGES, C)
 
 
 def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
@@ -294,26 +300,21 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
     whole, parts, units = _split_tail(n_m, heads, seq_len, BN, SPLIT)
     it = gl.full([], 0, gl.int32)   # KV ring steps (and turns) over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
-    for tile in gl.range(first, whole, stride):
-        mb, bh = _tile_coords(tile, n_m)
-        start = _block_order(mb, n_m, CAUSAL) * (C * BM)
+    for item in gl.range(first, whole if SPLIT == 1 else whole + units, stride):
+        bh, start, kv0, kv1, n_free, r = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT)
         row0 = start + WHICH * BM
-        n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
-        acc, m_i, l_i = _attend(*ring, row0, 0, n_tiles, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, WHICH)
+        acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, WHICH)
         mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
-        _store_o(acc, l_i, o_desc, o_smem, bh, row0)
-        it += n_tiles
+        if SPLIT == 1:
+            _store_o(acc, l_i, o_desc, o_smem, bh, row0)
+        else:
+            with gl.if_(r < 0):
+                _store_o(acc, l_i, o_desc, o_smem, bh, row0)
+            with gl.else_():
+                _publish_and_combine(acc, m_i, l_i, parts_buf, counters, item - whole, r, parts, o_desc, o_smem,
+                                     bh, row0, C, WHICH)
+        it += kv1 - kv0
         t += 1
-    if SPLIT > 1:
-        with gl.if_(first < units):
-            r, part, kv0, kv1 = _unit_range(first, parts, gl.cdiv(seq_len, BN))
-            mb, bh = _tile_coords(whole + r, n_m)
-            row0 = mb * (C * BM) + WHICH * BM
-            acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, seq_len // BN, it, t, seq_len, qk_scale, CAUSAL,
-                                    STAGES, C, WHICH)
-            mbarrier.arrive(q_free.index(WHICH))
-            _publish_and_combine(acc, m_i, l_i, parts_buf, counters, first, r, parts, o_desc, o_smem, bh, row0,
-                                 C, WHICH)
     tma.store_wait(0)
 
 

@@ -790,6 +790,22 @@ def test_gpu_attention_warp_specialized_matches_sdpa(d, bn, stages, consumers, c
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
 
 
+def test_attention_split_tail_is_one_loop_with_the_unsplit_kernels_matrix_products():
+    """The split tail's units are items of the same persistent loop as whole tiles: the PTX holds
+    the unsplit kernel's wgmmas once, not a second copy of the KV loop for the tail (which tripled
+    ptxas's time), and ptxas keeps it in registers."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws, attention_fwd_ws_split
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
+    descs = (spec([64, 128]), spec([128, 128]), spec([128, 128]), spec([64, 128]))
+    kw = dict(CAUSAL=False, num_warps=4, target="sm_90a")
+    plain, _, _ = emit(attention_fwd_ws.trace(*descs, gl.int32, gl.float32, **kw).graph, "sm_90a")
+    text, locs, _ = emit(attention_fwd_ws_split.trace(*descs, gl.pointer(gl.float32), gl.pointer(gl.int32),
+                                                      gl.int32, gl.float32, **kw).graph, "sm_90a")
+    assert text.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
+    assert text.count("atom.global.acq_rel.gpu.add") == 2  # one count a consumer
+    info = _assemble(text, locs, "attention_fwd_ws_split")
+    assert info["spill_stores"] == 0 and info["spill_loads"] == 0
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("d, bn, stages, consumers, bh, seq", [
     (128, 128, 2, 2, 20, 1024),   # 160 tiles on the SMs: a partial round, its tiles cut along KV
