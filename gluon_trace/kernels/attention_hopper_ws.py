@@ -89,16 +89,18 @@ def _split_tail(n_m, heads, seq_len, BN, SPLIT):
     return T - R * cut, parts, R * parts * cut
 
 
-def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT):
-    """What a CTA's loop item is: (head, first query row, first KV tile, end KV tile, KV tiles
-    below which no row needs a mask, tail tile index or None). Items below ``whole`` are whole
-    tiles; item ``whole + u`` is unit u (part u % parts of tail tile u // parts), which falls to
-    CTA u since ``whole`` is a multiple of the grid: one loop, one copy of the KV loop's code."""
+def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT, WHICH=None):
+    """What a CTA's loop item is: (head, the first query row of the tile, or of consumer WHICH's
+    rows, first KV tile, end KV tile, KV tiles below which no row needs a mask, tail tile index
+    or None). Items below ``whole`` are whole tiles; item ``whole + u`` is unit u (part
+    u % parts of tail tile u // parts), which falls to CTA u since ``whole`` is a multiple of the
+    grid: one loop, one copy of the KV loop's code."""
     if SPLIT == 1:
         mb, bh = _tile_coords(item, n_m)
         start = _block_order(mb, n_m, CAUSAL) * (C * BM)
+        row0 = start if WHICH is None else start + WHICH * BM
         n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
-        return bh, start, 0, n_tiles, n_free, None
+        return bh, row0, 0, n_tiles, n_free, None
     n_kv = gl.cdiv(seq_len, BN)
     unit = gl.maximum(item - whole, 0)
     r, part = unit // parts, unit % parts
@@ -106,7 +108,8 @@ def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT):
     mb, bh = _tile_coords(gl.where(is_unit, whole + r, item), n_m)  # (non-causal: blocks in order)
     kv0 = gl.where(is_unit, part * n_kv // parts, 0)
     kv1 = gl.where(is_unit, (part + 1) * n_kv // parts, n_kv)
-    return bh, mb * (C * BM), kv0, kv1, seq_len // BN, gl.where(is_unit, r, -1)
+    start = mb * (C * BM)
+    return bh, start if WHICH is None else start + WHICH * BM, kv0, kv1, seq_len // BN, gl.where(is_unit, r, -1)
 
 
 def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
@@ -301,8 +304,7 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
     it = gl.full([], 0, gl.int32)   # KV ring steps (and turns) over every tile
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
     for item in gl.range(first, whole if SPLIT == 1 else whole + units, stride):
-        bh, start, kv0, kv1, n_free, r = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT)
-        row0 = start + WHICH * BM
+        bh, row0, kv0, kv1, n_free, r = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT, WHICH)
         acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, WHICH)
         mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
         if SPLIT == 1:
