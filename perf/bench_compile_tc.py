@@ -1,7 +1,7 @@
 """Compile time of the tensor-core kernels: trace + emit (PTX text), and trace + emit + ptxas,
 for the Hopper GEMM (128x256x64, 3 stages, 8 warps) and attention (D128, causal, 8 warps) the
 issue's targets name, and the kernels the benchmarks found fastest (the warp-specialized
-attention, D128 causal, two consumer warpgroups; the warp-specialized cluster GEMM with a
+attention, D128 causal, two consumer warpgroups, and its split-tail form, D128; the warp-specialized cluster GEMM with a
 64-column epilogue, 4 stages; the swapped 160x192 GEMM; the stream-K GEMM), beside Triton's compile of its tutorial matmul
 (the one perf/bench_gemm.py times) in the same run when Triton is installed. Fresh traces each
 time (caches cleared), medians of several runs.
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.attention_hopper import attention_fwd  # noqa: E402
-from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws  # noqa: E402
+from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws, attention_fwd_ws_split  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_cluster import matmul_hopper_cluster_ws  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_streamk import matmul_hopper_streamk  # noqa: E402
 from gluon_trace.kernels.matmul_hopper_swap import matmul_hopper_swap  # noqa: E402
@@ -62,6 +62,14 @@ def attention_ws():
                                   target="sm_90a")
 
 
+def attention_split():
+    attention_fwd_ws_split.cache.clear()
+    # the persistent D128 kernel whose last, partial round of tiles is cut along KV
+    return attention_fwd_ws_split.trace(_spec([64, 128], [1]), _spec([128, 128], [1]), _spec([128, 128], [1]),
+                                        _spec([64, 128], [1]), gl.pointer(gl.float32), gl.pointer(gl.int32),
+                                        gl.int32, gl.float32, CAUSAL=False, num_warps=4, target="sm_90a")
+
+
 def gemm_cluster_ws():
     matmul_hopper_cluster_ws.cache.clear()
     # pairs of CTAs sharing B's [64, 256] tile, each loading half by multicast
@@ -84,7 +92,8 @@ def gemm_swap():
                                     num_warps=4, target="sm_90a")
 
 
-KERNELS = {"gemm": gemm, "attention": attention, "attention_ws": attention_ws, "gemm_cluster_ws": gemm_cluster_ws,
+KERNELS = {"gemm": gemm, "attention": attention, "attention_ws": attention_ws, "attention_split": attention_split,
+           "gemm_cluster_ws": gemm_cluster_ws,
            "gemm_streamk": gemm_streamk, "gemm_swap": gemm_swap}
 
 
