@@ -98,16 +98,24 @@ def rescue(pl: Planner, arms: list, views: list, env: dict):
     return None
 
 
-def rescue_loop(pl: Planner, op, refused: dict, env: dict) -> bool:
-    """Whether the carried views of the loop ``op`` that its plan with a run-time XOR refuses
+def rescue_loop(pl: Planner, op, refused: dict, env: dict, firsts: dict, outer: dict, form=None) -> dict | None:
+    """The first views of the loop ``op`` to plan it again with (``form`` of what ``pl.static``
+    predicts in ``outer`` where asked for its start), where the carried views its plan refuses
     (``refused``: {index: (first view, the body's yield)}: a first value an XOR join picked, then a
     yield at a start across the swizzle's chunks) were rescued (:func:`rescue`, their first value
-    and yield from branches not emitted yet asked for their starts): the backend plans it again."""
+    and yield from branches not emitted yet asked for their starts); None where none was."""
     n = len(pl.demand)
     body = op.regions[0]
     for i, (first, y) in refused.items():
         rescue(pl, [op.operands[3 + i], body.yielded(i)], [first, y], env)
-    return len(pl.demand) != n
+    if len(pl.demand) == n:
+        return None
+    inits, out = op.operands[3:], dict(firsts)
+    for k in firsts:
+        s = pl.static(inits[k], outer) if inits[k] in pl.demand and not pl.emitted(inits[k]) else None
+        if s is not None:
+            out[k] = form(s) if form is not None else s
+    return out
 
 
 def loop_ahead(pl: Planner, op) -> bool:

@@ -197,25 +197,26 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
     from .control import _canonical
     from .lds_join import fits
     xor = _xor_specs(em, op, firsts, outer)
-    add = loop_additive(em, op, firsts, xor, outer)
-    sh = loop_shift(em, op, firsts, xor, add, outer)
     body = op.regions[0]
     args = body.args[1:]
-    env = dict(outer or {})
-    env.update({args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
-                for j, f in firsts.items()})
-    refused = {}
-    for i, f in firsts.items():   # (the yields control.rule_for refuses: not the XOR's table, not the first's)
-        v = body.yielded(i)
-        y = _static(em, v, env) if v is not None and i not in add and i not in sh else None
-        if y is not None and not (fits(y, *xor[i]) if i in xor else _same(f, y)):
-            refused[i] = (f, y)
-    pl = _planner(em)
-    if not refused or not start_rescue.rescue_loop(pl, op, refused, env):
-        return xor
-    inits = op.operands[3:]
-    return loop_specs(em, op, {k: _canonical(_static(em, inits[k], outer or {})) if inits[k] in pl.demand and
-                               not pl.emitted(inits[k]) else f for k, f in firsts.items()}, outer)
+    add, sh = set(), {}
+    for exact in (False, True):   # (the other forms planned only where a yield looks refused)
+        if exact:
+            add = loop_additive(em, op, firsts, xor, outer)
+            sh = loop_shift(em, op, firsts, xor, add, outer)
+        env = dict(outer or {})
+        env.update({args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
+                    for j, f in firsts.items()})
+        refused = {}
+        for i, f in firsts.items():   # (the yields control.rule_for refuses: not the XOR's table, not the first's)
+            v = body.yielded(i)
+            y = _static(em, v, env) if v is not None and i not in add and i not in sh else None
+            if y is not None and not (fits(y, *xor[i]) if i in xor else _same(f, y)):
+                refused[i] = (f, y)
+        if not refused:
+            return xor
+    again = start_rescue.rescue_loop(_planner(em), op, refused, env, firsts, outer or {}, _canonical)
+    return xor if again is None else loop_specs(em, op, again, outer)
 
 
 def _xor_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:

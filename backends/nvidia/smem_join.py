@@ -352,12 +352,8 @@ def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
         y = _static(em, v, env) if v is not None and _xor_form(spec) else None
         if y is not None and yield_home_align(y, spec) is None:
             refused[i] = (firsts[i], y)
-    pl = _planner(em)
-    if not refused or not start_rescue.rescue_loop(pl, op, refused, env):
-        return xor
-    inits = op.operands[3:]
-    return loop_specs(em, op, {k: _static(em, inits[k], outer or {}) if inits[k] in pl.demand and not
-                               pl.emitted(inits[k]) else f for k, f in firsts.items()}, outer)
+    again = start_rescue.rescue_loop(_planner(em), op, refused, env, firsts, outer or {}) if refused else None
+    return xor if again is None else loop_specs(em, op, again, outer)
 
 
 def _xor_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
