@@ -6,8 +6,12 @@ start instead, which X does not give (no register maps X back to a start). Both 
 decided before the code is emitted, so the later join's plan, where it finds no other, asks the
 earlier ones not emitted yet to carry their starts and, where that gives it a plan, records them
 (``Planner.demand``); their own plans then take that form. A loop predicts its body's joins
-before emitting it; a branch whose join is planned with an XOR predicts the branches after it in
-its block first (:func:`look_ahead`). Only joins refused before change.
+before emitting it; a branch or loop whose join is planned with an XOR predicts the branches and
+loops after it in its block first (:func:`look_ahead`). So a loop whose first value an XOR branch
+picked and whose body yields a view at another start asks that branch (emitted before the loop:
+hence predicted from it) for its start (:func:`rescue_loop`), and a branch after a loop that
+carries an XOR asks the loop's first value and yield for theirs (:func:`as_start` of a loop's
+result). Only joins refused before change.
 
 The backends differ in what a view is and how views join at a run-time start; they pass those
 as a :class:`Planner` (NVIDIA ``smem_join``, AMD ``lds_join_predict``).
@@ -40,10 +44,9 @@ def as_start(pl: Planner, v, env: dict, marks: set, every: bool = False):
     branches likewise where they carry a run-time XOR (and, ``every``, where they are carried
     plainly and can be), into ``marks``; None where it cannot be."""
     op = v.owner if v is not None else None
-    if v in env or pl.emitted(v) or op is None or op.name != "if":
+    if v in env or pl.emitted(v) or op is None or op.name not in ("if", "for"):
         return None
-    i = next(k for k, r in enumerate(op.results) if r is v)
-    arms = [b.yielded(i) for b in op.regions]
+    arms, env = _arms(pl, op, next(k for k, r in enumerate(op.results) if r is v), env)
     views = [pl.static(a, env) if a is not None else None for a in arms]
     if None in views:
         return None
@@ -53,6 +56,22 @@ def as_start(pl: Planner, v, env: dict, marks: set, every: bool = False):
     if p is not None:
         marks |= inner | {v}
     return p
+
+
+def _arms(pl: Planner, op, i: int, env: dict):
+    """(the values ``op``'s result ``i`` joins, the predicted views to read them in): a branch's
+    arms; a loop's first value and its body's yield, the body's carried views taken as their
+    first values (a loop whose yield reads them is planned again, to its fixed point, where it is
+    emitted: its check refuses a yield this prediction got wrong)."""
+    if op.name == "if":
+        return [b.yielded(i) for b in op.regions], env
+    body = op.regions[0]
+    inner = dict(env)
+    for a, x in zip(body.args[1:], op.operands[3:]):
+        s = pl.static(x, env) if isinstance(x.type, MemDescType) else None
+        if s is not None:
+            inner[a] = s
+    return [op.operands[3 + i], body.yielded(i)], inner
 
 
 def start_arms(pl: Planner, arms: list, views: list, env: dict, marks: set, every: bool) -> list:
@@ -79,15 +98,44 @@ def rescue(pl: Planner, arms: list, views: list, env: dict):
     return None
 
 
+def rescue_loop(pl: Planner, op, refused: dict, env: dict, firsts: dict, outer: dict, form=None) -> dict | None:
+    """The first views of the loop ``op`` to plan it again with (``form`` of what ``pl.static``
+    predicts in ``outer`` where asked for its start), where the carried views its plan refuses
+    (``refused``: {index: (first view, the body's yield)}: a first value an XOR join picked, then a
+    yield at a start across the swizzle's chunks) were rescued (:func:`rescue`, their first value
+    and yield from branches not emitted yet asked for their starts); None where none was."""
+    n = len(pl.demand)
+    body = op.regions[0]
+    for i, (first, y) in refused.items():
+        rescue(pl, [op.operands[3 + i], body.yielded(i)], [first, y], env)
+    if len(pl.demand) == n:
+        return None
+    inits, out = op.operands[3:], dict(firsts)
+    for k in firsts:
+        s = pl.static(inits[k], outer) if inits[k] in pl.demand and not pl.emitted(inits[k]) else None
+        if s is not None:
+            out[k] = form(s) if form is not None else s
+    return out
+
+
+def loop_ahead(pl: Planner, op) -> bool:
+    """Whether a join after the loop ``op`` (about to be emitted, with a run-time XOR) asked for its
+    carried view at a run-time start (:func:`look_ahead`): the backend plans the loop again."""
+    n = len(pl.demand)
+    look_ahead(pl, op)
+    return len(pl.demand) != n
+
+
 def look_ahead(pl: Planner, op) -> None:
-    """Predict the branches after ``op`` in its block (once): a join among them refused with
-    ``op``'s run-time XOR asks for its start instead (:func:`rescue`)."""
+    """Predict the branches and loops after ``op`` in its block (once): a join among them (a loop's
+    carried one too) refused with ``op``'s run-time XOR asks for its start instead (:func:`rescue`,
+    :func:`rescue_loop`)."""
     block = op.results[0].block if op.results else None
     if op in pl.ahead or block is None:
         return
     pl.ahead.add(op)
     for later in block.ops[block.ops.index(op) + 1:]:
-        if later.name == "if":
+        if later.name in ("if", "for"):
             for r in later.results:
                 if isinstance(r.type, MemDescType):
                     pl.static(r, {})

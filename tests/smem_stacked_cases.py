@@ -5,7 +5,9 @@ with numpy's expected results.
 
 Each arm makes its own view (``MODE="arms"``), or every view is made before the branch and the
 arms pick one (``"outside"``), or a branch inside an arm picks among more (``"nested"``), or a
-loop carries the view and branches in its body pick the next (``"loop"``). The NVIDIA backend
+loop carries the view and branches in its body pick the next (``"loop"``), or a branch picks the
+view a loop then carries (``"branch_loop"``), or a branch after the loop picks among what it
+carried and another (``"loop_branch"``). The NVIDIA backend
 refused the first three and the loop ('placed differently') where the views' starts differ
 inside the swizzle period: its look-ahead of such an .index() (smem_join._static, used to plan
 the join before the arms are emitted) kept no buffer coordinates (coff), so it planned no
@@ -93,7 +95,7 @@ CASES = [
      [(("slice", s, 2, 0), ("slice", a, 8, 2)) for s, a in ((1, 3), (2, 1))], (("index", "j"),)),
 ]
 CASE_IDS = [c[0] for c in CASES]
-MODES = ["arms", "outside", "nested", "loop"]
+MODES = ["arms", "outside", "nested", "loop", "branch_loop", "loop_branch"]
 
 
 def view(v, recipe, j):
@@ -127,7 +129,8 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
                       RECIPES: gl.constexpr, AFTER: gl.constexpr, VSHAPE: gl.constexpr, MODE: gl.constexpr):
     """An f32 buffer of SHAPE in LAY holding x. MODE "loop": a loop carries view RECIPES[0], each
     step i reading it into out[i], writing y[i] through it and picking RECIPES[(i + 1) % len] by
-    branches; else the view picked is RECIPES[sel] (made in the arms, before the branch, or by a
+    branches; "branch_loop" and "loop_branch": a branch before or after such a loop (comments
+    below); else the view picked is RECIPES[sel] (made in the arms, before the branch, or by a
     branch nested in an arm), read into out[0] and y[0] written through it. Then the buffer into
     out[n] (out[1] without the loop). The steps AFTER view the joined view before each use."""
     W: gl.constexpr = gl.threads_per_warp()
@@ -138,7 +141,40 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
     rf = _offsets(SHAPE, F)
     ro = _offsets(VSHAPE, L)
     buf = gl.allocate_shared_memory(gl.float32, list(SHAPE), LAY, gl.load(x_ptr + rf))
-    if MODE == "loop":
+    if MODE == "branch_loop":
+        # a branch picks RECIPES[0] or [1]; a loop carries what it picked, its body picking
+        # RECIPES[2] (RECIPES[0] where there are two) on odd steps and [0] on even ones
+        c = view(buf, RECIPES[0], j)
+        with gl.if_(sel == 1):
+            c = view(buf, RECIPES[1], j)
+        for i in gl.range(0, n):
+            u = view(c, AFTER, j)
+            gl.store(out_ptr + i * SIZE + ro, u.load(L))
+            u.store(gl.load(y_ptr + i * SIZE + ro))
+            w = view(buf, RECIPES[0], j)
+            with gl.if_(i % 2 == 0):
+                w = view(buf, RECIPES[2 % len(RECIPES)], j)
+            c = w
+        gl.store(out_ptr + n * SIZE + rf, buf.load(F))
+    elif MODE == "loop_branch":
+        # a loop carries RECIPES[0], its body picking [1] on even steps and [0] on odd ones; after
+        # the loop a branch keeps what it carried or (sel == 1) picks RECIPES[2] (or [0])
+        c = view(buf, RECIPES[0], j)
+        for i in gl.range(0, n):
+            u = view(c, AFTER, j)
+            gl.store(out_ptr + i * SIZE + ro, u.load(L))
+            u.store(gl.load(y_ptr + i * SIZE + ro))
+            w = view(buf, RECIPES[0], j)
+            with gl.if_(i % 2 == 0):
+                w = view(buf, RECIPES[1], j)
+            c = w
+        with gl.if_(sel == 1):
+            c = view(buf, RECIPES[2 % len(RECIPES)], j)
+        u = view(c, AFTER, j)
+        gl.store(out_ptr + n * SIZE + ro, u.load(L))
+        u.store(gl.load(y_ptr + n * SIZE + ro))
+        gl.store(out_ptr + (n + 1) * SIZE + rf, buf.load(F))
+    elif MODE == "loop":
         c = view(buf, RECIPES[0], j)
         for i in gl.range(0, n):
             u = view(c, AFTER, j)
@@ -189,10 +225,19 @@ def check(both, target, case: int, mode: str, j: int = 1, n: int = 5) -> str:
     vshape = view(np.zeros(shape), tuple(recipes[0]) + tuple(after), j).shape
     rng = np.random.default_rng()
     text = ""
-    for sel in ([0] if mode == "loop" else range(len(recipes))):
-        picks = [i % len(recipes) for i in range(n)] if mode == "loop" else [sel]
+    sels = {"loop": [0], "branch_loop": [0, 1], "loop_branch": [0, 1]}.get(mode, range(len(recipes)))
+    for sel in sels:
+        if mode == "loop":
+            picks = [i % len(recipes) for i in range(n)]
+        elif mode == "branch_loop":
+            picks = [sel] + [2 % len(recipes) if i % 2 == 0 else 0 for i in range(n - 1)]
+        elif mode == "loop_branch":
+            loop = [0] + [1 if i % 2 == 0 else 0 for i in range(n - 1)]
+            picks = loop + [2 % len(recipes) if sel == 1 else (1 if (n - 1) % 2 == 0 else 0)]
+        else:
+            picks = [sel]
         x = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
-        y = rng.standard_normal(len(picks) * int(np.prod(vshape))).astype(np.float32)
+        y = rng.standard_normal((len(picks) + 1) * int(np.prod(vshape))).astype(np.float32)
         exp = expected(x, y, shape, recipes, after, picks, j)
         ref, sim, text = both(slot_views_joined, lambda: [x.copy(), y.copy(), np.full(exp.size, np.nan, np.float32),
                                                           sel, j, n],

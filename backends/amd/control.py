@@ -89,7 +89,7 @@ def rule_for(em, op):
     inits = op.operands[3:]
     body = op.regions[0]
     firsts = {i: _canonical(em.vals[v]) for i, v in enumerate(inits) if _is_view(v)}
-    xor = lds_join_predict.loop_specs(em, op, firsts)
+    xor = lds_join_predict.loop_plan(em, op, firsts)
     add = lds_join_predict.loop_additive(em, op, firsts, xor)   # (padded views at moved starts)
     firsts.update({i: lds_join.additive(firsts[i]) for i in add})
     sh = lds_join_predict.loop_shift(em, op, firsts, xor, add)   # (padded views at run-time starts)

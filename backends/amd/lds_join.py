@@ -100,14 +100,28 @@ def homes(em, ty, mask: int):
     return [em.new_home(ty), em.new_home(ty)] if mask else em.new_home(ty)
 
 
-def carried(em, x: Lds, spec: Lds, mask: int, what: str):
-    """(sources for the join's homes, the arm's alignment) for the view ``x`` a join with
-    ``spec`` receives: its address and, with a mask, es * X (an immediate where it is known)."""
-    from .control import _address, _align
+def _xor_of(x: Lds, spec: Lds, mask: int):
+    """(``x`` split, the XOR d of ``spec``'s table it is), d None where a join with ``spec`` and
+    ``mask`` cannot receive ``x``."""
     y = _split(x)
     ok = y is not None and y.lead == spec.lead and y.dtype == spec.dtype and np.shape(y.lin) == np.shape(spec.lin)
     d = int(np.asarray(y.lin).flat[0] ^ np.asarray(spec.lin).flat[0]) if ok and np.size(spec.lin) else 0
     if not ok or not np.array_equal(np.asarray(y.lin) ^ d, spec.lin) or (d | y.xmask) & ~mask:
+        return y, None
+    return y, d
+
+
+def fits(x: Lds, spec: Lds, mask: int) -> bool:
+    """Whether a join with ``spec`` and ``mask`` receives the view ``x`` (``carried`` refuses it)."""
+    return _xor_of(x, spec, mask)[1] is not None
+
+
+def carried(em, x: Lds, spec: Lds, mask: int, what: str):
+    """(sources for the join's homes, the arm's alignment) for the view ``x`` a join with
+    ``spec`` receives: its address and, with a mask, es * X (an immediate where it is known)."""
+    from .control import _address, _align
+    y, d = _xor_of(x, spec, mask)
+    if d is None:
         raise em.error(f"{what} yields shared-memory views placed differently (another layout, a slice "
                        "or permutation of the buffer, not the same table up to a constant XOR): only the "
                        "base (and, for slices of a swizzled tile, that XOR) may change; slice or index the "

@@ -103,14 +103,17 @@ def _static_loop(em, op, v, env: dict):
     """A nested loop's carried view after it, in the form control.rule_for will carry it."""
     from .control import _canonical, _is_view
     i = next(k for k, r in enumerate(op.results) if r is v)
-    firsts = {}
-    for k, a in enumerate(op.operands[3:]):
-        f = _static(em, a, env) if _is_view(a) else None
-        if f is not None:
-            firsts[k] = _canonical(f)
-    if i not in firsts:
-        return None
-    xor = loop_specs(em, op, firsts, env)
+    n = -1
+    while n != len(em.start_demand):   # (again where its plan asked first values for their starts: loop_specs)
+        n = len(em.start_demand)
+        firsts = {}
+        for k, a in enumerate(op.operands[3:]):
+            f = _static(em, a, env) if _is_view(a) else None
+            if f is not None:
+                firsts[k] = _canonical(f)
+        if i not in firsts:
+            return None
+        xor = loop_specs(em, op, firsts, env)
     if i in xor:
         return _spec(*xor[i])
     add = loop_additive(em, op, firsts, xor, env)
@@ -176,7 +179,47 @@ def _planner(em) -> start_rescue.Planner:
                                 demand=em.start_demand, ahead=em.start_ahead)
 
 
+def loop_plan(em, op, firsts: dict) -> dict:
+    """loop_specs of a loop about to be emitted, planned again where a join after it asked for a
+    view it carries with a run-time XOR at a run-time start instead (start_rescue.loop_ahead)."""
+    xor = loop_specs(em, op, firsts)
+    if xor and start_rescue.loop_ahead(_planner(em), op):
+        xor = loop_specs(em, op, firsts)
+    return xor
+
+
 def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
+    """{carried index: (spec, mask)} for a ``for``'s carried views joined with a run-time XOR
+    (_xor_specs). A view so carried whose body yields one at a start across the swizzle's chunks (a
+    first value an XOR join picked, then columns 3.. for 1.. and 5..) is refused by that plan;
+    where its first value or yield comes from branches not emitted yet, they are asked for their
+    starts instead (start_rescue.rescue_loop) and the loop planned again."""
+    from .control import _canonical
+    from .lds_join import fits
+    xor = _xor_specs(em, op, firsts, outer)
+    body = op.regions[0]
+    args = body.args[1:]
+    add, sh = set(), {}
+    for exact in (False, True):   # (the other forms planned only where a yield looks refused)
+        if exact:
+            add = loop_additive(em, op, firsts, xor, outer)
+            sh = loop_shift(em, op, firsts, xor, add, outer)
+        env = dict(outer or {})
+        env.update({args[j]: _spec(*xor[j]) if j in xor else additive(f) if j in add else sh.get(j, f)
+                    for j, f in firsts.items()})
+        refused = {}
+        for i, f in firsts.items():   # (the yields control.rule_for refuses: not the XOR's table, not the first's)
+            v = body.yielded(i)
+            y = _static(em, v, env) if v is not None and i not in add and i not in sh else None
+            if y is not None and not (fits(y, *xor[i]) if i in xor else _same(f, y)):
+                refused[i] = (f, y)
+        if not refused:
+            return xor
+    again = start_rescue.rescue_loop(_planner(em), op, refused, env, firsts, outer or {}, _canonical)
+    return xor if again is None else loop_specs(em, op, again, outer)
+
+
+def _xor_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
     """{carried index: (spec, mask)} for a ``for``'s carried views joined with a run-time XOR: a
     view that enters with one, or whose body yields a view of the same table up to another XOR.
     The body's views may be the carried ones (halves swapped each step): repeated until no

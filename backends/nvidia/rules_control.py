@@ -314,7 +314,7 @@ def _for(em, op):
     _refuse_tensordesc(carried, op.loc)
     types = _carrier_types(carried)
     firsts = _first_views(carried, [em.vals[v] for v in carried])
-    xor = smem_join.loop_specs(em, op, firsts)
+    xor = smem_join.loop_plan(em, op, firsts)
     for i, spec in xor.items():
         if spec.sreg is not None:
             smem_join.demand_padded(em, op.regions[0].yielded(i))

@@ -243,14 +243,17 @@ def _static_loop(em, op, v, env: dict) -> Smem | None:
     """A nested loop's carried view after it: as rules_control._for will carry it."""
     from .rules_control import _loop_kept
     i = next(k for k, r in enumerate(op.results) if r is v)
-    firsts = {}
-    for k, a in enumerate(op.operands[3:]):
-        f = _static(em, a, env) if isinstance(a.type, MemDescType) else None
-        if f is not None:
-            firsts[k] = f
-    if i not in firsts:
-        return None
-    xor = loop_specs(em, op, firsts, env)
+    demand, n = em.flags.setdefault(_DEMAND, set()), -1
+    while n != len(demand):   # (again where its plan asked first values for their starts: loop_specs)
+        n = len(demand)
+        firsts = {}
+        for k, a in enumerate(op.operands[3:]):
+            f = _static(em, a, env) if isinstance(a.type, MemDescType) else None
+            if f is not None:
+                firsts[k] = f
+        if i not in firsts:
+            return None
+        xor = loop_specs(em, op, firsts, env)
     if i in xor:
         return xor[i]
     f = firsts[i]
@@ -319,7 +322,41 @@ def demand_padded(em, v) -> None:
         todo += [b.yielded(k) for b in op.regions]
 
 
+def loop_plan(em, op, firsts: dict) -> dict:
+    """loop_specs of a loop about to be emitted, planned again where a join after it asked for a
+    view it carries with a run-time XOR at a run-time start instead (start_rescue.loop_ahead)."""
+    xor = loop_specs(em, op, firsts)
+    if any(_xor_form(s) for s in xor.values()) and start_rescue.loop_ahead(_planner(em), op):
+        xor = loop_specs(em, op, firsts)
+    return xor
+
+
+def _xor_form(spec: Smem) -> bool:
+    return spec.sreg is None and spec.creg is None
+
+
 def loop_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
+    """{carried index: spec} for a ``for``'s carried views that need a run-time XOR (_xor_specs)
+    or a run-time start. A view carried with an XOR whose body yields one at a start across the
+    swizzle's chunks (a first value an XOR join picked, then columns 3.. for 1.. and 5..) is
+    refused by that plan; where its first value or yield comes from branches not emitted yet,
+    they are asked for their starts instead (start_rescue.rescue_loop) and the loop planned again."""
+    xor = _xor_specs(em, op, firsts, outer)
+    body = op.regions[0]
+    args = body.args[1:]
+    env = dict(outer or {})
+    env.update({args[i]: xor.get(i, f) for i, f in firsts.items()})
+    refused = {}
+    for i, spec in xor.items():
+        v = body.yielded(i)
+        y = _static(em, v, env) if v is not None and _xor_form(spec) else None
+        if y is not None and yield_home_align(y, spec) is None:
+            refused[i] = (firsts[i], y)
+    again = start_rescue.rescue_loop(_planner(em), op, refused, env, firsts, outer or {}) if refused else None
+    return xor if again is None else loop_specs(em, op, again, outer)
+
+
+def _xor_specs(em, op, firsts: dict, outer: dict | None = None) -> dict:
     """{carried index: spec} for a ``for``'s carried views that need a run-time XOR: a view
     that enters with one, or whose body yields a view of the same table up to another XOR. The
     body's views may be the carried ones (buffers swapped each step): repeated until no carried

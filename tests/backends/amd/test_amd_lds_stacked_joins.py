@@ -28,5 +28,8 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     xor_then_start*, xor_start_xor and one_table_then_start (the stacked fuzz preset, seeds
     300562, 502419, 503593, 503688, 504400, ...) were refused ('placed differently'): a first
     branch joined in the XOR form (with or without an XOR bit), a later one needing a run-time
-    start; the first join now carries its start (lds_join_predict._rescue)."""
+    start; the first join now carries its start (lds_join_predict._rescue). branch_loop and
+    loop_branch: the same with a loop between the two joins were refused too (one_table_then_start
+    in branch_loop, the XOR cases in both): the loop's plan and the look-ahead past a loop now ask
+    the earlier joins for their starts (start_rescue.rescue_loop, as_start of a loop's result)."""
     K.check(both, target, case, mode)

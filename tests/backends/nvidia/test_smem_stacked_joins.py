@@ -36,5 +36,9 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     xor_start_xor (the stacked fuzz preset, seeds 300526, 300562, 504538, 506361): a first branch
     joined with a run-time XOR (columns a chunk apart), a later one needing a run-time start
     (columns across chunks) refused it ('placed differently'), in the arms, before the branch
-    and in the loop; the first join now carries its start (smem_join._rescue)."""
+    and in the loop; the first join now carries its start (smem_join._rescue). branch_loop and
+    loop_branch: the same with a loop between the two joins (an XOR branch whose view a loop carries
+    while its body picks one at another start; a loop carrying an XOR, then a branch picking one at
+    another start) were refused too: the loop's plan and the look-ahead past a loop now ask the
+    XOR joins for their starts (start_rescue.rescue_loop, as_start of a loop's result)."""
     K.check(both, target, case, mode)
