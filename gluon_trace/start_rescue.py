@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .ir import MemDescType
+from .ir import Block, MemDescType
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,16 @@ class Planner:
     known ahead); ``join(views)`` their join at a run-time start (None where none); ``emitted(v)``
     whether ``v``'s code exists already; ``plain(view)`` whether a view carried plainly may be
     re-planned at a start; ``demand`` the branch results recorded; ``ahead`` the branches whose
-    later ones were predicted."""
+    later ones were predicted; ``root`` the body of the graph the backend emits, ``blocks`` a
+    cache (kept by the backend) of which of its blocks holds each op."""
     static: Callable[[Any, dict], Any]
     join: Callable[[list], Any]
     emitted: Callable[[Any], bool]
     plain: Callable[[Any], bool]
     demand: set
     ahead: set
+    root: Block
+    blocks: dict
 
 
 def as_start(pl: Planner, v, env: dict, marks: set, every: bool = False):
@@ -130,7 +133,7 @@ def look_ahead(pl: Planner, op) -> None:
     """Predict the branches and loops after ``op`` in its block (once): a join among them (a loop's
     carried one too) refused with ``op``'s run-time XOR asks for its start instead (:func:`rescue`,
     :func:`rescue_loop`)."""
-    block = op.results[0].block if op.results else None
+    block = _block_of(pl, op)
     if op in pl.ahead or block is None:
         return
     pl.ahead.add(op)
@@ -139,3 +142,18 @@ def look_ahead(pl: Planner, op) -> None:
             for r in later.results:
                 if isinstance(r.type, MemDescType):
                     pl.static(r, {})
+
+
+def _block_of(pl: Planner, op):
+    """The block of the emitted graph that holds ``op``. Found by walking it, not from a result's
+    ``block``: schedule.hoist_stores gives the backend copies of the blocks (and ops) it
+    reorders, whose values still name the originals (a branch whose arm stores then had no place
+    in its block: a ValueError)."""
+    if not pl.blocks:
+        todo = [pl.root]
+        while todo:
+            b = todo.pop()
+            for o in b.ops:
+                pl.blocks[id(o)] = b
+                todo.extend(o.regions)
+    return pl.blocks.get(id(op))

@@ -205,6 +205,45 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
         gl.store(out_ptr + SIZE + rf, buf.load(F))
 
 
+
+@gt.jit
+def xor_then_start_with_stores(x_ptr, out_ptr, flag_ptr, sel, j):
+    """xor_then_start's branches, made in the arms (slot 1 columns 1.. or 5..: a run-time XOR;
+    then slot 2 columns 3..: a start), the first branch's arm also storing sel and 3 * sel into
+    flag[0:2]: schedule.hoist_stores moves the first store above 3 * sel, so the backends emit
+    copies of that arm and branch, which the look-ahead from the XOR join once searched for in the
+    original block (a ValueError on both backends). out = the picked view."""
+    W: gl.constexpr = gl.threads_per_warp()
+    F: gl.constexpr = gl.BlockedLayout([1, 1, 32], [1, W, 1], [1, 1, 1], [2, 1, 0])
+    L: gl.constexpr = gl.BlockedLayout([1, 1], [W // 2, 2], [1, 1], [1, 0])
+    buf = gl.allocate_shared_memory(gl.float32, [4, 4, 32], SWZ, gl.load(x_ptr + _offsets((4, 4, 32), F)))
+    w = view(buf, XOR_STORES[0], j)
+    with gl.if_(sel == 1):
+        t = sel * 3
+        gl.store(flag_ptr, sel)
+        w = view(buf, XOR_STORES[1], j)
+        gl.store(flag_ptr + 1, t)
+    with gl.if_(sel == 2):
+        w = view(buf, XOR_STORES[2], j)
+    gl.store(out_ptr + _offsets((4, 2), L), w.load(L))
+
+
+XOR_STORES = [(("slice", 1, 1, 0), ("index", 0), ("slice", a, 2, 1)) for a in (1, 5)] + \
+    [(("slice", 2, 1, 0), ("index", 0), ("slice", 3, 2, 1))]
+
+
+def check_xor_then_start_with_stores(both, target):
+    """xor_then_start_with_stores for every pick, against numpy."""
+    rng = np.random.default_rng()
+    for sel in range(3):
+        x = rng.standard_normal(512).astype(np.float32)
+        exp = view(x.reshape(4, 4, 32), XOR_STORES[sel], 1).reshape(-1)
+        ref, sim, _ = both(xor_then_start_with_stores, lambda: [x.copy(), np.full(8, np.nan, np.float32),
+                                                                 np.zeros(2, np.int32), sel, 1], target, num_warps=1)
+        for got in (ref, sim):
+            assert np.array_equal(got[1], exp), sel
+            assert list(got[2]) == ([1, 3] if sel == 1 else [0, 0]), sel
+
 def expected(x, y, shape, recipes, after, picks, j):
     """out after reading and writing the views ``picks`` (recipe indices, then ``after``) in turn,
     then the buffer."""

@@ -81,6 +81,7 @@ class Emitter:
         self.vcc_holds = None        # elem_key of the 0/1 element whose mask vcc holds
         self.start_demand: set = set()   # branch results a later join needs at a run-time start
         self.start_ahead: set = set()    # branches whose later ones were predicted (lds_join_predict)
+        self.start_blocks: dict = {}     # id(op) -> the emitted block holding it (start_rescue)
 
     # -- common subexpressions and known multiples ------------------------------------------
     def cse_get(self, key):

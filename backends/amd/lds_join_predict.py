@@ -176,7 +176,8 @@ def _planner(em) -> start_rescue.Planner:
     coord_join, demands kept on the emitter."""
     return start_rescue.Planner(static=lambda v, env: _static(em, v, env), join=_coord_join,
                                 emitted=lambda v: em.vals.get(v) is not None, plain=lambda y: y.sreg is None,
-                                demand=em.start_demand, ahead=em.start_ahead)
+                                demand=em.start_demand, ahead=em.start_ahead, root=em.g.body,
+                                blocks=em.start_blocks)
 
 
 def loop_plan(em, op, firsts: dict) -> dict:

@@ -139,7 +139,8 @@ def _planner(em) -> start_rescue.Planner:
                                 emitted=lambda v: v in em.vals,
                                 plain=lambda s: s.creg is None and s.sreg is None,
                                 demand=em.flags.setdefault(_DEMAND, set()),
-                                ahead=em.flags.setdefault("start_ahead", set()))
+                                ahead=em.flags.setdefault("start_ahead", set()), root=em.g.body,
+                                blocks=em.flags.setdefault("start_blocks", {}))
 
 
 def _one_table(views: list) -> bool:

@@ -33,3 +33,11 @@ def test_slot_views_from_a_stacked_start_joined(target, case, mode):
     in branch_loop, the XOR cases in both): the loop's plan and the look-ahead past a loop now ask
     the earlier joins for their starts (start_rescue.rescue_loop, as_start of a loop's result)."""
     K.check(both, target, case, mode)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_xor_join_whose_arm_stores_looks_ahead_in_the_emitted_block(target):
+    """A branch arm whose stores schedule.hoist_stores reorders is emitted from a copy of its
+    block; the look-ahead from that branch's XOR join (start_rescue.look_ahead) searched for it
+    in the original block and raised a ValueError. It now finds the emitted block."""
+    K.check_xor_then_start_with_stores(both, target)
