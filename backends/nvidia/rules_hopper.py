@@ -433,7 +433,7 @@ def _in_place(em, v) -> bool:
         if uses.get(v, 0) != 1:
             return False
         if v.owner is None:
-            return v.block is not em.g.body
+            return not any(v is a for a in em.g.args)  # (not v.block: hoist_stores copies blocks)
         if v.owner.name == "wgmma":
             return True
         if v.owner.name != "wgmma_wait":
