@@ -124,6 +124,15 @@ def _offsets(shape, L):
         gl.arange(0, shape[2], gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :]
 
 
+def _use(c, at, x):
+    """Read the view ``c`` (the steps AFTER applied) into out[at] and write y[at] through it; ``x``:
+    (AFTER, j, out_ptr, y_ptr, SIZE, ro, L)."""
+    after, j, out_ptr, y_ptr, size, ro, lay = x
+    u = view(c, after, j)
+    gl.store(out_ptr + at * size + ro, u.load(lay))
+    u.store(gl.load(y_ptr + at * size + ro))
+
+
 @gt.jit
 def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY: gl.constexpr,
                       RECIPES: gl.constexpr, AFTER: gl.constexpr, VSHAPE: gl.constexpr, MODE: gl.constexpr):
@@ -141,6 +150,7 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
     rf = _offsets(SHAPE, F)
     ro = _offsets(VSHAPE, L)
     buf = gl.allocate_shared_memory(gl.float32, list(SHAPE), LAY, gl.load(x_ptr + rf))
+    use = (AFTER, j, out_ptr, y_ptr, SIZE, ro, L)
     if MODE == "branch_loop":
         # a branch picks RECIPES[0] or [1]; a loop carries what it picked, its body picking
         # RECIPES[2] (RECIPES[0] where there are two) on odd steps and [0] on even ones
@@ -148,9 +158,7 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
         with gl.if_(sel == 1):
             c = view(buf, RECIPES[1], j)
         for i in gl.range(0, n):
-            u = view(c, AFTER, j)
-            gl.store(out_ptr + i * SIZE + ro, u.load(L))
-            u.store(gl.load(y_ptr + i * SIZE + ro))
+            _use(c, i, use)
             w = view(buf, RECIPES[0], j)
             with gl.if_(i % 2 == 0):
                 w = view(buf, RECIPES[2 % len(RECIPES)], j)
@@ -161,25 +169,19 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
         # the loop a branch keeps what it carried or (sel == 1) picks RECIPES[2] (or [0])
         c = view(buf, RECIPES[0], j)
         for i in gl.range(0, n):
-            u = view(c, AFTER, j)
-            gl.store(out_ptr + i * SIZE + ro, u.load(L))
-            u.store(gl.load(y_ptr + i * SIZE + ro))
+            _use(c, i, use)
             w = view(buf, RECIPES[0], j)
             with gl.if_(i % 2 == 0):
                 w = view(buf, RECIPES[1], j)
             c = w
         with gl.if_(sel == 1):
             c = view(buf, RECIPES[2 % len(RECIPES)], j)
-        u = view(c, AFTER, j)
-        gl.store(out_ptr + n * SIZE + ro, u.load(L))
-        u.store(gl.load(y_ptr + n * SIZE + ro))
+        _use(c, n, use)
         gl.store(out_ptr + (n + 1) * SIZE + rf, buf.load(F))
     elif MODE == "loop":
         c = view(buf, RECIPES[0], j)
         for i in gl.range(0, n):
-            u = view(c, AFTER, j)
-            gl.store(out_ptr + i * SIZE + ro, u.load(L))
-            u.store(gl.load(y_ptr + i * SIZE + ro))
+            _use(c, i, use)
             w = view(buf, RECIPES[0], j)
             for k in range(1, len(RECIPES)):
                 with gl.if_((i + 1) % len(RECIPES) == k):
@@ -199,9 +201,7 @@ def slot_views_joined(x_ptr, y_ptr, out_ptr, sel, j, n, SHAPE: gl.constexpr, LAY
             for k in range(1, len(RECIPES)):
                 with gl.if_(sel == k):
                     w = made[k] if made else view(buf, RECIPES[k], j)
-        u = view(w, AFTER, j)
-        gl.store(out_ptr + ro, u.load(L))
-        u.store(gl.load(y_ptr + ro))
+        _use(w, 0, use)
         gl.store(out_ptr + SIZE + rf, buf.load(F))
 
 
