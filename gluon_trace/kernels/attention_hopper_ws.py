@@ -101,15 +101,15 @@ def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT, WHICH=None
         row0 = start if WHICH is None else start + WHICH * BM
         n_tiles, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
         return bh, row0, 0, n_tiles, n_free, None
-    n_kv = gl.cdiv(seq_len, BN)
     unit = gl.maximum(item - whole, 0)
     r, part = unit // parts, unit % parts
     is_unit = item >= whole
     mb, bh = _tile_coords(gl.where(is_unit, whole + r, item), n_m)  # (non-causal: blocks in order)
+    start = mb * (C * BM)
+    n_kv, n_free = _kv_tiles(start, seq_len, BM, BN, CAUSAL, C)
     kv0 = gl.where(is_unit, part * n_kv // parts, 0)
     kv1 = gl.where(is_unit, (part + 1) * n_kv // parts, n_kv)
-    start = mb * (C * BM)
-    return bh, start if WHICH is None else start + WHICH * BM, kv0, kv1, seq_len // BN, gl.where(is_unit, r, -1)
+    return bh, start if WHICH is None else start + WHICH * BM, kv0, kv1, n_free, gl.where(is_unit, r, -1)
 
 
 def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
