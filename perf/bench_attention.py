@@ -59,15 +59,13 @@ def ours(cfg, q, k, v, o, causal):
     grid = (-(-s // rows), b * h)
     if kernel.startswith("ws") and "p" in kernel[2:]:
         grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, grid[0] * grid[1]),)
+    workspace = ()   # the split tail's parts and counters
     if "SPLIT" in extra:
         size, count = attention_split_workspace(grid[0], bm, d, extra.get("CONSUMERS", 2))
-        parts = torch.empty(size, device="cuda", dtype=torch.float32)
-        counters = torch.zeros(count, device="cuda", dtype=torch.int32)
-        return lambda: KERNELS[kernel][grid](qd, kd, vd, od, parts, counters, s, scale, CAUSAL=causal,
-                                             STAGES=stages, num_warps=warps, backend="nvidia", **extra)
-    return lambda: KERNELS[kernel][grid](qd, kd, vd, od, s, scale, CAUSAL=causal,
-                                                           STAGES=stages, num_warps=warps, backend="nvidia",
-                                                           **extra)
+        workspace = (torch.empty(size, device="cuda", dtype=torch.float32),
+                     torch.zeros(count, device="cuda", dtype=torch.int32))
+    return lambda: KERNELS[kernel][grid](qd, kd, vd, od, *workspace, s, scale, CAUSAL=causal, STAGES=stages,
+                                         num_warps=warps, backend="nvidia", **extra)
 
 
 def sdpa(backend, q, k, v, causal):
