@@ -121,6 +121,25 @@ def rescue_loop(pl: Planner, op, refused: dict, env: dict, firsts: dict, outer: 
     return out
 
 
+def predict_loop(pl: Planner, op, i: int, first_of: Callable, plan: Callable):
+    """(first views, ``plan`` of them) of a loop not emitted yet whose result ``i`` is a view:
+    ``first_of(value)`` predicts each first value's view (None where it is not one), predicted
+    again while the plan asks first values for their starts (:func:`rescue_loop`); None where
+    result ``i`` enters with no view."""
+    n = -1
+    while n != len(pl.demand):
+        n = len(pl.demand)
+        firsts = {}
+        for k, a in enumerate(op.operands[3:]):
+            f = first_of(a)
+            if f is not None:
+                firsts[k] = f
+        if i not in firsts:
+            return None
+        planned = plan(firsts)
+    return firsts, planned
+
+
 def loop_ahead(pl: Planner, op) -> bool:
     """Whether a join after the loop ``op`` (about to be emitted, with a run-time XOR) asked for its
     carried view at a run-time start (:func:`look_ahead`): the backend plans the loop again."""

@@ -103,17 +103,14 @@ def _static_loop(em, op, v, env: dict):
     """A nested loop's carried view after it, in the form control.rule_for will carry it."""
     from .control import _canonical, _is_view
     i = next(k for k, r in enumerate(op.results) if r is v)
-    n = -1
-    while n != len(em.start_demand):   # (again where its plan asked first values for their starts: loop_specs)
-        n = len(em.start_demand)
-        firsts = {}
-        for k, a in enumerate(op.operands[3:]):
-            f = _static(em, a, env) if _is_view(a) else None
-            if f is not None:
-                firsts[k] = _canonical(f)
-        if i not in firsts:
-            return None
-        xor = loop_specs(em, op, firsts, env)
+
+    def first_of(a):
+        f = _static(em, a, env) if _is_view(a) else None
+        return None if f is None else _canonical(f)
+    got = start_rescue.predict_loop(_planner(em), op, i, first_of, lambda firsts: loop_specs(em, op, firsts, env))
+    if got is None:
+        return None
+    firsts, xor = got
     if i in xor:
         return _spec(*xor[i])
     add = loop_additive(em, op, firsts, xor, env)

@@ -244,17 +244,12 @@ def _static_loop(em, op, v, env: dict) -> Smem | None:
     """A nested loop's carried view after it: as rules_control._for will carry it."""
     from .rules_control import _loop_kept
     i = next(k for k, r in enumerate(op.results) if r is v)
-    demand, n = em.flags.setdefault(_DEMAND, set()), -1
-    while n != len(demand):   # (again where its plan asked first values for their starts: loop_specs)
-        n = len(demand)
-        firsts = {}
-        for k, a in enumerate(op.operands[3:]):
-            f = _static(em, a, env) if isinstance(a.type, MemDescType) else None
-            if f is not None:
-                firsts[k] = f
-        if i not in firsts:
-            return None
-        xor = loop_specs(em, op, firsts, env)
+    got = start_rescue.predict_loop(_planner(em), op, i,
+                                    lambda a: _static(em, a, env) if isinstance(a.type, MemDescType) else None,
+                                    lambda firsts: loop_specs(em, op, firsts, env))
+    if got is None:
+        return None
+    firsts, xor = got
     if i in xor:
         return xor[i]
     f = firsts[i]
