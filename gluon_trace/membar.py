@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .ir import Block, Graph, Op
 
-_READS = {"smem_load": (0,), "tma_store": None, "wgmma": (0, 1)}
+_READS = {"smem_load": (0,), "tma_store": None, "wgmma": None}  # (wgmma: A's K pieces trail its operands)
 _WRITES = {"smem_store": (0,), "async_copy_load": (0,), "tma_load": None}
 _VIEWS = {"smem_index", "smem_slice", "smem_permute", "smem_reshape", "smem_reinterpret"}
 

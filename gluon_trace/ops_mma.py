@@ -186,9 +186,29 @@ def _wgmma_pieces(ctx, name, b, accs):
     return dataclasses.replace(b, shape=tuple(b.shape[1:]))
 
 
+def _wgmma_k_pieces(ctx, name, terms, b):
+    """K pieces: A's terms [M, k] of one type, b stacking one [..., k, n] operand a term. Returns
+    the view one term of b is."""
+    for i, t in enumerate(terms[1:], 1):
+        if t != terms[0]:
+            raise ctx.error(f"{name}: A piece {i} is {t}, A piece 0 {terms[0]}; the K pieces of A share one type")
+    if not isinstance(b, MemDescType) or len(b.shape) < 3 or b.shape[0] != len(terms):
+        raise ctx.error(f"{name}: with a list of {len(terms)} A pieces, B must stack one operand a piece: "
+                        f"[{len(terms)}, K, N] (or [{len(terms)}, P, K, n] with a list of accumulators), got {b}",
+                        notes=("allocate the K pieces as consecutive slots and pass the stacked view",))
+    return dataclasses.replace(b, shape=tuple(b.shape[1:]))
+
+
 def _wgmma(ctx, ts, attrs, regions):
-    a, b, *accs, use_acc = ts
+    n_acc = 1 if attrs.get("pieces") is None else attrs["pieces"]   # operands: a, b, accumulators, use_acc, A's further K pieces
+    a, b, accs, use_acc, more = ts[0], ts[1], list(ts[2:2 + n_acc]), ts[2 + n_acc], ts[3 + n_acc:]
     name = "warpgroup_mma"
+    if attrs.get("k_pieces") is not None:
+        if len(more) + 1 != attrs["k_pieces"]:
+            raise ctx.error(f"{name}: k_pieces={attrs['k_pieces']} but {len(more) + 1} A operands")
+        b = _wgmma_k_pieces(ctx, name, [a, *more], b)
+    elif more:
+        raise ctx.error(f"{name} takes one A operand, or a list of them with K pieces")
     if attrs.get("pieces") is not None:
         b = _wgmma_pieces(ctx, name, b, accs)
     elif len(accs) != 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -22,7 +23,7 @@ from bench_gemm import ROUNDS, SUSTAIN_S, gpu_time, sustained_time  # noqa: E402
 from gluon_trace import language as gl  # noqa: E402
 from gluon_trace.kernels.attention_hopper import attention_fwd, attention_fwd_pipelined  # noqa: E402
 from gluon_trace.kernels.attention_hopper_ws import (attention_fwd_ws, attention_fwd_ws_split,  # noqa: E402
-                                                     attention_split_workspace)
+                                                     attention_split_workspace, piece_descriptors)
 from gluon_trace.nvidia.hopper import TensorDescriptor  # noqa: E402
 
 SHAPES = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 4096, 64, False)]
@@ -32,15 +33,19 @@ CONFIGS = [("simple", 128, 64, 8, 2), ("simple", 64, 64, 4, 2), ("simple", 64, 1
            ("ws3", 64, 64, 4, 2), ("ws3", 64, 64, 4, 4), ("ws3", 64, 128, 4, 2),  # ws3: three consumers
            ("wsp", 64, 128, 4, 2), ("wsp", 64, 64, 4, 4),
            ("ws3p", 64, 128, 4, 2), ("ws3p", 64, 128, 4, 3), ("ws3", 64, 128, 4, 3),  # stages ("ws": BM per consumer)
-           ("wsps", 64, 128, 4, 2), ("ws3ps", 64, 128, 4, 3)]
+           ("wsps", 64, 128, 4, 2), ("ws3ps", 64, 128, 4, 3),
+           ("wspP", 64, 160, 4, 2), ("wspsP", 64, 160, 4, 2), ("wspP", 64, 128, 4, 2), ("wsP", 64, 128, 4, 2)]
 KERNELS = {"simple": attention_fwd, "pipelined": attention_fwd_pipelined}
 # ws: warp-specialized, one tile a CTA; p: persistent (one CTA per SM); 3: three consumer
 # warpgroups. (Causal tiles in longest-first order across heads, instead of grouped by head,
 # ran at 0.64-0.76x of the grouped order on the H100: 357/400 against 559/526 TFLOP/s.)
 # s: the persistent grid's last, partial round of tiles cut along KV (non-causal only)
+# P: KV tiles in pieces of 16 rows (KV_PIECES = BN / 16), so BN need not be a power of two; P32:
+# of 32 rows (session 22 also ran 144 = 9 x 16 and P32 at 128 and 160: results/*session22*)
 EXTRA = {"ws": {}, "wsp": {}, "ws3": dict(CONSUMERS=3, CONSUMER_REGS=160),
          "ws3p": dict(CONSUMERS=3, CONSUMER_REGS=160), "wsps": dict(SPLIT=8),
          "ws3ps": dict(CONSUMERS=3, CONSUMER_REGS=160, SPLIT=8)}
+EXTRA.update({name + tail: dict(x) for name, x in list(EXTRA.items()) for tail in ("P", "P32")})
 KERNELS.update({name: attention_fwd_ws_split if "SPLIT" in x else attention_fwd_ws for name, x in EXTRA.items()})
 
 
@@ -51,10 +56,16 @@ def ours(cfg, q, k, v, o, causal):
     lay = gl.NVMMASharedLayout.get_default_for
     qd = TensorDescriptor.from_tensor(q3, [1, bm, d], lay([bm, d], gl.bfloat16))
     od = TensorDescriptor.from_tensor(o3, [1, bm, d], lay([bm, d], gl.bfloat16))
-    kd = TensorDescriptor.from_tensor(k3, [1, bn, d], lay([bn, d], gl.bfloat16))
-    vd = TensorDescriptor.from_tensor(v3, [1, bn, d], lay([bn, d], gl.bfloat16))
     scale = 1.0 / d ** 0.5
-    extra = EXTRA.get(kernel, {})
+    extra = dict(EXTRA.get(kernel, {}))
+    pieces = re.fullmatch(r"(.*)P(\d*)", kernel)   # e.g. wspP: pieces of 16 rows, wspP32: of 32
+    if pieces:
+        rows = int(pieces.group(2) or 16)
+        kd, vd = piece_descriptors(k3, v3, bn // rows, rows)
+        extra["KV_PIECES"] = bn // rows
+    else:
+        kd = TensorDescriptor.from_tensor(k3, [1, bn, d], lay([bn, d], gl.bfloat16))
+        vd = TensorDescriptor.from_tensor(v3, [1, bn, d], lay([bn, d], gl.bfloat16))
     rows = bm * (extra.get("CONSUMERS", 2) if kernel.startswith("ws") else 1)  # a consumer: bm rows
     grid = (-(-s // rows), b * h)
     if kernel.startswith("ws") and "p" in kernel[2:]:
@@ -81,7 +92,8 @@ def main() -> int:
     from torch.nn.attention import SDPBackend
     dev = torch.cuda.get_device_name()
     rows = []
-    for b, h, s, d, causal in SHAPES:
+    pick = os.environ.get("GLUON_TRACE_ATTN_SHAPES")   # e.g. "0": the first shape only
+    for b, h, s, d, causal in [x for i, x in enumerate(SHAPES) if not pick or str(i) in pick.split(",")]:
         q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         flop = 4.0 * b * h * s * s * d / (2 if causal else 1)
         with torch.nn.attention.sdpa_kernel(SDPBackend.MATH):

@@ -226,10 +226,37 @@ def attention_split() -> int:
     return bad
 
 
+def attention_pieces() -> int:
+    """attention_fwd_ws with KV tiles of 10 pieces (160 rows), causal, a 330-row sequence (the
+    last tile ends inside a piece), D128; then the split tail over pieces on 5 CTAs, non-causal."""
+    from gluon_trace.kernels.attention_hopper_ws import (attention_fwd_ws, attention_fwd_ws_split,
+                                                         attention_split_workspace, piece_descriptors)
+    bad = 0
+    for causal, bh, seq, programs in ((True, 2, 330, None), (False, 3, 512, 5)):
+        d, bm = 128, 64
+        q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        o = torch.full_like(q, float("nan"))
+        qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], NV([bm, d], gl.bfloat16)) for x in (q, o))
+        kd, vd = piece_descriptors(k, v, 10)
+        ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+        if programs is None:
+            attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, KV_PIECES=10,
+                                                        num_warps=4)
+        else:
+            size, count = attention_split_workspace(programs, bm, d)
+            parts = torch.full((size,), float("nan"), device="cuda")
+            counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+            attention_fwd_ws_split[(programs,)](qd, kd, vd, od, parts, counters, seq, d ** -0.5, CAUSAL=False,
+                                                KV_PIECES=10, num_warps=4)
+        torch.cuda.synchronize()
+        bad += _report(f"attention_fwd_ws KV_PIECES=10 D128 causal={causal} seq {seq}", o, ref, tol=3e-2)
+    return bad
+
+
 KERNELS = {"ampere": ampere, "hopper": hopper, "ws": ws, "pingpong": pingpong, "fp8": fp8, "cluster": cluster, "cluster_ws": cluster_ws,
            "cluster_ws_blocks": cluster_ws_blocks, "cluster_ws_fp8": cluster_ws_fp8, "cluster_ws_apart": cluster_ws_apart, "streamk": streamk,
            "swap": swap, "swap_overlap": lambda: swap(overlap=True), "attention": attention, "attention_pipelined": attention_pipelined, "attention_ws": attention_ws,
-           "attention_split": attention_split}
+           "attention_split": attention_split, "attention_pieces": attention_pieces}
 
 
 def main() -> int:

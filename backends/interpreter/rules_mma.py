@@ -97,21 +97,29 @@ def _dot_fma(p, op, a, b, acc):
 
 
 @rule("wgmma")
-def _wgmma(p, op, a, b, *accs_use):
+def _wgmma(p, op, a, b, *rest):
     s = state(p)
-    *accs, use_acc = accs_use
+    n_acc = 1 if op.attrs.get("pieces") is None else op.attrs["pieces"]   # (a, b, accumulators, use_acc, A's further K pieces)
+    accs, use_acc, terms = rest[:n_acc], rest[n_acc], [a, *rest[n_acc + 1:]]
     is_async = op.attrs.get("is_async")
     t = op.operands[1].type.dtype
     prec = op.attrs.get("precision") or "tf32"
     ev = s.event("async warpgroup_mma" if is_async else "warpgroup_mma", op.loc)
-    if isinstance(a, OutOfRange) or isinstance(b, OutOfRange):
-        raise (a if isinstance(a, OutOfRange) else b).error(op)
-    if isinstance(a, View):
-        a = s.read(a, op, "warpgroup_mma (operand A)", reader=ev)
-    a = _inputs(a, op, "A", t, prec)
+    for x in (*terms, b):
+        if isinstance(x, OutOfRange):
+            raise x.error(op)
+    for i, x in enumerate(terms):
+        if isinstance(x, View):
+            x = s.read(x, op, "warpgroup_mma (operand A)", reader=ev)
+        terms[i] = _inputs(x, op, "A", t, prec)
     if not isinstance(b, View):
         raise InterpreterError("warpgroup_mma: B is not a shared-memory buffer", op.loc)
     b = _inputs(s.read(b, op, "warpgroup_mma (operand B)", reader=ev), op, "B", t, prec)
+    if op.attrs.get("k_pieces") is not None:  # one product over K = the pieces' K, rounded once
+        a = np.concatenate(terms, axis=1)
+        b = np.concatenate(list(b), axis=-2)
+    else:
+        a = terms[0]
     pieces = op.attrs.get("pieces") is not None   # b [P, K, n]: accumulator i takes b[i]
     outs = []
     for i, acc in enumerate(accs):

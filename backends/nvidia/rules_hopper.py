@@ -479,9 +479,11 @@ def _runs(em, b: Smem, starts: list[int], N: int, ki: int, K: int, fuse: bool, t
 
 @rule("wgmma")
 def _wgmma(em, op):
-    from .rules_mma import _groups, _pack
+    from .rules_mma import _groups
     ptx.require(em.target, "warpgroup_mma (wgmma)", 90, op.loc, suffix_a=True)
-    a_v, b_v, *c_vs, use_v = op.operands
+    n_acc = 1 if op.attrs.get("pieces") is None else op.attrs["pieces"]   # (a, b, accumulators, use_acc, A's further K pieces)
+    a_v, b_v, c_vs, use_v = op.operands[0], op.operands[1], op.operands[2:2 + n_acc], op.operands[2 + n_acc]
+    a_terms = [a_v, *op.operands[3 + n_acc:]]
     c_v = c_vs[0]
     pieces = op.attrs.get("pieces") is not None
     t, acc_t = b_v.type.dtype, c_v.type.dtype
@@ -507,20 +509,12 @@ def _wgmma(em, op):
     c_slots = [(8 * ((i >> 1) & 1), 8 * (i >> 2) + (i & 1)) for i in range(N // 2)]
     gc = _groups(lc, (64, N), c_slots, "accumulator", op.loc)
     a_smem = isinstance(em.vals[a_v][0], Smem)
-    b = _view_of(em, b_v)
+    b_all = _view_of(em, b_v)
+    # K pieces: term q multiplies A's piece q by B's slot q, all in the one group
+    bs = [_slot(b_all, q) for q in range(len(a_terms))] if op.attrs.get("k_pieces") is not None else [b_all]
     if pieces:
-        b = _pieces_view(b)
-    kdim = b.rel.shape[0]
-    b_off = _wg_offset(em, lc, b, False, 1)
-    if a_smem:
-        a = _view_of(em, a_v)
-        a_off = _wg_offset(em, lc, a, True, 0)
-    else:
-        la = em.lin(a_v)
-        h = K // 2
-        a_slots = [(dm, dk + j) for dm, dk in ((0, 0), (8, 0), (0, h), (8, h)) for j in range(kw)]
-        ga = _groups(la, (64, K), a_slots, "A operand", op.loc)
-        av = em.vals[a_v]
+        bs = [_pieces_view(b) for b in bs]
+    preps = [_term_operands(em, op, lc, at_v, b, a_smem, K, kw) for at_v, b in zip(a_terms, bs)]
     _barrier_if_needed(em, op)
     cls = "f32" if acc_t.is_floating else "b32"
     # wgmma reads and writes its accumulator in place: fresh registers, unless the input is a
@@ -555,7 +549,62 @@ def _wgmma(em, op):
     # every operand (the packed A registers, the descriptors) is made before the fence: an A
     # register written between the fence and its wgmma makes ptxas fence and wait before each
     calls = []
-    for ki in range(kdim // K):
+    for term, prep in enumerate(preps):
+        calls += _term_calls(em, op, gc, prep, a_smem, kind, t, N, starts, cols, curs, fuse,
+                             use if term == 0 else true, true)
+    em.emit("wgmma.fence.sync.aligned;")
+    for c in calls:
+        em.emit(c)
+    em.emit("wgmma.commit_group.sync.aligned;")
+    if not op.attrs.get("is_async"):
+        em.emit("wgmma.wait_group.sync.aligned 0;")
+    outs = []
+    for cur in curs:
+        out = [None] * lc.num_regs
+        for key, regs in gc.items():
+            for r, x in zip(regs, cur[key]):
+                out[r] = x
+        for x in out:  # overwritten in place: a 16-bit pattern remembered for the old value is stale
+            em.bits16.pop((x, "float16"), None)
+            em.bits16.pop((x, "bfloat16"), None)
+        outs.append(out)
+    group = set().union(*outs)
+    if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
+        em.flags.setdefault("wgmma_inflight", []).append(group)
+        if round16:
+            em.flags.setdefault("wgmma_round16", set()).update(group)
+    elif round16:
+        outs = [[_round16(em, x) for x in out] for out in outs]
+    return outs
+
+
+def _slot(s: Smem, q: int) -> Smem:
+    """Slot q of a stacked view (its leading dim)."""
+    return Smem(s.base, s.const, s.rel[q], s.dtype, s.align)
+
+
+def _term_operands(em, op, lc, a_v, b: Smem, a_smem: bool, K: int, kw: int):
+    """(B's view, its warpgroup offset, A's view and offset or its register groups and values) of
+    one term a @ b of a wgmma."""
+    from .rules_mma import _groups
+    b_off = _wg_offset(em, lc, b, False, 1)
+    if a_smem:
+        a = _view_of(em, a_v)
+        return b, b_off, a, _wg_offset(em, lc, a, True, 0), None, None
+    la = em.lin(a_v)
+    h = K // 2
+    a_slots = [(dm, dk + j) for dm, dk in ((0, 0), (8, 0), (0, h), (8, h)) for j in range(kw)]
+    return b, b_off, None, None, _groups(la, (64, K), a_slots, "A operand", op.loc), em.vals[a_v]
+
+
+def _term_calls(em, op, gc, prep, a_smem, kind, t, N, starts, cols, curs, fuse, use, true) -> list[str]:
+    """The wgmma instructions of one term, K step by K step; ``use`` scales its first step's
+    accumulator (later steps and terms add to it)."""
+    from .rules_mma import _pack
+    b, b_off, a, a_off, ga, av = prep
+    K, types, kw, transposable = kind
+    calls = []
+    for ki in range(b.rel.shape[0] // K):
         runs = _runs(em, b, starts, N, ki, K, fuse, t)
         for mi in sorted({mi for mi, _ in gc}):
             for j0, n in runs:
@@ -586,30 +635,7 @@ def _wgmma(em, op):
                 d = [x for p, ni in cols[j0:j0 + n] for x in curs[p][(mi, ni)]]
                 calls.append(f"wgmma.mma_async.sync.aligned.m64n{n * N}k{K}.{types} {{{', '.join(d)}}}, "
                              f"{asrc}, {bd}, {scale}{tail};")
-    em.emit("wgmma.fence.sync.aligned;")
-    for c in calls:
-        em.emit(c)
-    em.emit("wgmma.commit_group.sync.aligned;")
-    if not op.attrs.get("is_async"):
-        em.emit("wgmma.wait_group.sync.aligned 0;")
-    outs = []
-    for cur in curs:
-        out = [None] * lc.num_regs
-        for key, regs in gc.items():
-            for r, x in zip(regs, cur[key]):
-                out[r] = x
-        for x in out:  # overwritten in place: a 16-bit pattern remembered for the old value is stale
-            em.bits16.pop((x, "float16"), None)
-            em.bits16.pop((x, "bfloat16"), None)
-        outs.append(out)
-    group = set().union(*outs)
-    if op.attrs.get("is_async"):  # written by the tensor cores until a wait retires the group
-        em.flags.setdefault("wgmma_inflight", []).append(group)
-        if round16:
-            em.flags.setdefault("wgmma_round16", set()).update(group)
-    elif round16:
-        outs = [[_round16(em, x) for x in out] for out in outs]
-    return outs
+    return calls
 
 
 def _round16(em, r: str) -> str:

@@ -24,9 +24,18 @@ each, and a one-warp producer streams K and V tiles by TMA into rings of STAGES 
   and sums, and the last part of a tile to count itself in combines them all, in part order
   (the result does not depend on which came last), and stores O. Nobody waits for anybody.
 
+- KV tiles need not be powers of two (``KV_PIECES``): a tile is P pieces of 16 rows, S comes
+  back as P column pieces [BM, 16] (one m64n(16P) wgmma a K step: K is stored chunk-major, so a
+  head-dim chunk's P slots are one operand), the softmax folds the pieces elementwise before its
+  one row reduction, and P V is one wgmma group over P's register pieces (``warpgroup_mma``'s K
+  pieces). With one TMA box a KV tile (piece_descriptors' 5-D views) a 160-row tile ran 2% faster
+  than the 128-row one on the H200; with one box a piece, 30% slower (the boxes, not the math).
+
 Tensors are [B*H, S, D] behind 3-D TMA descriptors whose boxes are [1, BM, D] (Q, O) and
 [1, BN, D] (K, V): a box past a head's end reads zeros and stores nothing.
 """
+import operator
+
 import gluon_trace as gt
 from gluon_trace import language as gl
 from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
@@ -35,6 +44,12 @@ from gluon_trace.language.nvidia.hopper import (fence_async_shared, mbarrier, tm
 from .matmul_hopper_streamk import _tile_offsets
 
 LOG2E = 1.4426950408889634
+
+
+def _bn(k_desc, PIECES):
+    """KV rows a tile: K's box rows, or PIECES boxes of them (:func:`attention_fwd_ws`'s KV_PIECES)."""
+    ROWS: gl.constexpr = k_desc.block_type.shape[-2]
+    return PIECES * ROWS if PIECES else ROWS
 
 
 def _tiles(seq_len, BM, C, CAUSAL):
@@ -113,10 +128,13 @@ def _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT, WHICH=None
 
 
 def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
-               bh, start, kv0, kv1, it, t, STAGES, C):
+               bh, start, kv0, kv1, it, t, STAGES, C, PIECES):
     """Q for the C consumers, then KV tiles kv0 .. kv1-1 through the rings; returns the ring step."""
     BM: gl.constexpr = q_desc.block_type.shape[1]
-    BN: gl.constexpr = k_desc.block_type.shape[1]
+    ROWS: gl.constexpr = k_desc.block_type.shape[-2]
+    DK: gl.constexpr = k_desc.block_type.shape[-1]
+    STACKED: gl.constexpr = len(k_desc.block_type.shape) == 5   # a box fills every piece (piece_descriptors)
+    BN: gl.constexpr = _bn(k_desc, PIECES)
     for w in gl.static_range(C):
         mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
         mbarrier.expect(q_bars.index(w), q_desc.block_type.nbytes)
@@ -125,19 +143,40 @@ def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k
         s = it % STAGES
         free = ((it // STAGES) & 1) ^ 1  # the first pass finds every slot free
         mbarrier.wait(k_empty.index(s), free)
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
+        if STACKED:  # one box each, landing in the slots' bytes (the views say how they stack)
+            DC: gl.constexpr = k_bufs.shape[1]
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_load(k_desc, [bh, 0, j * PIECES, 0, 0], k_ready.index(s),
+                           k_bufs.index(s).reinterpret(k_desc.dtype, [1, DC, PIECES, ROWS, DK], k_desc.layout))
+        elif PIECES:  # K in head-dim chunks of DK, each PIECES boxes of ROWS rows; V a box a piece
+            mbarrier.expect(k_ready.index(s), PIECES * k_bufs.shape[1] * k_desc.block_type.nbytes)
+            for c in gl.static_range(k_bufs.shape[1]):
+                for p in gl.static_range(PIECES):
+                    tma.async_load(k_desc, [bh, j * BN + p * ROWS, c * DK], k_ready.index(s),
+                                   k_bufs.index(s).index(c).index(p))
+        else:
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_load(k_desc, [bh, j * BN, 0], k_ready.index(s), k_bufs.index(s))
         mbarrier.wait(v_empty.index(s), free)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
+        if STACKED:
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_load(v_desc, [bh, j * PIECES, 0, 0, 0], v_ready.index(s),
+                           v_bufs.index(s).reinterpret(v_desc.dtype, [1, PIECES, DC, ROWS, DK], v_desc.layout))
+        elif PIECES:
+            mbarrier.expect(v_ready.index(s), PIECES * v_desc.block_type.nbytes)
+            for p in gl.static_range(PIECES):
+                tma.async_load(v_desc, [bh, j * BN + p * ROWS, 0], v_ready.index(s), v_bufs.index(s).index(p))
+        else:
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_load(v_desc, [bh, j * BN, 0], v_ready.index(s), v_bufs.index(s))
         it += 1
     return it
 
 
 def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty, v_empty,
-            seq_len, heads, CAUSAL, STAGES, C, SPLIT):
+            seq_len, heads, CAUSAL, STAGES, C, SPLIT, PIECES):
     BM: gl.constexpr = q_desc.block_type.shape[1]
-    BN: gl.constexpr = k_desc.block_type.shape[1]
+    BN: gl.constexpr = _bn(k_desc, PIECES)
     first, n_m, stride = _tiles(seq_len, BM, C, CAUSAL)
     whole, parts, units = _split_tail(n_m, heads, seq_len, BN, SPLIT)
     it = gl.full([], 0, gl.int32)   # KV ring steps over every tile
@@ -145,27 +184,40 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_re
     for item in gl.range(first, whole if SPLIT == 1 else whole + units, stride):
         bh, start, kv0, kv1, _, _ = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT)
         it = _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k_ready, v_ready, k_empty,
-                        v_empty, bh, start, kv0, kv1, it, t, STAGES, C)
+                        v_empty, bh, start, kv0, kv1, it, t, STAGES, C, PIECES)
         t += 1
 
 
+def _fold(pieces, op):
+    """The pieces of a row-split S tile combined elementwise: one row reduction for the whole
+    tile afterwards, not one (with its shuffles) a piece."""
+    out = pieces[0]
+    for x in pieces[1:]:
+        out = op(out, x)
+    return out
+
+
 def _softmax(qk, m_i, l_i, rows, col0, seq_len, qk_scale, MASK, dtype):
-    """Online softmax of one raw S tile whose first column is ``col0``: (P in ``dtype``, the factor
-    rescaling what was summed, m, l). The scale rides in one fma with the max (qk_scale > 0, so
-    the max of the raw scores scales)."""
+    """Online softmax of one raw S tile whose first column is ``col0``, or of a tuple of its
+    column pieces: (P in ``dtype``, alike, the factor rescaling what was summed, m, l). The scale
+    rides in one fma with the max (qk_scale > 0, so the max of the raw scores scales)."""
+    pieces = list(qk) if isinstance(qk, tuple) else [qk]
     if MASK:  # only tiles crossing the sequence end or the diagonal pay for the mask
         # (the column indices are made here: held across the loop they would cost BN/4 registers)
-        cols = col0 + gl.arange(0, qk.shape[1], layout=gl.SliceLayout(0, qk.type.layout))
-        keep = cols[None, :] < seq_len
-        if MASK == 2:
-            keep = keep & (cols[None, :] <= rows[:, None])
-        qk = gl.where(keep, qk, -float("inf"))
-    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+        for i, x in enumerate(pieces):
+            start = col0 + i * x.shape[1] if i else col0
+            cols = start + gl.arange(0, x.shape[1], layout=gl.SliceLayout(0, x.type.layout))
+            keep = cols[None, :] < seq_len
+            if MASK == 2:
+                keep = keep & (cols[None, :] <= rows[:, None])
+            pieces[i] = gl.where(keep, x, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(_fold(pieces, gl.maximum), 1) * qk_scale)
     # terms below 2**-126 of a row whose largest is 1 change nothing: flushing them makes each
     # exp2 one MUFU.EX2 instead of a range check, the EX2 and two multiplies
-    p = gl.exp2(gl.fma(qk, qk_scale, -m_new[:, None]), ftz=True)
+    ps = [gl.exp2(gl.fma(x, qk_scale, -m_new[:, None]), ftz=True) for x in pieces]
     alpha = gl.exp2(m_i - m_new, ftz=True)
-    return p.to(dtype), alpha, m_new, l_i * alpha + gl.sum(p, 1)
+    out = tuple(x.to(dtype) for x in ps)
+    return (out if isinstance(qk, tuple) else out[0]), alpha, m_new, l_i * alpha + gl.sum(_fold(ps, operator.add), 1)
 
 
 def _layouts(BM, BN, D):
@@ -175,18 +227,51 @@ def _layouts(BM, BN, D):
     return s_l, o_l
 
 
+def _s(q, k_bufs, s, zero_s, PIECES):
+    """S = Q K^T of ring slot ``s``, issued as one wgmma group: with pieces, Q's head-dim chunks
+    against K's chunk-major slots (each chunk's PIECES slots one operand of BN columns: one
+    m64n(BN) instruction a K step)."""
+    if not PIECES:
+        BN: gl.constexpr = k_bufs.shape[2]
+        return warpgroup_mma(q, k_bufs.index(s).reshape([BN, q.shape[1]]).permute((1, 0)), zero_s, use_acc=False,
+                             is_async=True)
+    chunks = k_bufs.index(s)   # [D // DK, PIECES, 1, ROWS, DK]
+    DC: gl.constexpr = chunks.shape[0]
+    ROWS: gl.constexpr = chunks.shape[3]
+    DK: gl.constexpr = chunks.shape[4]
+    kt = chunks.reshape([DC, PIECES, ROWS, DK]).permute((0, 1, 3, 2))
+    return warpgroup_mma([q.slice(c * DK, DK, dim=1) for c in range(DC)], kt, list(zero_s), use_acc=False,
+                         is_async=True)
+
+
+def _pv(p, v_bufs, s, acc, p_op, PIECES):
+    """O += P V of ring slot ``s``, issued as one wgmma group: with pieces, P's register pieces
+    against V's slots, one m64nD instruction a piece."""
+    if not PIECES:
+        BN: gl.constexpr = v_bufs.shape[2]
+        p_in = gl.convert_layout(p, p_op)
+        return warpgroup_mma(p_in, v_bufs.index(s).reshape([BN, acc.shape[1]]), acc, is_async=True)
+    ROWS: gl.constexpr = v_bufs.shape[3]
+    vs = v_bufs.index(s).reshape([PIECES, ROWS, acc.shape[1]])
+    return warpgroup_mma([gl.convert_layout(x, p_op) for x in p], vs, acc, is_async=True)
+
+
 def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn, row0, kv0, kv1, n_free, it, t,
-            seq_len, qk_scale, CAUSAL, STAGES, C, WHICH):
+            seq_len, qk_scale, CAUSAL, STAGES, C, PIECES, WHICH):
     """This consumer's BM query rows from ``row0`` against KV tiles kv0 .. kv1-1 (kv1 > kv0):
-    (O not yet divided by the row sums, row maxima in exp2's scale, row sums)."""
+    (O not yet divided by the row sums, row maxima in exp2's scale, row sums). With PIECES, S is
+    a tuple of [BM, ROWS] column pieces and P alike."""
     BM: gl.constexpr = q.shape[0]
     D: gl.constexpr = q.shape[1]
-    BN: gl.constexpr = k_bufs.shape[2]
-    s_l, o_l = _layouts(BM, BN, D)
+    W: gl.constexpr = v_bufs.shape[3] if PIECES else k_bufs.shape[2]   # columns of an S tile (or piece)
+    BN: gl.constexpr = PIECES * W if PIECES else W
+    s_l, o_l = _layouts(BM, W, D)
     p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
     dtype = q.dtype
     mask_kind = 2 if CAUSAL else 1
-    zero_s = gl.zeros([BM, BN], gl.float32, s_l)
+    zero_s = gl.zeros([BM, W], gl.float32, s_l)
+    if PIECES:
+        zero_s = tuple(gl.zeros([BM, W], gl.float32, s_l) for _ in range(PIECES))
     nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
     rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
     m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
@@ -198,12 +283,11 @@ def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn,
     s0 = it % STAGES
     mbarrier.wait(turn.index(WHICH), it & 1)
     mbarrier.wait(k_ready.index(s0), (it // STAGES) & 1)
-    qk = warpgroup_mma(q, k_bufs.index(s0).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
-                       is_async=True)
+    qk = _s(q, k_bufs, s0, zero_s, PIECES)
     mbarrier.arrive(turn.index(nxt))
-    qk = warpgroup_mma_wait(0, deps=[qk])
+    qk = warpgroup_mma_wait(0, deps=list(qk) if PIECES else [qk])
     mbarrier.arrive(k_empty.index(s0))
-    p, alpha = qk.to(dtype), m_i  # (both branches rebind them)
+    p, alpha = (tuple(x.to(dtype) for x in qk) if PIECES else qk.to(dtype)), m_i  # (both branches rebind them)
     with gl.if_(kv0 < n_free):
         p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, kv0 * BN, seq_len, qk_scale, 0, dtype)
     with gl.else_():
@@ -216,14 +300,12 @@ def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn,
         # this consumer's turn on the tensor cores: S(j) and O += P(j-1) V(j-1)
         mbarrier.wait(turn.index(WHICH), g & 1)
         mbarrier.wait(k_ready.index(s), (g // STAGES) & 1)
-        qk = warpgroup_mma(q, k_bufs.index(s).reshape([BN, D]).permute((1, 0)), zero_s, use_acc=False,
-                           is_async=True)
+        qk = _s(q, k_bufs, s, zero_s, PIECES)
         mbarrier.wait(v_ready.index(ps), ((g - 1) // STAGES) & 1)
         # P is carried in its 16 bits, packed two to a register by its paired cvts
-        p_in = gl.convert_layout(p, p_op)
-        acc = warpgroup_mma(p_in, v_bufs.index(ps).reshape([BN, D]), acc, is_async=True)
+        acc = _pv(p, v_bufs, ps, acc, p_op, PIECES)
         mbarrier.arrive(turn.index(nxt))
-        qk = warpgroup_mma_wait(1, deps=[qk])  # S(j) is done; P V may still run
+        qk = warpgroup_mma_wait(1, deps=list(qk) if PIECES else [qk])  # S(j) is done; P V may still run
         mbarrier.arrive(k_empty.index(s))
         with gl.if_(j < n_free):
             p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, rows, j * BN, seq_len, qk_scale, 0, dtype)
@@ -236,8 +318,7 @@ def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn,
     last = it + kv1 - kv0 - 1
     ls = last % STAGES
     mbarrier.wait(v_ready.index(ls), (last // STAGES) & 1)
-    p_in = gl.convert_layout(p, p_op)
-    acc = warpgroup_mma(p_in, v_bufs.index(ls).reshape([BN, D]), acc, is_async=True)
+    acc = _pv(p, v_bufs, ls, acc, p_op, PIECES)
     acc = warpgroup_mma_wait(0, deps=[acc])
     mbarrier.arrive(v_empty.index(ls))
     return acc, m_i, l_i
@@ -288,10 +369,11 @@ def _publish_and_combine(acc, m_i, l_i, parts_buf, counters, unit, r, parts, o_d
 
 
 def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free, k_ready, v_ready,
-              k_empty, v_empty, turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT, WHICH):
+              k_empty, v_empty, turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT, PIECES,
+              WHICH):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
-    BN: gl.constexpr = k_desc.block_type.shape[1]
+    BN: gl.constexpr = _bn(k_desc, PIECES)
     qk_scale = sm_scale * LOG2E
     q = q_bufs.index(WHICH).reshape([BM, D])
     o_smem = o_bufs.index(WHICH)
@@ -305,7 +387,8 @@ def _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_
     t = gl.full([], 0, gl.int32)    # tiles done by this CTA
     for item in gl.range(first, whole if SPLIT == 1 else whole + units, stride):
         bh, row0, kv0, kv1, n_free, r = _work(item, whole, parts, n_m, seq_len, BM, BN, CAUSAL, C, SPLIT, WHICH)
-        acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, WHICH)
+        acc, m_i, l_i = _attend(*ring, row0, kv0, kv1, n_free, it, t, seq_len, qk_scale, CAUSAL, STAGES, C, PIECES,
+                                 WHICH)
         mbarrier.arrive(q_free.index(WHICH))  # every S of the tile has retired: the next Q may come
         if SPLIT == 1:
             _store_o(acc, l_i, o_desc, o_smem, bh, row0)
@@ -330,10 +413,11 @@ def _consumer_at(which):
 _CONSUMERS = [_consumer_at(w) for w in range(4)]
 
 
-def _build(q_desc, k_desc, v_desc, o_desc, parts_buf, counters, seq_len, sm_scale, CAUSAL, STAGES, C, REGS, SPLIT):
+def _build(q_desc, k_desc, v_desc, o_desc, parts_buf, counters, seq_len, sm_scale, CAUSAL, STAGES, C, REGS, SPLIT,
+           PIECES):
     BM: gl.constexpr = q_desc.block_type.shape[1]
     D: gl.constexpr = q_desc.block_type.shape[2]
-    BN: gl.constexpr = k_desc.block_type.shape[1]
+    ROWS: gl.constexpr = k_desc.block_type.shape[-2]
     gl.static_assert(2 <= C and C <= 4, "attention_fwd_ws takes 2 to 4 consumers")
     gl.static_assert(o_desc.block_type.shape[1] == BM, "O's box must have Q's rows")
     gl.static_assert(SPLIT == 1 or not CAUSAL, "the split tail is for non-causal attention (causal tiles "
@@ -342,8 +426,21 @@ def _build(q_desc, k_desc, v_desc, o_desc, parts_buf, counters, seq_len, sm_scal
     heads = q_desc.shape[0]
     q_bufs = gl.allocate_shared_memory(dtype, [C, 1, BM, D], q_desc.layout)
     o_bufs = gl.allocate_shared_memory(o_desc.dtype, [C, 1, BM, D], o_desc.layout)
-    k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], k_desc.layout)
-    v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BN, D], v_desc.layout)
+    if PIECES:  # K chunk-major, so that a chunk's PIECES slots are one wgmma operand of PIECES*ROWS columns
+        DK: gl.constexpr = k_desc.block_type.shape[-1]
+        if len(k_desc.block_type.shape) == 5:
+            gl.static_assert(list(k_desc.block_type.shape) == [1, D // DK, PIECES, ROWS, DK]
+                             and list(v_desc.block_type.shape) == [1, PIECES, D // DK, ROWS, DK],
+                             "KV_PIECES with 5-D boxes: K's [1, D/DK, PIECES, ROWS, DK] and V's [1, PIECES, D/DK, "
+                             "ROWS, DK] (piece_descriptors makes them)")
+        else:
+            gl.static_assert(D % DK == 0 and v_desc.block_type.shape[1] == ROWS and v_desc.block_type.shape[2] == D,
+                             "KV_PIECES: K's box is [1, ROWS, a head-dim chunk], V's [1, ROWS, D]")
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES, D // DK, PIECES, 1, ROWS, DK], k_desc.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, PIECES, 1, ROWS, D], v_desc.layout)
+    else:
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, ROWS, D], k_desc.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, ROWS, D], v_desc.layout)
     q_bars = mbarrier.allocate_mbarrier(batch=C)
     q_free = mbarrier.allocate_mbarrier(batch=C)
     turn = mbarrier.allocate_mbarrier(batch=C)
@@ -362,23 +459,29 @@ def _build(q_desc, k_desc, v_desc, o_desc, parts_buf, counters, seq_len, sm_scal
         mbarrier.init(v_empty.index(s), count=C)
     rings = (k_ready, v_ready, k_empty, v_empty)
     consumer = ((q_desc, k_desc, v_desc, o_desc, q_bufs, k_bufs, v_bufs, o_bufs, q_bars, q_free) + rings
-                + (turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT))
+                + (turn, parts_buf, counters, seq_len, sm_scale, heads, CAUSAL, STAGES, C, SPLIT, PIECES))
     loader = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free) + rings + (seq_len, heads, CAUSAL,
-                                                                                          STAGES, C, SPLIT)
+                                                                                          STAGES, C, SPLIT, PIECES)
     gl.warp_specialize([(_CONSUMERS[w], consumer) for w in range(C)] + [(_loader, loader)],
                        worker_num_warps=[gl.num_warps()] * (C - 1) + [1],
-                       worker_num_regs=[REGS] * (C - 1) + [24])
+                       worker_num_regs=[REGS] * (C - 1) + [32 if PIECES else 24])  # (a box a piece: more addresses)
 
 
 @gt.jit
 def attention_fwd_ws(q_desc, k_desc, v_desc, o_desc, seq_len, sm_scale, CAUSAL: gl.constexpr,
-                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240):
+                     STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2, CONSUMER_REGS: gl.constexpr = 240,
+                     KV_PIECES: gl.constexpr = 0):
     """O = softmax(Q K^T * sm_scale) V over [B*H, S, D] tensors, num_warps=4 (each consumer is
     one warpgroup of BM rows; the producer warp comes on top). Grid (cdiv(S, CONSUMERS*BM), B*H):
     one (query block, head) tile per CTA; or a 1-D grid of fewer CTAs (the SM count): each
-    walks tiles pid, pid + grid, ... Three consumers suit small head dims."""
+    walks tiles pid, pid + grid, ... Three consumers suit small head dims.
+
+    KV_PIECES = 0: K and V boxes are whole KV tiles [1, BN, D]. KV_PIECES = P: a KV tile is P
+    pieces of ROWS rows, BN = P * ROWS (any multiple of ROWS: 160 = 10 x 16, which powers of two
+    cannot be), with K and V descriptors from :func:`piece_descriptors` (5-D boxes of a whole
+    tile, or a box a piece when S is no multiple of ROWS)."""
     _build(q_desc, k_desc, v_desc, o_desc, None, None, seq_len, sm_scale, CAUSAL, STAGES, CONSUMERS, CONSUMER_REGS,
-           1)
+           1, KV_PIECES)
 
 
 def attention_split_workspace(programs: int, BM: int, D: int, consumers: int = 2) -> tuple[int, int]:
@@ -391,10 +494,36 @@ def attention_split_workspace(programs: int, BM: int, D: int, consumers: int = 2
 @gt.jit
 def attention_fwd_ws_split(q_desc, k_desc, v_desc, o_desc, parts, counters, seq_len, sm_scale,
                            CAUSAL: gl.constexpr, STAGES: gl.constexpr = 2, CONSUMERS: gl.constexpr = 2,
-                           CONSUMER_REGS: gl.constexpr = 240, SPLIT: gl.constexpr = 8):
+                           CONSUMER_REGS: gl.constexpr = 240, SPLIT: gl.constexpr = 8, KV_PIECES: gl.constexpr = 0):
     """:func:`attention_fwd_ws` on a persistent 1-D grid whose last, partial round of tiles is cut
     along KV into at most SPLIT parts a tile, taken by the CTAs that round would leave idle (module
     docstring); ``parts`` and ``counters`` as :func:`attention_split_workspace` sizes them.
     Non-causal only."""
     _build(q_desc, k_desc, v_desc, o_desc, parts, counters, seq_len, sm_scale, CAUSAL, STAGES, CONSUMERS,
-           CONSUMER_REGS, SPLIT)
+           CONSUMER_REGS, SPLIT, KV_PIECES)
+
+
+def piece_descriptors(k, v, pieces: int, rows: int = 16):
+    """K's and V's TMA descriptors for KV_PIECES=pieces over [B*H, S, D] tensors (numpy arrays or
+    torch tensors, 16-bit), in DK = min(D, 64) head-dim chunks (one 128-byte swizzle row each).
+
+    When S is a multiple of ``rows``: 5-D views of the tensors whose one box is a whole KV tile,
+    landing as the kernel's slots lie (K: [1, D/DK, pieces, rows, DK], chunk-major; V: [1, pieces,
+    D/DK, rows, DK], piece-major). One box a tile, not one a piece: measured on the H200 with 128
+    KV rows a tile, 4 boxes a ring stage ran at 676 TFLOP/s, 20 at 587, 40 at 467.
+    Otherwise a box a piece ([1, rows, DK] and [1, rows, D]): the last piece may be cut by the
+    sequence's end, which a 5-D view cannot say (its rows would run into the next head)."""
+    from gluon_trace.nvidia.hopper import TensorDescriptor
+    dtype = gl.bfloat16 if "bfloat16" in str(k.dtype) else gl.float16
+    bh, s, d = k.shape
+    dk = min(d, 64)
+    dc = d // dk
+    lay = gl.NVMMASharedLayout.get_default_for
+    if s % rows == 0:
+        def view(t, order):
+            t = t.reshape(bh, s // rows, rows, dc, dk)
+            return t.permute(*order) if hasattr(t, "permute") else t.transpose(order)
+        return (TensorDescriptor.from_tensor(view(k, (0, 3, 1, 2, 4)), [1, dc, pieces, rows, dk], lay([rows, dk], dtype)),
+                TensorDescriptor.from_tensor(view(v, (0, 1, 3, 2, 4)), [1, pieces, dc, rows, dk], lay([rows, dk], dtype)))
+    return (TensorDescriptor.from_tensor(k, [1, rows, dk], lay([rows, dk], dtype)),
+            TensorDescriptor.from_tensor(v, [1, rows, d], lay([rows, d], dtype)))

@@ -188,13 +188,17 @@ class TensorDescriptor:
         for d, n in enumerate(self.shape):
             if not 1 <= n <= 1 << 32:
                 raise ArgumentValueError(f"dimension {d} has size {n}; TMA takes 1 to 2**32", loc)
+        # the dims the layout swizzles are a shared tile's (powers of two); the leading ones stack
+        # such tiles, as a shared buffer's leading dims do, and may be any size
+        swizzled = len(self.block_shape) - getattr(self.layout, "rank", 2)
         for d, b in enumerate(self.block_shape):
             if not 1 <= b <= _MAX_BOX:
                 raise ArgumentValueError(f"block dimension {d} is {b}; TMA boxes take 1 to {_MAX_BOX} "
                                     "elements per dimension", loc)
-            if b & (b - 1):
-                raise ArgumentValueError(f"block dimension {d} is {b}; block shapes must be powers of two "
-                                    "(they are shared-memory tiles)", loc)
+            if b & (b - 1) and d >= swizzled:
+                raise ArgumentValueError(f"block dimension {d} is {b}; the block's last "
+                                         f"{len(self.block_shape) - swizzled} dims (its shared-memory tile) must "
+                                         "be powers of two; only the leading, stacked dims may be any size", loc)
         inner = self.block_shape[-1] * item
         if inner % 16:
             raise ArgumentValueError(f"the block's last dimension is {inner} bytes; TMA needs a multiple of "

@@ -843,6 +843,66 @@ def test_gpu_attention_split_tail_matches_sdpa_and_repeats_bit_for_bit(d, bn, st
         outs.append(o)
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
+
+def test_attention_in_kv_pieces_issues_s_as_one_wide_wgmma_and_stays_in_registers():
+    """KV tiles of 10 pieces of 16 rows: S = Q K^T is one m64n160 instruction a K step (K's
+    chunk-major slots are one operand), P V one m64n128k16 a piece; two 240-register consumers
+    and the producer assemble without spills."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws
+    spec = lambda blk: TensorDescriptor.type_spec(gl.bfloat16, [1] + blk, NV(blk, gl.bfloat16))  # noqa: E731
+    lay = NV([16, 64], gl.bfloat16)
+    k5, v5 = (TensorDescriptor.type_spec(gl.bfloat16, blk, lay) for blk in ([1, 2, 10, 16, 64], [1, 10, 2, 16, 64]))
+    g = attention_fwd_ws.trace(spec([64, 128]), k5, v5, spec([64, 128]), gl.int32,
+                               gl.float32, CAUSAL=False, KV_PIECES=10, num_warps=4, target="sm_90a").graph
+    text, locs, _ = emit(g, "sm_90a")
+    # one box a K tile and one a V tile (piece_descriptors' 5-D views), not one a piece
+    assert text.count("cp.async.bulk.tensor.5d") == 2
+    wide = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16", text)
+    assert set(wide) == {"160", "128"}
+    # S twice in each consumer (its first tile and the loop): 2 chunks x 4 K steps each; P V a piece
+    assert wide.count("160") == 2 * 2 * 8 and wide.count("128") == 2 * 2 * 10
+    info = _assemble(text, locs, "attention_fwd_ws")
+    assert info["spill_stores"] == 0 and info["spill_loads"] == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, pieces, consumers, ctas, split", [
+    (128, 10, 2, None, False), (128, 10, 2, "sms", False), (64, 5, 3, "sms", False), (128, 9, 2, None, False),
+    (128, 10, 2, "sms", True)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("bh, seq", [(4, 1000), (3, 4096), (2, 200)])
+def test_gpu_attention_in_kv_pieces_matches_sdpa(d, pieces, consumers, ctas, split, causal, bh, seq):
+    """KV tiles of ``pieces`` x 16 rows (160, 144, 80: no powers of two) against SDPA; ctas "sms":
+    persistent on one CTA per SM; split: the split tail over pieces (non-causal only)."""
+    torch = _gpu()
+    if split and causal:
+        pytest.skip("the split tail is non-causal")
+    from gluon_trace.kernels.attention_hopper_ws import (attention_fwd_ws, attention_fwd_ws_split,
+                                                         attention_split_workspace, piece_descriptors)
+    bm = 64
+    q, k, v = (torch.randn(bh, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full((bh, seq, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+    qd, od = (TensorDescriptor.from_tensor(x, [1, bm, d], NV([bm, d], gl.bfloat16)) for x in (q, o))
+    kd, vd = piece_descriptors(k, v, pieces)
+    scale = 1.0 / d ** 0.5
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    grid = (-(-seq // (consumers * bm)), bh) if ctas is None else (sms,)
+    kw = dict(CAUSAL=causal, CONSUMERS=consumers, CONSUMER_REGS=240 if consumers == 2 else 160, KV_PIECES=pieces,
+              num_warps=4, backend=NVIDIA)
+    if split:
+        size, count = attention_split_workspace(sms, bm, d, consumers)
+        parts = torch.full((size,), float("nan"), device="cuda")
+        counters = torch.zeros(count, device="cuda", dtype=torch.int32)
+        attention_fwd_ws_split[grid](qd, kd, vd, od, parts, counters, seq, scale, **kw)
+    else:
+        attention_fwd_ws[grid](qd, kd, vd, od, seq, scale, **kw)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                                           scale=scale)
+    assert not o.isnan().any()
+    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("bm, bn, bk, dtype, warps, a_regs, b_kmajor", WGMMA_TILES)
 def test_gpu_wgmma_tiles(bm, bn, bk, dtype, warps, a_regs, b_kmajor):
