@@ -120,12 +120,14 @@ class WgmmaPieces:
     ``pieces * width`` columns, which need not be a power of two): each accumulator is [M,
     width] in ``instr.acc``, B a stack of shared slots [pieces, K, width] (or K-major [pieces,
     width, K] when ``b_kmajor``, which 8-bit operands need), A in shared memory or, with
-    ``a_regs``, in registers in ``instr.a``."""
+    ``a_regs``, in registers in ``instr.a``. With ``k_pieces`` > 1, A is that many operands along K
+    (a list) and B stacked once more, [k_pieces, pieces, K, width]: one group summing the terms."""
     instr: MMAInstr
     pieces: int
     width: int
     b_kmajor: bool
     a_regs: bool
+    k_pieces: int = 1
 
     @property
     def columns(self) -> int:
@@ -149,7 +151,7 @@ def wgmma_pieces(target: str = "sm_90a", num_warps: int = 4, dtypes=None, max_co
         pieces = draw(st.integers(2, max_columns // width))
         # wgmma reads an MN-major B for 16-bit types only (tf32 and fp8: K-major)
         b_kmajor = True if instr.dtype.bits != 16 else draw(st.booleans())
-        return WgmmaPieces(instr, pieces, width, b_kmajor, draw(st.booleans()))
+        return WgmmaPieces(instr, pieces, width, b_kmajor, draw(st.booleans()), draw(st.integers(1, 3)))
 
     return draw()
 

@@ -142,6 +142,7 @@ def test_descriptor_reads_at_trace_time():
 @pytest.mark.parametrize("case, words", [
     ("last_stride", "stride 1"), ("rank", "rank 1 to 5"), ("row_bytes", "multiple of 16 bytes"),
     ("box", "1 to 256"), ("inner", "16 bytes"), ("layout", "NVMMASharedLayout"), ("align", "16-byte"),
+    ("tile_pow2", "must be powers of two"),
 ])
 def test_descriptor_rules_checked_when_built(case, words):
     base = np.zeros((64, 128), np.float16)
@@ -162,7 +163,20 @@ def test_descriptor_rules_checked_when_built(case, words):
         elif case == "align":
             flat = np.zeros(64 * 128 + 1, np.float16)
             TensorDescriptor.from_tensor(flat[1:].reshape(64, 128), [32, 64], lay)
+        elif case == "tile_pow2":   # the swizzled tile's rows: 48 is no power of two
+            TensorDescriptor.from_tensor(base, [48, 64], lay)
     assert words in str(e.value) and "test_tensorcore_api.py" in str(e.value)
+
+
+def test_descriptor_blocks_stack_tiles_of_any_count():
+    """A block's leading dims stack shared tiles, as a buffer's do, and may be any size: a 5-D
+    view of [B*H, S, D] whose box is 10 pieces x 2 head-dim chunks of [16, 64] (attention's
+    KV tile of 160 rows in one box); only the swizzled trailing dims must be powers of two."""
+    k = np.zeros((2, 320, 128), np.float16)
+    view = k.reshape(2, 20, 16, 2, 64).transpose(0, 3, 1, 2, 4)
+    d = TensorDescriptor.from_tensor(view, [1, 2, 10, 16, 64], NV([16, 64], gl.float16))
+    assert d.block_shape == [1, 2, 10, 16, 64] and d.block_type.nbytes == 2 * 10 * 16 * 64 * 2
+    assert d.strides == [320 * 128, 64, 16 * 128, 128, 1]   # a view: no copy, strides as they are
 
 
 def test_tma_op_errors():

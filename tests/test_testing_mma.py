@@ -102,12 +102,14 @@ def test_drawn_wgmma_with_drawn_nvmma_operand_layouts_matches_numpy(data, dtype)
 @given(st.data())
 def test_drawn_wgmma_pieces_match_numpy(data):
     """A drawn warpgroup_mma over pieces (P accumulators of ``width`` columns, B a stack of P
-    shared slots, K-major or not, A from shared memory or registers) in the interpreter against
-    numpy: C[:, p*w:(p+1)*w] = A @ B[:, p*w:(p+1)*w] for every piece."""
+    shared slots, K-major or not, A from shared memory or registers; with K pieces, Q operands
+    of A along K and B stacked Q times) in the interpreter against numpy: C[:, p*w:(p+1)*w] =
+    A @ B[:, p*w:(p+1)*w] for every piece."""
     pc = data.draw(gtt.wgmma_pieces("sm_90a", num_warps=4))
-    instr, P, W = pc.instr, pc.pieces, pc.width
-    assert P >= 2 and W % instr.tile[1] == 0 and W & (W - 1) == 0 and pc.columns <= 256
-    m, k = 64, instr.instr[2] * data.draw(st.sampled_from([1, 2]))
+    instr, P, W, Q = pc.instr, pc.pieces, pc.width, pc.k_pieces
+    assert P >= 2 and W % instr.tile[1] == 0 and W & (W - 1) == 0 and pc.columns <= 256 and 1 <= Q <= 3
+    m, kq = 64, instr.instr[2] * data.draw(st.sampled_from([1, 2]))   # kq: K of one K piece
+    k = Q * kq
     dt_ = getattr(gl, instr.dtype.name)
     ld = gl.BlockedLayout([1, 1], [4, 8], [4, 1], [1, 0])
 
@@ -118,23 +120,31 @@ def test_drawn_wgmma_pieces_match_numpy(data):
 
     @gt.jit
     def pieces_kernel(a_ptr, b_ptr, c_ptr, M: gl.constexpr, K: gl.constexpr):
-        if pc.b_kmajor:   # B given as [P*W, K]: slots [P, W, K], seen as [P, K, W]
-            bufs = gl.allocate_shared_memory(dt_, [P, W, K], gl.NVMMASharedLayout.get_default_for([W, K], dt_))
-            for p in gl.static_range(P):
-                bufs.index(p).store(gl.load(grid(b_ptr + p * W * K, W, K, ld, K)))
-            b_op = bufs.permute((0, 2, 1))
-        else:             # B given as [K, P*W]: slots [P, K, W]
-            b_op = gl.allocate_shared_memory(dt_, [P, K, W], gl.NVMMASharedLayout.get_default_for([K, W], dt_))
-            for p in gl.static_range(P):
-                b_op.index(p).store(gl.load(grid(b_ptr + p * W, K, W, ld, P * W)))
+        if pc.b_kmajor:   # B given as [P*W, K]: slots [Q, P, W, KQ], seen as [Q, P, KQ, W]
+            bufs = gl.allocate_shared_memory(dt_, [Q, P, W, kq], gl.NVMMASharedLayout.get_default_for([W, kq], dt_))
+            for q in gl.static_range(Q):
+                for p in gl.static_range(P):
+                    bufs.index(q).index(p).store(gl.load(grid(b_ptr + p * W * K + q * kq, W, kq, ld, K)))
+            b_op = bufs.permute((0, 1, 3, 2))
+        else:             # B given as [K, P*W]: slots [Q, P, KQ, W]
+            b_op = gl.allocate_shared_memory(dt_, [Q, P, kq, W], gl.NVMMASharedLayout.get_default_for([kq, W], dt_))
+            for q in gl.static_range(Q):
+                for p in gl.static_range(P):
+                    b_op.index(q).index(p).store(gl.load(grid(b_ptr + q * kq * P * W + p * W, kq, W, ld, P * W)))
         if pc.a_regs:
-            a_op = gl.load(grid(a_ptr, M, K, instr.a, K))
+            terms = [gl.load(grid(a_ptr + q * kq, M, kq, instr.a, K)) for q in range(Q)]
         else:
-            a_op = gl.allocate_shared_memory(dt_, [M, K], gl.NVMMASharedLayout.get_default_for([M, K], dt_),
-                                             gl.load(grid(a_ptr, M, K, ld, K)))
+            a_bufs = gl.allocate_shared_memory(dt_, [Q, M, kq], gl.NVMMASharedLayout.get_default_for([M, kq], dt_))
+            for q in gl.static_range(Q):
+                a_bufs.index(q).store(gl.load(grid(a_ptr + q * kq, M, kq, ld, K)))
+            terms = [a_bufs.index(q) for q in range(Q)]
         fence_async_shared()
         accs = [gl.zeros([M, W], gl.float32, instr.acc) for _ in range(P)]
-        outs = warpgroup_mma_wait(0, deps=warpgroup_mma(a_op, b_op, accs, is_async=True))
+        if Q == 1:   # the plain form: one A, B [P, K, W]
+            mma = warpgroup_mma(terms[0], b_op.index(0), accs, is_async=True)
+        else:
+            mma = warpgroup_mma(terms, b_op, accs, is_async=True)
+        outs = warpgroup_mma_wait(0, deps=mma)
         for p in gl.static_range(P):
             gl.store(grid(c_ptr + p * W, M, W, instr.acc, P * W), outs[p])
 

@@ -416,6 +416,38 @@ def test_attention_warp_specialized(d, bn, consumers, ctas, causal, seq, order):
 
 
 
+@pytest.mark.parametrize("d, pieces, causal, seq", [
+    (128, 5, False, 160),   # 80-row KV tiles, 5-D boxes (one a K tile, one a V tile), two head-dim chunks
+    (64, 3, True, 100),     # 48-row tiles, a box a piece (100 is no multiple of 16), causal
+])
+def test_attention_in_kv_pieces(d, pieces, causal, seq):
+    """attention_fwd_ws with KV_PIECES: S one m64n(16P) wgmma a K step over K's chunk-major slots,
+    P V one group over P's register pieces, K and V landing by 5-D boxes or a box a piece;
+    the PTX against numpy and the interpreter."""
+    from gluon_trace.kernels.attention_hopper_ws import attention_fwd_ws, piece_descriptors
+    from test_kernels import attention_reference
+    rng = np.random.default_rng()
+    bh, bm = 2, 64
+    q, k, v = (rng.standard_normal((bh, seq, d)).astype(np.float32).astype(BF16) for _ in range(3))
+    lq = NV([bm, d], gl.bfloat16)
+    scale = 1.0 / np.sqrt(d)
+    grid = (-(-seq // (2 * bm)), bh)
+
+    def args():
+        o = np.full((bh, seq, d), np.nan, BF16)
+        return [TensorDescriptor.from_tensor(q.copy(), [1, bm, d], lq), *piece_descriptors(k.copy(), v.copy(), pieces),
+                TensorDescriptor.from_tensor(o, [1, bm, d], lq), seq, scale]
+    g, text, smem = trace(attention_fwd_ws, args(), grid, CAUSAL=causal, KV_PIECES=pieces, num_warps=4)
+    assert ("cp.async.bulk.tensor.5d" in text) == (seq % 16 == 0)
+    ref = interpret(g, grid, args())[3].base.astype(np.float32)
+    sim_args = args()
+    simulate(text, grid, sim_args, smem, "random")
+    out = sim_args[3].base.astype(np.float32)
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out, attention_reference(q, k, v, scale, causal), atol=2e-2, rtol=2e-2)
+    np.testing.assert_allclose(out, ref, atol=2e-2, rtol=2e-2)
+
+
 def test_attention_split_tail():
     """attention_fwd_ws_split's PTX: 6 tiles (3 heads of 256 rows) on 4 CTAs, the 2 tail tiles'
     4 KV tiles cut in 2 parts each, each consumer publishing (O, m, l) and counting itself in with
