@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gluon_trace import language as gl
+from gluon_trace.errors import ArgumentValueError
 from gluon_trace.kernels.attention_hopper_ws import (attention_fwd_ws, attention_fwd_ws_split,
                                                      attention_split_workspace, piece_descriptors)
 from gluon_trace.nvidia.hopper import TensorDescriptor
@@ -56,3 +57,14 @@ def test_pieces_under_the_split_tail(rng):
     check(o, q, k, v, d, False)
     assert not np.isnan(parts).all(), "the tail tiles were cut: parts were published"
     assert not counters.any()
+
+
+@pytest.mark.parametrize("k, v, words", [
+    (np.zeros((2, 64, 128), np.float32), np.zeros((2, 64, 128), np.float32), ["16-bit", "float32"]),
+    (np.zeros((2, 64, 128), BF16), np.zeros((2, 32, 128), BF16), ["one shape", "(2, 32, 128)"]),
+    (np.zeros((2, 64, 96), BF16), np.zeros((2, 64, 96), BF16), ["head dim 96", "multiple of 64"]),
+])
+def test_piece_descriptors_refuse_what_the_kernel_cannot_take(k, v, words):
+    with pytest.raises(ArgumentValueError) as e:
+        piece_descriptors(k, v, 10)
+    assert all(w in str(e.value) for w in words) and "test_attention_pieces.py" in str(e.value), str(e.value)

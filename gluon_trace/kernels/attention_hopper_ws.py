@@ -513,11 +513,20 @@ def piece_descriptors(k, v, pieces: int, rows: int = 16):
     KV rows a tile, 4 boxes a ring stage ran at 676 TFLOP/s, 20 at 587, 40 at 467.
     Otherwise a box a piece ([1, rows, DK] and [1, rows, D]): the last piece may be cut by the
     sequence's end, which a 5-D view cannot say (its rows would run into the next head)."""
+    from gluon_trace.errors import ArgumentValueError, user_location
     from gluon_trace.nvidia.hopper import TensorDescriptor
-    dtype = gl.bfloat16 if "bfloat16" in str(k.dtype) else gl.float16
+    name = str(k.dtype).rsplit(".", 1)[-1]
+    if name not in ("bfloat16", "float16") or str(v.dtype) != str(k.dtype) or tuple(k.shape) != tuple(v.shape):
+        raise ArgumentValueError(f"piece_descriptors takes K and V of one shape [B*H, S, D] and one 16-bit type "
+                                 f"(bfloat16 or float16), got {k.dtype} {tuple(k.shape)} and {v.dtype} "
+                                 f"{tuple(v.shape)}", user_location(2))
+    dtype = getattr(gl, name)
     bh, s, d = k.shape
     dk = min(d, 64)
     dc = d // dk
+    if not (d in (16, 32) or d % 64 == 0):
+        raise ArgumentValueError(f"piece_descriptors: head dim {d} must be 16, 32 or a multiple of 64 (K is read "
+                                 "in 64-column chunks, one 128-byte swizzle row each)", user_location(2))
     lay = gl.NVMMASharedLayout.get_default_for
     if s % rows == 0:
         def view(t, order):
