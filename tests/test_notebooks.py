@@ -39,7 +39,9 @@ def test_the_stories_are_there():
                    "TMA + wgmma, 2 persistent programs: C[96x80] matches numpy",
                    "warp-specialized: C[96x80] matches numpy", "ops new in this step")),
     ("06_attention", ("attention_fwd, causal=False: matches numpy", "attention_fwd, causal=True: matches numpy",
-                      "attention_fwd_pipelined, causal=True: matches numpy", "needs STAGES >= 3")),
+                      "attention_fwd_pipelined, causal=True: matches numpy", "needs STAGES >= 3",
+                      "attention_fwd_ws, KV_PIECES=5, S=160, K box [1, 1, 5, 16, 64], causal=True: matches numpy",
+                      "'m64n80k16': 16")),
 ])
 def test_gemm_and_attention_notebooks_check_each_step_and_say_where_gpu_cells_ran(stem, words, tmp_path):
     path = next(p for p in NOTEBOOKS if p.stem == stem)
