@@ -256,7 +256,9 @@ def _wgmma_wait(ctx, ts, attrs, regions):
 
 
 define("wgmma", _wgmma, has_side_effects=True, memory_operands=True,
-       doc="wgmma.mma_async: acc (+)= A @ B, A in registers or NVMMA shared memory, B in shared")
+       doc="wgmma.mma_async: acc (+)= A @ B, A in registers or NVMMA shared memory, B in shared; with "
+           "pieces a list of accumulators over a stacked B, with k_pieces a list of A operands (the further "
+           "ones after use_acc) over B stacked once more, summed in one group")
 define("wgmma_wait", _wgmma_wait, has_side_effects=True, memory_operands=True,
        doc="wgmma.wait_group: at most num_outstanding groups in flight; passes its deps through")
 

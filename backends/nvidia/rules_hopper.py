@@ -40,6 +40,9 @@ to its descriptors at run time. Every call is ``wgmma.fence``, the instructions,
 With pieces (a list of accumulators over a stacked B [P, K, n]) a run of adjacent column tiles
 across pieces is one m64n(run) instruction, where the descriptor model places every column of
 it as the view's table does (the tile that is no power of two: 5 x 32 = one m64n160).
+With K pieces (a list of A operands over B stacked once more) each term a[q] @ b[q] is emitted
+as its own K steps, all between the one fence and commit; only the first term's first step
+may drop the old accumulator.
 """
 from __future__ import annotations
 
