@@ -199,15 +199,23 @@ def _wgmma_k_pieces(ctx, name, terms, b):
     return dataclasses.replace(b, shape=tuple(b.shape[1:]))
 
 
+def wgmma_operands(operands, attrs) -> tuple[list, object, list, object]:
+    """(A's operands: one, or its K pieces; B; the accumulators; use_acc) of a wgmma's operands,
+    or of their types or values. The order is a, b, the accumulators, use_acc, then A's further
+    K pieces: the passes that read a and b by place keep them there."""
+    n = 1 if attrs.get("pieces") is None else attrs["pieces"]
+    return [operands[0], *operands[3 + n:]], operands[1], list(operands[2:2 + n]), operands[2 + n]
+
+
 def _wgmma(ctx, ts, attrs, regions):
-    n_acc = 1 if attrs.get("pieces") is None else attrs["pieces"]   # operands: a, b, accumulators, use_acc, A's further K pieces
-    a, b, accs, use_acc, more = ts[0], ts[1], list(ts[2:2 + n_acc]), ts[2 + n_acc], ts[3 + n_acc:]
+    terms, b, accs, use_acc = wgmma_operands(ts, attrs)
+    a = terms[0]
     name = "warpgroup_mma"
     if attrs.get("k_pieces") is not None:
-        if len(more) + 1 != attrs["k_pieces"]:
-            raise ctx.error(f"{name}: k_pieces={attrs['k_pieces']} but {len(more) + 1} A operands")
-        b = _wgmma_k_pieces(ctx, name, [a, *more], b)
-    elif more:
+        if len(terms) != attrs["k_pieces"]:
+            raise ctx.error(f"{name}: k_pieces={attrs['k_pieces']} but {len(terms)} A operands")
+        b = _wgmma_k_pieces(ctx, name, terms, b)
+    elif len(terms) > 1:
         raise ctx.error(f"{name} takes one A operand, or a list of them with K pieces")
     if attrs.get("pieces") is not None:
         b = _wgmma_pieces(ctx, name, b, accs)

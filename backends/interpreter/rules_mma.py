@@ -17,6 +17,7 @@ import numpy as np
 
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import InterpreterError
+from gluon_trace.ops_mma import wgmma_operands
 
 from .interpreter import fix, fma, rule, run_block
 from .rules_memory import OutOfRange, state
@@ -97,10 +98,9 @@ def _dot_fma(p, op, a, b, acc):
 
 
 @rule("wgmma")
-def _wgmma(p, op, a, b, *rest):
+def _wgmma(p, op, *operands):
     s = state(p)
-    n_acc = 1 if op.attrs.get("pieces") is None else op.attrs["pieces"]   # (a, b, accumulators, use_acc, A's further K pieces)
-    accs, use_acc, terms = rest[:n_acc], rest[n_acc], [a, *rest[n_acc + 1:]]
+    terms, b, accs, use_acc = wgmma_operands(operands, op.attrs)
     is_async = op.attrs.get("is_async")
     t = op.operands[1].type.dtype
     prec = op.attrs.get("precision") or "tf32"

@@ -50,6 +50,7 @@ import numpy as np
 
 from gluon_trace import dtypes as dt
 from gluon_trace.errors import CompileError
+from gluon_trace.ops_mma import wgmma_operands
 
 from . import ptx
 from .emitter import rule
@@ -484,10 +485,8 @@ def _runs(em, b: Smem, starts: list[int], N: int, ki: int, K: int, fuse: bool, t
 def _wgmma(em, op):
     from .rules_mma import _groups
     ptx.require(em.target, "warpgroup_mma (wgmma)", 90, op.loc, suffix_a=True)
-    n_acc = 1 if op.attrs.get("pieces") is None else op.attrs["pieces"]   # (a, b, accumulators, use_acc, A's further K pieces)
-    a_v, b_v, c_vs, use_v = op.operands[0], op.operands[1], op.operands[2:2 + n_acc], op.operands[2 + n_acc]
-    a_terms = [a_v, *op.operands[3 + n_acc:]]
-    c_v = c_vs[0]
+    a_terms, b_v, c_vs, use_v = wgmma_operands(op.operands, op.attrs)
+    a_v, c_v = a_terms[0], c_vs[0]
     pieces = op.attrs.get("pieces") is not None
     t, acc_t = b_v.type.dtype, c_v.type.dtype
     kind = _WGMMA.get(t.name)
@@ -505,7 +504,7 @@ def _wgmma(em, op):
     # passes it on, or here for a synchronous one (one rounding an op, as the interpreter does;
     # an async chain rounds once at its wait, closer to the exact sum)
     round16 = acc_t.name == "float16"
-    K, types, kw, transposable = kind
+    K, _, kw, _ = kind   # (the instruction's types and transposability: _term_calls)
     em.flags["wgmma"] = True
     lc = em.lin(op.results[0])
     N = int(c_v.type.layout.instr_shape[1])
