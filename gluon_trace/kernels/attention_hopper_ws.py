@@ -134,6 +134,7 @@ def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k
     ROWS: gl.constexpr = k_desc.block_type.shape[-2]
     DK: gl.constexpr = k_desc.block_type.shape[-1]
     STACKED: gl.constexpr = len(k_desc.block_type.shape) == 5   # a box fills every piece (piece_descriptors)
+    DC: gl.constexpr = k_bufs.shape[1]   # K's head-dim chunks (pieces; 1 otherwise)
     BN: gl.constexpr = _bn(k_desc, PIECES)
     for w in gl.static_range(C):
         mbarrier.wait(q_free.index(w), (t & 1) ^ 1)  # consumer w's last S of the tile before
@@ -144,13 +145,12 @@ def _load_tile(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_bars, q_free, k
         free = ((it // STAGES) & 1) ^ 1  # the first pass finds every slot free
         mbarrier.wait(k_empty.index(s), free)
         if STACKED:  # one box each, landing in the slots' bytes (the views say how they stack)
-            DC: gl.constexpr = k_bufs.shape[1]
             mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
             tma.async_load(k_desc, [bh, 0, j * PIECES, 0, 0], k_ready.index(s),
                            k_bufs.index(s).reinterpret(k_desc.dtype, [1, DC, PIECES, ROWS, DK], k_desc.layout))
         elif PIECES:  # K in head-dim chunks of DK, each PIECES boxes of ROWS rows; V a box a piece
-            mbarrier.expect(k_ready.index(s), PIECES * k_bufs.shape[1] * k_desc.block_type.nbytes)
-            for c in gl.static_range(k_bufs.shape[1]):
+            mbarrier.expect(k_ready.index(s), PIECES * DC * k_desc.block_type.nbytes)
+            for c in gl.static_range(DC):
                 for p in gl.static_range(PIECES):
                     tma.async_load(k_desc, [bh, j * BN + p * ROWS, c * DK], k_ready.index(s),
                                    k_bufs.index(s).index(c).index(p))
@@ -269,9 +269,8 @@ def _attend(q, k_bufs, v_bufs, q_bars, k_ready, v_ready, k_empty, v_empty, turn,
     p_op: gl.constexpr = gl.DotOperandLayout(0, o_l, k_width=2)
     dtype = q.dtype
     mask_kind = 2 if CAUSAL else 1
-    zero_s = gl.zeros([BM, W], gl.float32, s_l)
-    if PIECES:
-        zero_s = tuple(gl.zeros([BM, W], gl.float32, s_l) for _ in range(PIECES))
+    zero_s = (tuple(gl.zeros([BM, W], gl.float32, s_l) for _ in range(PIECES)) if PIECES
+              else gl.zeros([BM, W], gl.float32, s_l))
     nxt = (WHICH + 1) % C  # turns go round: 0, 1, .., C-1, 0, ...
     rows = row0 + gl.arange(0, BM, layout=gl.SliceLayout(1, s_l))
     m_i = gl.full([BM], -float("inf"), gl.float32, gl.SliceLayout(1, s_l))
