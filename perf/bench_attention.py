@@ -60,9 +60,9 @@ def ours(cfg, q, k, v, o, causal):
     extra = dict(EXTRA.get(kernel, {}))
     pieces = re.fullmatch(r"(.*)P(\d*)", kernel)   # e.g. wspP: pieces of 16 rows, wspP32: of 32
     if pieces:
-        rows = int(pieces.group(2) or 16)
-        kd, vd = piece_descriptors(k3, v3, bn // rows, rows)
-        extra["KV_PIECES"] = bn // rows
+        piece_rows = int(pieces.group(2) or 16)
+        kd, vd = piece_descriptors(k3, v3, bn // piece_rows, piece_rows)
+        extra["KV_PIECES"] = bn // piece_rows
     else:
         kd = TensorDescriptor.from_tensor(k3, [1, bn, d], lay([bn, d], gl.bfloat16))
         vd = TensorDescriptor.from_tensor(v3, [1, bn, d], lay([bn, d], gl.bfloat16))

@@ -240,7 +240,7 @@ def attention_pieces() -> int:
         kd, vd = piece_descriptors(k, v, 10)
         ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
         if programs is None:
-            attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=True, KV_PIECES=10,
+            attention_fwd_ws[(-(-seq // (2 * bm)), bh)](qd, kd, vd, od, seq, d ** -0.5, CAUSAL=causal, KV_PIECES=10,
                                                         num_warps=4)
         else:
             size, count = attention_split_workspace(programs, bm, d)
