@@ -1,7 +1,7 @@
 """attention_fwd_ws with KV_PIECES (gluon_trace/kernels/attention_hopper_ws.py) on the
 interpreter: KV tiles of P pieces of 16 rows, so BN = 16 P need not be a power of two (160, FA3's
 tile for head dim 128 is 176). S comes back as P column pieces whose softmax folds them into one
-row reduction; P V is one wgmma a piece. Against numpy: tiles that cross the sequence end inside
+row reduction; P V is one wgmma group over P's pieces. Against numpy: tiles that cross the sequence end inside
 a piece and between pieces, causal diagonals inside a tile, head dims 64 (one K chunk) and 128 (two),
 persistent grids, and the split tail over pieces."""
 import numpy as np
@@ -35,8 +35,8 @@ def check(o, q, k, v, d, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [100, 330, 336])
 def test_pieces_match_numpy(rng, d, pieces, consumers, ctas, causal, seq):
-    """seq 100 ends inside a piece of the first tile; 330 crosses tiles (160 and 48 columns) and
-    pieces; ctas: a persistent 1-D grid."""
+    """seq 100 ends inside a piece of the first tile; 330 crosses tiles and pieces (both a box a
+    piece); 336, a multiple of 16, loads K and V by 5-D boxes; ctas: a persistent 1-D grid."""
     (q, k, v, o), descs = inputs(rng, 2, seq, d, pieces)
     grid = (cdiv(seq, consumers * 64), 2) if ctas is None else (ctas,)
     attention_fwd_ws[grid](*descs, seq, 1.0 / np.sqrt(d), CAUSAL=causal, CONSUMERS=consumers,
