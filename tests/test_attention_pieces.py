@@ -68,3 +68,15 @@ def test_piece_descriptors_refuse_what_the_kernel_cannot_take(k, v, words):
     with pytest.raises(ArgumentValueError) as e:
         piece_descriptors(k, v, 10)
     assert all(w in str(e.value) for w in words) and "test_attention_pieces.py" in str(e.value), str(e.value)
+
+
+
+def test_kv_pieces_that_disagree_with_the_descriptors_boxes_are_refused_when_traced(rng):
+    """5-D boxes of 10 pieces (piece_descriptors(k, v, 10)) launched with KV_PIECES=5: refused at
+    trace time, naming what the boxes must be (at the kernel's check, as a static_assert does)."""
+    from gluon_trace.errors import TraceError
+    _, descs = inputs(rng, 2, 320, 128, 10)
+    with pytest.raises(TraceError) as e:
+        attention_fwd_ws.trace(*descs, gl.int32, gl.float32, CAUSAL=False, KV_PIECES=5, num_warps=4,
+                               target="sm_90a")
+    assert "KV_PIECES with 5-D boxes" in str(e.value) and "attention_hopper_ws.py" in str(e.value), str(e.value)
